@@ -1,0 +1,49 @@
+// The command core every protocol parser calls: one connection's view of the
+// store, with the statistics bookkeeping done once for all protocols.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "lockcached/core/stats.h"
+#include "lockcached/store/store.h"
+
+namespace lockcached::core {
+
+class CommandCore {
+ public:
+  CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
+              store::OwnerId owner)
+      : store_(store), stats_(stats), stats_source_(stats_source), owner_(owner) {}
+
+  store::OwnerId owner() const { return owner_; }
+  ThreadStats& thread_stats() { return stats_; }
+  size_t max_item_size() const { return store_.max_item_size(); }
+
+  // exptime as the client sent it (memcached rules, see store::to_rel_time).
+  store::ItemRef allocate(std::string_view key, uint32_t flags, int64_t exptime, size_t value_len);
+
+  store::ItemRef get(std::string_view key);
+  store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
+  bool touch(std::string_view key, int64_t exptime);
+  store::StoreResult store(store::StoreCommand command, const store::ItemRef& item,
+                           uint64_t compare_cas);
+  // A set that cannot be stored (too large, no memory) must not leave the old
+  // value behind: clients would read stale data (memcached does the same).
+  void drop_stale(store::StoreCommand command, std::string_view key);
+  store::DeleteStatus remove(std::string_view key, uint64_t compare_cas);
+  store::ArithResult arith(std::string_view key, const store::ArithRequest& request);
+  void flush_all(int64_t delay_seconds);
+  void set_memory_limit(size_t bytes) { store_.set_memory_limit(bytes); }
+
+  void collect_stats(StatsGroup group, StatList& out) const { stats_source_.collect(group, out); }
+  void reset_stats() { stats_source_.reset(); }
+
+ private:
+  store::Store& store_;
+  ThreadStats& stats_;
+  StatsSource& stats_source_;
+  const store::OwnerId owner_;
+};
+
+}  // namespace lockcached::core

@@ -1,0 +1,60 @@
+// memcached's text protocol: parses request lines, calls the command core and
+// formats the replies. It never touches a socket: bytes in, replies out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "lockcached/core/command_core.h"
+#include "lockcached/protocol/handler.h"
+#include "lockcached/protocol/text_parser.h"
+
+namespace lockcached::protocol {
+
+// memcached closes a connection whose line grows past 2048 bytes without a
+// newline, unless it is a multi-key get; we bound those too.
+constexpr size_t kMaxLineLength = 2048;
+constexpr size_t kMaxGetLineLength = 256 * 1024;
+
+class TextProtocol final : public ProtocolHandler {
+ public:
+  explicit TextProtocol(core::CommandCore& core) : core_(core) {}
+
+  size_t consume(std::string_view input, OutputQueue& out) override;
+  bool wants_close() const override { return close_; }
+
+ private:
+  enum class State : uint8_t { kLine, kValue, kSwallow };
+
+  void execute(std::string_view line, OutputQueue& out);
+  // Appends text and CRLF unless the command said noreply.
+  void reply(OutputQueue& out, std::string_view text);
+  void check_partial_line(std::string_view partial, OutputQueue& out);
+
+  void get(const Words& words, std::string_view line, bool with_cas, bool touch,
+           OutputQueue& out);
+  void update(const Words& words, store::StoreCommand command, OutputQueue& out);
+  size_t fill_value(std::string_view input, OutputQueue& out);
+  void finish_value(OutputQueue& out);
+  void arith(const Words& words, bool increment, OutputQueue& out);
+  void remove(const Words& words, OutputQueue& out);
+  void touch(const Words& words, OutputQueue& out);
+  void flush_all(const Words& words, OutputQueue& out);
+  void verbosity(const Words& words, OutputQueue& out);
+  void cache_memlimit(const Words& words, OutputQueue& out);
+  void stats(const Words& words, OutputQueue& out);
+
+  core::CommandCore& core_;
+  State state_ = State::kLine;
+  bool noreply_ = false;
+  bool close_ = false;
+  // The storage command whose data block is arriving (State::kValue).
+  store::ItemRef value_item_;
+  store::StoreCommand value_command_ = store::StoreCommand::kSet;
+  uint64_t value_cas_ = 0;
+  size_t value_filled_ = 0;  // bytes of value and CRLF received so far
+  size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
+};
+
+}  // namespace lockcached::protocol

@@ -1,0 +1,51 @@
+// One client connection: reads bytes, hands them to its protocol handler,
+// writes the replies back with writev. Lives and dies on its worker's thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "lockcached/core/command_core.h"
+#include "lockcached/net/reactor.h"
+#include "lockcached/protocol/handler.h"
+#include "lockcached/protocol/output_queue.h"
+
+namespace lockcached::server {
+
+class Worker;
+
+class Connection final : public net::EventHandler {
+ public:
+  Connection(Worker& worker, int fd, uint64_t id);
+  ~Connection() override;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void on_event(uint32_t events) override;
+  // Closes the socket at once; the worker frees the object after the batch.
+  void close();
+  bool closed() const { return fd_ < 0; }
+
+ private:
+  void on_readable();
+  void keep_unconsumed(std::string_view rest, bool from_scratch);
+  void flush();
+  void update_interest();
+
+  Worker& worker_;
+  int fd_;
+  uint32_t interest_ = 0;
+  core::CommandCore core_;
+  std::unique_ptr<protocol::ProtocolHandler> protocol_;
+  protocol::OutputQueue out_;
+  // The start of a request that has not fully arrived. Usually empty: reads
+  // land in the worker's scratch buffer and only a leftover is kept here, so
+  // an idle connection holds no buffer.
+  std::unique_ptr<char[]> partial_;
+  size_t partial_size_ = 0;
+  size_t partial_capacity_ = 0;
+};
+
+}  // namespace lockcached::server

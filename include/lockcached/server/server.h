@@ -1,0 +1,45 @@
+// Wires it all together: the shared state, the listeners and the workers.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lockcached/core/stats.h"
+#include "lockcached/server/server_state.h"
+#include "lockcached/server/settings.h"
+
+namespace lockcached::server {
+
+class Worker;
+
+class Server final : public core::StatsSource {
+ public:
+  explicit Server(const Settings& settings);
+  ~Server() override;
+
+  // Binds every listener and starts the workers. False, with *error set, if
+  // a listener cannot be opened.
+  bool start(std::string* error);
+  // Closes listeners and connections and joins the workers.
+  void stop();
+  // The memcached port actually bound (differs from the setting when it is 0).
+  uint16_t port() const { return port_; }
+
+  void collect(core::StatsGroup group, core::StatList& out) const override;
+  void reset() override;
+
+ private:
+  core::CounterValues thread_counters() const;
+  void collect_general(core::StatList& out) const;
+  void collect_settings(core::StatList& out) const;
+
+  ServerState state_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  uint16_t port_ = 0;
+  mutable std::mutex baseline_mutex_;
+  core::CounterValues baseline_;  // counters at the last "stats reset"
+};
+
+}  // namespace lockcached::server

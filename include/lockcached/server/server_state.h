@@ -1,0 +1,31 @@
+// What all reactor threads share: the settings, the store and the
+// process-wide connection counters. Owned by Server, one per process.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <ctime>
+
+#include "lockcached/server/settings.h"
+#include "lockcached/store/clock.h"
+#include "lockcached/store/store.h"
+
+namespace lockcached::server {
+
+struct ServerState {
+  explicit ServerState(const Settings& config)
+      : settings(config),
+        store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock) {}
+
+  const Settings settings;
+  const store::Clock clock;
+  store::Store store;
+  const int64_t started_unix = static_cast<int64_t>(::time(nullptr));
+  std::atomic<int> curr_connections{0};
+  std::atomic<uint64_t> total_connections{0};
+  std::atomic<uint64_t> rejected_connections{0};
+  // Connection ids double as lock owners: unique for the life of the process.
+  std::atomic<uint64_t> next_connection_id{1};
+};
+
+}  // namespace lockcached::server

@@ -1,0 +1,22 @@
+// Everything configurable, filled in by main from the command line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockcached::server {
+
+struct Settings {
+  std::vector<std::string> listen{"0.0.0.0"};
+  uint16_t port = 11211;     // 0: any free port (tests)
+  uint16_t lock_port = 11400;  // the named-lock service; 0: off
+  unsigned threads = 4;
+  size_t memory_limit = size_t{1024} << 20;
+  size_t max_item_size = size_t{1} << 20;
+  int max_connections = 4096;
+  uint64_t hash_seed = 0;
+};
+
+}  // namespace lockcached::server

@@ -1,0 +1,43 @@
+// Server time as the cache sees it: whole seconds since start-up.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+
+namespace lockcached::store {
+
+// Seconds since the server started, offset so that 1 is always in the past:
+// memcached maps "already expired" exptimes to 1, and we keep that convention.
+using RelTime = uint32_t;
+
+class Clock {
+ public:
+  Clock();
+  virtual ~Clock() = default;
+
+  // Monotonic: wall-clock jumps must not expire or revive items.
+  virtual RelTime now() const;
+  // The unix time that RelTime 0 stands for; converts absolute exptimes.
+  int64_t unix_epoch_of_zero() const { return unix_zero_; }
+
+ protected:
+  int64_t unix_zero_;
+  int64_t monotonic_zero_;
+};
+
+// A clock that only moves when told to; for tests of expiry.
+class ManualClock : public Clock {
+ public:
+  RelTime now() const override { return now_; }
+  void advance(RelTime seconds) { now_ += seconds; }
+
+ private:
+  RelTime now_ = 2;
+};
+
+// memcached's rules: 0 never expires; up to 30 days is relative to now; more
+// is an absolute unix time; negative (or an absolute time in the past) has
+// already expired.
+RelTime to_rel_time(int64_t exptime, const Clock& clock);
+
+}  // namespace lockcached::store

@@ -1,0 +1,84 @@
+// One cached object: header, key and value in a single allocation.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "lockcached/store/clock.h"
+
+namespace lockcached::store {
+
+// Connection id that owns a lock; 0 means nobody.
+using OwnerId = uint64_t;
+constexpr OwnerId kNoOwner = 0;
+
+// Layout: [Item][key bytes][value bytes]["\r\n"]. The trailing CRLF lets the
+// text protocol send value and terminator with one reference into the item.
+struct Item {
+  Item* hash_next = nullptr;
+  Item* lru_prev = nullptr;
+  Item* lru_next = nullptr;
+  uint64_t cas = 0;
+  OwnerId lock_owner = kNoOwner;
+  std::atomic<uint32_t> refs{1};
+  RelTime exptime = 0;  // 0: never
+  RelTime time = 0;     // when it was stored; flush_all compares against it
+  uint32_t flags = 0;
+  uint32_t value_len = 0;  // without the trailing "\r\n"
+  uint8_t key_len = 0;
+  bool linked = false;    // in the hash table (guarded by the shard lock)
+  bool accessed = false;  // CLOCK bit: read since it last passed the LRU tail
+
+  char* key_data() { return reinterpret_cast<char*>(this + 1); }
+  const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }
+  std::string_view key() const { return {key_data(), key_len}; }
+  char* value() { return key_data() + key_len; }
+  const char* value() const { return key_data() + key_len; }
+  std::string_view value_view() const { return {value(), value_len}; }
+  // Bytes the item takes in memory, as the memory limit counts them.
+  size_t total_size() const { return sizeof(Item) + key_len + value_len + 2; }
+  bool is_locked() const { return lock_owner != kNoOwner; }
+};
+
+// Creates an unlinked item with one reference; nullptr if memory is short.
+Item* item_allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len);
+void item_release(Item* item);
+
+// Intrusive reference: an item stays alive while a reply still points into it.
+class ItemRef {
+ public:
+  ItemRef() = default;
+  // Adopts a reference the caller already holds.
+  explicit ItemRef(Item* item) : item_(item) {}
+  ItemRef(const ItemRef& other) : item_(other.item_) { retain(); }
+  ItemRef(ItemRef&& other) noexcept : item_(std::exchange(other.item_, nullptr)) {}
+  ItemRef& operator=(ItemRef other) noexcept {
+    std::swap(item_, other.item_);
+    return *this;
+  }
+  ~ItemRef() {
+    if (item_) item_release(item_);
+  }
+
+  static ItemRef share(Item* item) {
+    item->refs.fetch_add(1, std::memory_order_relaxed);
+    return ItemRef(item);
+  }
+
+  Item* get() const { return item_; }
+  Item* operator->() const { return item_; }
+  Item& operator*() const { return *item_; }
+  explicit operator bool() const { return item_ != nullptr; }
+  Item* release() { return std::exchange(item_, nullptr); }
+
+ private:
+  void retain() {
+    if (item_) item_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  Item* item_ = nullptr;
+};
+
+}  // namespace lockcached::store

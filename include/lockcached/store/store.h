@@ -1,0 +1,123 @@
+// The object store: a power-of-two number of shards, each with its own mutex,
+// chained hash table, memory budget and LRU list. This is the one place where
+// cache semantics live (CAS, add/replace rules, arithmetic, expiry, flush,
+// lock ownership); protocols translate its results into their replies.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "lockcached/store/clock.h"
+#include "lockcached/store/item.h"
+
+namespace lockcached::store {
+
+constexpr size_t kMaxKeyLength = 250;
+
+struct StoreConfig {
+  size_t memory_limit = size_t{1024} << 20;
+  size_t max_item_size = size_t{1} << 20;
+  uint64_t hash_seed = 0;
+  // 0 picks a count from the memory limit (see Store::Store).
+  unsigned shard_count = 0;
+};
+
+enum class StoreCommand : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
+enum class StoreStatus : uint8_t { kStored, kNotStored, kExists, kNotFound, kLocked, kNoMemory };
+enum class DeleteStatus : uint8_t { kDeleted, kNotFound, kExists, kLocked };
+enum class ArithStatus : uint8_t { kOk, kNotFound, kNonNumeric, kExists, kLocked, kNoMemory };
+
+struct StoreResult {
+  StoreStatus status;
+  uint64_t cas = 0;  // of the stored item when status is kStored
+};
+
+struct ArithRequest {
+  bool increment = true;
+  uint64_t delta = 0;
+  uint64_t compare_cas = 0;  // 0: no check
+  // Binary protocol: create the item with `initial` when it is missing.
+  bool create = false;
+  uint64_t initial = 0;
+  RelTime exptime = 0;
+};
+
+struct ArithResult {
+  ArithStatus status;
+  uint64_t value = 0;
+  uint64_t cas = 0;
+};
+
+struct StoreStats {
+  uint64_t curr_items = 0;
+  uint64_t total_items = 0;
+  uint64_t bytes = 0;
+  uint64_t evictions = 0;
+  uint64_t reclaimed = 0;
+  uint64_t limit_bytes = 0;
+  unsigned shards = 0;
+};
+
+class Store {
+ public:
+  Store(const StoreConfig& config, const Clock& clock);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const Clock& clock() const { return clock_; }
+  size_t max_item_size() const { return max_item_size_; }
+
+  // An unlinked item for the caller to fill; empty when value_len is over the
+  // item size limit or memory is short.
+  ItemRef allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len) const;
+
+  ItemRef get(std::string_view key);
+  // Sets a new exptime and returns the item (gat, touch).
+  ItemRef touch(std::string_view key, RelTime exptime);
+
+  // Links `item` according to `command`. compare_cas is checked for kCas and,
+  // when non-zero, for the others (binary protocol). `owner` may modify items
+  // it has locked; everybody else gets kLocked.
+  StoreResult store(StoreCommand command, const ItemRef& item, uint64_t compare_cas, OwnerId owner);
+  DeleteStatus remove(std::string_view key, uint64_t compare_cas, OwnerId owner);
+  ArithResult arith(std::string_view key, const ArithRequest& request, OwnerId owner);
+
+  // Invalidates every unlocked item stored before now + delay_seconds.
+  void flush_all(int64_t delay_seconds);
+  void set_memory_limit(size_t bytes);
+
+  StoreStats stats() const;
+  void reset_stats();
+
+ private:
+  struct Shard;
+
+  Shard& shard_for(uint64_t hash) const;
+  bool is_live(const Item& item, RelTime now) const;
+  // Finds a live item; unlinks an expired or flushed one on the way.
+  Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
+  void link(Shard& shard, uint64_t hash, Item* item);
+  void unlink(Shard& shard, Item* item);
+  // Links new_item in place of old_item (which may be null).
+  void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
+  // Evicts from the LRU tail until `bytes` more fit; never evicts `keep`.
+  bool make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep);
+  uint64_t next_cas() { return next_cas_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  ItemRef combine(const Item& old_item, const Item& addition, bool append) const;
+
+  const Clock& clock_;
+  const size_t max_item_size_;
+  const uint64_t hash_seed_;
+  unsigned shard_bits_;
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<uint64_t> next_cas_{0};
+  // flush_all state, read on every lookup.
+  std::atomic<RelTime> flush_time_{0};  // items stored at or before it are gone once it passed
+  std::atomic<uint64_t> flush_cas_{0};  // items with a smaller cas are gone
+};
+
+}  // namespace lockcached::store

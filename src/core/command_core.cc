@@ -1,0 +1,79 @@
+#include "lockcached/core/command_core.h"
+
+namespace lockcached::core {
+
+using store::ItemRef;
+
+ItemRef CommandCore::allocate(std::string_view key, uint32_t flags, int64_t exptime,
+                              size_t value_len) {
+  return store_.allocate(key, flags, store::to_rel_time(exptime, store_.clock()), value_len);
+}
+
+ItemRef CommandCore::get(std::string_view key) {
+  ItemRef item = store_.get(key);
+  stats_.cmd_get.add();
+  (item ? stats_.get_hits : stats_.get_misses).add();
+  return item;
+}
+
+ItemRef CommandCore::get_and_touch(std::string_view key, int64_t exptime) {
+  ItemRef item = store_.touch(key, store::to_rel_time(exptime, store_.clock()));
+  stats_.cmd_touch.add();
+  (item ? stats_.touch_hits : stats_.touch_misses).add();
+  return item;
+}
+
+bool CommandCore::touch(std::string_view key, int64_t exptime) {
+  return static_cast<bool>(get_and_touch(key, exptime));
+}
+
+store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef& item,
+                                      uint64_t compare_cas) {
+  store::StoreResult result = store_.store(command, item, compare_cas, owner_);
+  stats_.cmd_set.add();
+  if (command == store::StoreCommand::kCas) {
+    switch (result.status) {
+      case store::StoreStatus::kStored:
+        stats_.cas_hits.add();
+        break;
+      case store::StoreStatus::kExists:
+        stats_.cas_badval.add();
+        break;
+      case store::StoreStatus::kNotFound:
+        stats_.cas_misses.add();
+        break;
+      default:
+        break;
+    }
+  }
+  return result;
+}
+
+void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) {
+  stats_.cmd_set.add();
+  if (command == store::StoreCommand::kSet) store_.remove(key, 0, owner_);
+}
+
+store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {
+  store::DeleteStatus status = store_.remove(key, compare_cas, owner_);
+  (status == store::DeleteStatus::kNotFound ? stats_.delete_misses : stats_.delete_hits).add();
+  return status;
+}
+
+store::ArithResult CommandCore::arith(std::string_view key, const store::ArithRequest& request) {
+  store::ArithResult result = store_.arith(key, request, owner_);
+  bool miss = result.status == store::ArithStatus::kNotFound;
+  if (request.increment) {
+    (miss ? stats_.incr_misses : stats_.incr_hits).add();
+  } else {
+    (miss ? stats_.decr_misses : stats_.decr_hits).add();
+  }
+  return result;
+}
+
+void CommandCore::flush_all(int64_t delay_seconds) {
+  stats_.cmd_flush.add();
+  store_.flush_all(delay_seconds);
+}
+
+}  // namespace lockcached::core

@@ -1,0 +1,103 @@
+// lockcached: flags in, server up, wait for SIGTERM/SIGINT, server down.
+#include <signal.h>
+
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "lockcached/server/server.h"
+#include "lockcached/version.h"
+
+DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port)");
+DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off)");
+DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
+DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
+DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes");
+DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
+DEFINE_int32(max_connections, 4096, "Simultaneous client connections");
+
+namespace {
+
+constexpr int kUsageError = 64;  // EX_USAGE
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+// Returns an empty string when the flags make sense, else what is wrong.
+std::string check_flags() {
+  if (FLAGS_port < 0 || FLAGS_port > 65535) return "--port must be 0..65535";
+  if (FLAGS_lock_port < 0 || FLAGS_lock_port > 65535) return "--lock_port must be 0..65535";
+  if (FLAGS_threads < 0 || FLAGS_threads > 1024) return "--threads must be 0..1024";
+  if (FLAGS_memory_limit_mb < 1) return "--memory_limit_mb must be at least 1";
+  if (FLAGS_max_item_size < 1024 || FLAGS_max_item_size > (int64_t{1} << 30)) {
+    return "--max_item_size must be 1024..1073741824";
+  }
+  if (FLAGS_max_connections < 1) return "--max_connections must be at least 1";
+  if (split_commas(FLAGS_listen).empty()) return "--listen needs at least one address";
+  return "";
+}
+
+lockcached::server::Settings settings_from_flags() {
+  lockcached::server::Settings settings;
+  settings.listen = split_commas(FLAGS_listen);
+  settings.port = static_cast<uint16_t>(FLAGS_port);
+  settings.lock_port = static_cast<uint16_t>(FLAGS_lock_port);
+  settings.threads = FLAGS_threads > 0 ? static_cast<unsigned>(FLAGS_threads)
+                                       : std::max(1u, std::thread::hardware_concurrency());
+  settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;
+  settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
+  settings.max_connections = FLAGS_max_connections;
+  settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  return settings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A service logs to stderr (the journal under systemd) unless told otherwise.
+  gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
+  gflags::SetVersionString(LOCKCACHED_VERSION);
+  gflags::SetUsageMessage("memcached-compatible cache server with server-side locking");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+
+  if (std::string problem = check_flags(); !problem.empty()) {
+    LOG(ERROR) << problem;
+    return kUsageError;
+  }
+
+  // Block the stop signals before any thread starts, so that every thread
+  // inherits the mask and only sigwait() below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  lockcached::server::Server server(settings_from_flags());
+  std::string error;
+  if (!server.start(&error)) {
+    LOG(ERROR) << "cannot start: " << error;
+    return EXIT_FAILURE;
+  }
+  LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  LOG(INFO) << "Got " << strsignal(signal_number) << ", shutting down";
+  server.stop();
+  return EXIT_SUCCESS;
+}

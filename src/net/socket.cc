@@ -1,0 +1,85 @@
+#include "lockcached/net/socket.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+namespace lockcached::net {
+namespace {
+
+constexpr int kListenBacklog = 1024;
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* info) const { freeaddrinfo(info); }
+};
+using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+AddrInfoPtr resolve(const std::string& host, uint16_t port, std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* result = nullptr;
+  std::string bare = host;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  int rc = getaddrinfo(bare.c_str(), std::to_string(port).c_str(), &hints, &result);
+  if (rc != 0) {
+    if (error) *error = host + ": " + gai_strerror(rc);
+    return nullptr;
+  }
+  return AddrInfoPtr(result);
+}
+
+}  // namespace
+
+int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error) {
+  AddrInfoPtr info = resolve(host, port, error);
+  if (!info) return -1;
+  int fd = socket(info->ai_family, info->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = std::string("socket: ") + std::strerror(errno);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (share_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  if (info->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (bind(fd, info->ai_addr, info->ai_addrlen) != 0 || listen(fd, kListenBacklog) != 0) {
+    *error = host + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool port_is_free(const std::string& host, uint16_t port) {
+  AddrInfoPtr info = resolve(host, port, nullptr);
+  if (!info) return true;  // open_listener reports the resolution error
+  int fd = socket(info->ai_family, info->ai_socktype | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (info->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  bool free = bind(fd, info->ai_addr, info->ai_addrlen) == 0;
+  close(fd);
+  return free;
+}
+
+uint16_t local_port(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+}
+
+}  // namespace lockcached::net

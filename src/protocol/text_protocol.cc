@@ -1,0 +1,329 @@
+#include "lockcached/protocol/text_protocol.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "lockcached/version.h"
+
+namespace lockcached::protocol {
+namespace {
+
+using store::StoreCommand;
+
+constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
+constexpr std::string_view kBadExptime = "CLIENT_ERROR invalid exptime argument";
+constexpr size_t kMaxLeadingSpaces = 100;
+
+bool is_multiget_prefix(std::string_view line) {
+  for (std::string_view prefix : {"get ", "gets ", "gat ", "gats "}) {
+    if (line.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
+// The text after `word`, which must point into `line`.
+std::string_view text_after(std::string_view line, std::string_view word) {
+  return line.substr(static_cast<size_t>(word.data() + word.size() - line.data()));
+}
+
+}  // namespace
+
+size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
+  size_t pos = 0;
+  while (pos < input.size() && !close_) {
+    switch (state_) {
+      case State::kValue:
+        pos += fill_value(input.substr(pos), out);
+        break;
+      case State::kSwallow: {
+        size_t skip = std::min(swallow_left_, input.size() - pos);
+        pos += skip;
+        swallow_left_ -= skip;
+        if (swallow_left_ == 0) state_ = State::kLine;
+        break;
+      }
+      case State::kLine: {
+        const char* newline =
+            static_cast<const char*>(std::memchr(input.data() + pos, '\n', input.size() - pos));
+        if (newline == nullptr) {
+          check_partial_line(input.substr(pos), out);
+          return close_ ? input.size() : pos;
+        }
+        size_t end = static_cast<size_t>(newline - input.data());
+        size_t next = end + 1;
+        if (end - pos > 1 && input[end - 1] == '\r') --end;
+        execute(input.substr(pos, end - pos), out);
+        pos = next;
+        break;
+      }
+    }
+  }
+  return close_ ? input.size() : pos;
+}
+
+void TextProtocol::check_partial_line(std::string_view partial, OutputQueue& out) {
+  if (partial.size() <= kMaxLineLength) return;
+  size_t start = std::min(partial.find_first_not_of(' '), partial.size());
+  if (start <= kMaxLeadingSpaces && is_multiget_prefix(partial.substr(start)) &&
+      partial.size() <= kMaxGetLineLength) {
+    return;
+  }
+  out.append("CLIENT_ERROR line too long\r\n");
+  close_ = true;
+}
+
+void TextProtocol::reply(OutputQueue& out, std::string_view text) {
+  if (noreply_) return;
+  out.append(text);
+  out.append("\r\n");
+}
+
+void TextProtocol::execute(std::string_view line, OutputQueue& out) {
+  noreply_ = false;
+  Words words = split_words(line);
+  if (words.count == 0 || words[0].size() < 2) return reply(out, "ERROR");
+  std::string_view command = words[0];
+
+  if (command == "get" || command == "bget") return get(words, line, false, false, out);
+  if (command == "gets") return get(words, line, true, false, out);
+  if (command == "gat") return get(words, line, false, true, out);
+  if (command == "gats") return get(words, line, true, true, out);
+  if (command == "set") return update(words, StoreCommand::kSet, out);
+  if (command == "add") return update(words, StoreCommand::kAdd, out);
+  if (command == "replace") return update(words, StoreCommand::kReplace, out);
+  if (command == "append") return update(words, StoreCommand::kAppend, out);
+  if (command == "prepend") return update(words, StoreCommand::kPrepend, out);
+  if (command == "cas") return update(words, StoreCommand::kCas, out);
+  if (command == "delete") return remove(words, out);
+  if (command == "incr") return arith(words, true, out);
+  if (command == "decr") return arith(words, false, out);
+  if (command == "touch") return touch(words, out);
+  if (command == "stats") return stats(words, out);
+  if (command == "flush_all") return flush_all(words, out);
+  if (command == "version") return reply(out, "VERSION " LOCKCACHED_PROTOCOL_VERSION);
+  if (command == "verbosity") return verbosity(words, out);
+  if (command == "cache_memlimit") return cache_memlimit(words, out);
+  if (command == "quit") {
+    close_ = true;
+    return;
+  }
+  if (command == "shutdown") return reply(out, "ERROR: shutdown not enabled");
+  // A browser or HTTP probe pointed at the cache port: just hang up.
+  if (words.last().substr(0, 5) == "HTTP/") {
+    close_ = true;
+    return;
+  }
+  reply(out, "ERROR");
+}
+
+void TextProtocol::get(const Words& words, std::string_view line, bool with_cas, bool touch,
+                       OutputQueue& out) {
+  if (words.count < 2) return reply(out, "ERROR");
+  int32_t exptime = 0;
+  std::string_view keys = text_after(line, words[0]);
+  if (touch) {
+    if (!parse_i32(words[1], &exptime)) return reply(out, kBadExptime);
+    keys = text_after(line, words[1]);
+  }
+  // memcached answers only the error when any key is bad, so check first.
+  bool all_valid = true;
+  for_each_word(keys, [&all_valid](std::string_view key) { all_valid &= valid_key(key); });
+  if (!all_valid) return reply(out, kBadFormat);
+
+  for_each_word(keys, [&](std::string_view key) {
+    store::ItemRef item = touch ? core_.get_and_touch(key, exptime) : core_.get(key);
+    if (!item) return;
+    out.append("VALUE ");
+    out.append(item->key());
+    out.append(" ");
+    out.append_number(item->flags);
+    out.append(" ");
+    out.append_number(item->value_len);
+    if (with_cas) {
+      out.append(" ");
+      out.append_number(item->cas);
+    }
+    out.append("\r\n");
+    out.append_item(item.get(), item->value(), item->value_len + 2);
+  });
+  out.append("END\r\n");
+}
+
+void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue& out) {
+  size_t required = command == StoreCommand::kCas ? 6 : 5;
+  if (words.count != required && words.count != required + 1) return reply(out, "ERROR");
+  noreply_ = words.last() == "noreply";
+  std::string_view key = words[1];
+  uint32_t flags;
+  int32_t exptime;
+  int32_t length;
+  uint64_t cas = 0;
+  if (!valid_key(key) || !parse_u32(words[2], &flags) || !parse_i32(words[3], &exptime) ||
+      !parse_i32(words[4], &length) ||
+      (command == StoreCommand::kCas && !parse_u64(words[5], &cas)) || length < 0) {
+    return reply(out, kBadFormat);
+  }
+  store::ItemRef item = core_.allocate(key, flags, exptime, static_cast<size_t>(length));
+  if (!item) {
+    reply(out, static_cast<size_t>(length) > core_.max_item_size()
+                   ? "SERVER_ERROR object too large for cache"
+                   : "SERVER_ERROR out of memory storing object");
+    core_.drop_stale(command, key);
+    swallow_left_ = static_cast<size_t>(length) + 2;
+    state_ = State::kSwallow;
+    return;
+  }
+  value_item_ = std::move(item);
+  value_command_ = command;
+  value_cas_ = cas;
+  value_filled_ = 0;
+  state_ = State::kValue;
+}
+
+size_t TextProtocol::fill_value(std::string_view input, OutputQueue& out) {
+  size_t total = size_t{value_item_->value_len} + 2;
+  size_t take = std::min(total - value_filled_, input.size());
+  std::memcpy(value_item_->value() + value_filled_, input.data(), take);
+  value_filled_ += take;
+  if (value_filled_ == total) finish_value(out);
+  return take;
+}
+
+void TextProtocol::finish_value(OutputQueue& out) {
+  state_ = State::kLine;
+  store::ItemRef item = std::move(value_item_);
+  const char* end = item->value() + item->value_len;
+  if (end[0] != '\r' || end[1] != '\n') return reply(out, "CLIENT_ERROR bad data chunk");
+  switch (core_.store(value_command_, item, value_cas_).status) {
+    case store::StoreStatus::kStored:
+      return reply(out, "STORED");
+    case store::StoreStatus::kNotStored:
+      return reply(out, "NOT_STORED");
+    case store::StoreStatus::kExists:
+      return reply(out, "EXISTS");
+    case store::StoreStatus::kNotFound:
+      return reply(out, "NOT_FOUND");
+    case store::StoreStatus::kLocked:
+      return reply(out, "LOCKED");
+    case store::StoreStatus::kNoMemory:
+      return reply(out, "SERVER_ERROR out of memory storing object");
+  }
+}
+
+void TextProtocol::arith(const Words& words, bool increment, OutputQueue& out) {
+  if (words.count != 3 && words.count != 4) return reply(out, "ERROR");
+  noreply_ = words.last() == "noreply";
+  if (!valid_key(words[1])) return reply(out, kBadFormat);
+  store::ArithRequest request;
+  request.increment = increment;
+  if (!parse_u64(words[2], &request.delta)) {
+    return reply(out, "CLIENT_ERROR invalid numeric delta argument");
+  }
+  store::ArithResult result = core_.arith(words[1], request);
+  switch (result.status) {
+    case store::ArithStatus::kOk:
+      if (noreply_) return;
+      out.append_number(result.value);
+      out.append("\r\n");
+      return;
+    case store::ArithStatus::kNotFound:
+      return reply(out, "NOT_FOUND");
+    case store::ArithStatus::kNonNumeric:
+      return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+    case store::ArithStatus::kLocked:
+      return reply(out, "LOCKED");
+    case store::ArithStatus::kExists:  // only the binary protocol sends a CAS
+    case store::ArithStatus::kNoMemory:
+      return reply(out, "SERVER_ERROR out of memory");
+  }
+}
+
+void TextProtocol::remove(const Words& words, OutputQueue& out) {
+  if (words.count < 2 || words.count > 4) return reply(out, "ERROR");
+  if (words.count > 2) {
+    // "delete KEY 0" survives from the old hold-time argument.
+    bool hold_is_zero = words[2] == "0";
+    noreply_ = words.last() == "noreply";
+    bool valid = (words.count == 3 && (hold_is_zero || noreply_)) ||
+                 (words.count == 4 && hold_is_zero && noreply_);
+    if (!valid) {
+      return reply(out, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+    }
+  }
+  if (!valid_key(words[1])) return reply(out, kBadFormat);
+  switch (core_.remove(words[1], 0)) {
+    case store::DeleteStatus::kDeleted:
+      return reply(out, "DELETED");
+    case store::DeleteStatus::kLocked:
+      return reply(out, "LOCKED");
+    case store::DeleteStatus::kNotFound:
+    case store::DeleteStatus::kExists:
+      return reply(out, "NOT_FOUND");
+  }
+}
+
+void TextProtocol::touch(const Words& words, OutputQueue& out) {
+  if (words.count != 3 && words.count != 4) return reply(out, "ERROR");
+  noreply_ = words.last() == "noreply";
+  if (!valid_key(words[1])) return reply(out, kBadFormat);
+  int32_t exptime;
+  if (!parse_i32(words[2], &exptime)) return reply(out, kBadExptime);
+  reply(out, core_.touch(words[1], exptime) ? "TOUCHED" : "NOT_FOUND");
+}
+
+void TextProtocol::flush_all(const Words& words, OutputQueue& out) {
+  if (words.count > 3) return reply(out, "ERROR");
+  noreply_ = words.last() == "noreply";
+  int32_t delay = 0;
+  bool has_delay = words.count == 3 || (words.count == 2 && !noreply_);
+  if (has_delay && !parse_i32(words[1], &delay)) {
+    return reply(out, kBadExptime);
+  }
+  core_.flush_all(delay);
+  reply(out, "OK");
+}
+
+void TextProtocol::verbosity(const Words& words, OutputQueue& out) {
+  if (words.count != 2 && words.count != 3) return reply(out, "ERROR");
+  noreply_ = words.last() == "noreply";
+  uint32_t level;
+  if (!parse_u32(words[1], &level)) return reply(out, kBadFormat);
+  // Logging verbosity is glog's -v flag; accepted for compatibility.
+  reply(out, "OK");
+}
+
+void TextProtocol::cache_memlimit(const Words& words, OutputQueue& out) {
+  if (words.count != 2 && words.count != 3) return reply(out, "ERROR");
+  noreply_ = words.last() == "noreply";
+  uint32_t megabytes;
+  if (!parse_u32(words[1], &megabytes)) return reply(out, "ERROR");
+  if (megabytes < 8) return reply(out, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
+  core_.set_memory_limit(size_t{megabytes} << 20);
+  reply(out, "OK");
+}
+
+void TextProtocol::stats(const Words& words, OutputQueue& out) {
+  core::StatList list;
+  if (words.count == 1) {
+    core_.collect_stats(core::StatsGroup::kGeneral, list);
+  } else if (words[1] == "settings") {
+    core_.collect_stats(core::StatsGroup::kSettings, list);
+  } else if (words[1] == "reset") {
+    core_.reset_stats();
+    return reply(out, "RESET");
+  } else if (words[1] != "items" && words[1] != "slabs" && words[1] != "sizes" &&
+             words[1] != "conns") {
+    // No slab allocator, so the per-class groups exist but are empty.
+    return reply(out, "ERROR");
+  }
+  for (const auto& [name, value] : list) {
+    out.append("STAT ");
+    out.append(name);
+    out.append(" ");
+    out.append(value);
+    out.append("\r\n");
+  }
+  out.append("END\r\n");
+}
+
+}  // namespace lockcached::protocol

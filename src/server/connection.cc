@@ -1,0 +1,135 @@
+#include "lockcached/server/connection.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <glog/logging.h>
+
+#include "lockcached/protocol/text_protocol.h"
+#include "lockcached/server/worker.h"
+
+namespace lockcached::server {
+namespace {
+
+constexpr int kMaxIovecs = 64;
+// Stop reading from a client while this much of its output waits unsent: a
+// client that never reads must not make the server buffer without bound.
+constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
+constexpr size_t kMinPartialCapacity = 4096;
+
+}  // namespace
+
+Connection::Connection(Worker& worker, int fd, uint64_t id)
+    : worker_(worker),
+      fd_(fd),
+      core_(worker.state().store, worker.stats(), worker.stats_source(), id),
+      protocol_(std::make_unique<protocol::TextProtocol>(core_)) {
+  interest_ = EPOLLIN;
+  if (!worker_.reactor().add(fd_, interest_, this)) close();
+}
+
+// The worker destroys a connection only after close().
+Connection::~Connection() { DCHECK(closed()); }
+
+void Connection::close() {
+  if (fd_ < 0) return;
+  worker_.reactor().remove(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  out_.clear();
+  worker_.state().curr_connections.fetch_sub(1, std::memory_order_relaxed);
+  worker_.retire(this);
+}
+
+void Connection::on_event(uint32_t events) {
+  if (closed()) return;  // closed earlier in this batch of events
+  if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) return close();
+  if (events & EPOLLOUT) flush();
+  if (!closed() && (events & EPOLLIN)) on_readable();
+}
+
+void Connection::on_readable() {
+  bool from_scratch = partial_size_ == 0;
+  char* destination;
+  size_t room;
+  if (from_scratch) {
+    destination = worker_.scratch();
+    room = Worker::kScratchSize;
+  } else {
+    if (partial_capacity_ - partial_size_ < kMinPartialCapacity) {
+      size_t capacity = std::max(partial_capacity_ * 2, partial_size_ + kMinPartialCapacity);
+      auto grown = std::make_unique<char[]>(capacity);
+      std::memcpy(grown.get(), partial_.get(), partial_size_);
+      partial_ = std::move(grown);
+      partial_capacity_ = capacity;
+    }
+    destination = partial_.get() + partial_size_;
+    room = partial_capacity_ - partial_size_;
+  }
+
+  ssize_t received = ::read(fd_, destination, room);
+  if (received == 0) return close();
+  if (received < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    return close();
+  }
+  worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
+
+  std::string_view input = from_scratch
+                               ? std::string_view(destination, static_cast<size_t>(received))
+                               : std::string_view(partial_.get(), partial_size_ + received);
+  size_t consumed = protocol_->consume(input, out_);
+  keep_unconsumed(input.substr(consumed), from_scratch);
+  flush();
+  if (!closed() && protocol_->wants_close()) close();
+}
+
+// Keeps the unconsumed tail of `input` for the next read.
+void Connection::keep_unconsumed(std::string_view rest, bool from_scratch) {
+  if (rest.empty()) {
+    partial_.reset();
+    partial_size_ = partial_capacity_ = 0;
+    return;
+  }
+  if (from_scratch) {
+    partial_capacity_ = std::max(rest.size() * 2, kMinPartialCapacity);
+    partial_ = std::make_unique<char[]>(partial_capacity_);
+  }
+  std::memmove(partial_.get(), rest.data(), rest.size());
+  partial_size_ = rest.size();
+}
+
+void Connection::flush() {
+  while (!out_.empty()) {
+    iovec iov[kMaxIovecs];
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = static_cast<size_t>(out_.gather(iov, kMaxIovecs));
+    ssize_t sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return close();
+    }
+    worker_.stats().bytes_written.add(static_cast<uint64_t>(sent));
+    out_.consume(static_cast<size_t>(sent));
+  }
+  update_interest();
+}
+
+void Connection::update_interest() {
+  uint32_t wanted = 0;
+  if (!out_.empty()) wanted |= EPOLLOUT;
+  if (out_.pending() < kMaxPendingOutput) wanted |= EPOLLIN;
+  if (wanted == interest_) return;
+  interest_ = wanted;
+  worker_.reactor().modify(fd_, wanted, this);
+}
+
+}  // namespace lockcached::server

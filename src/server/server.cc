@@ -1,0 +1,147 @@
+#include "lockcached/server/server.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <glog/logging.h>
+
+#include "lockcached/net/socket.h"
+#include "lockcached/server/worker.h"
+#include "lockcached/version.h"
+
+namespace lockcached::server {
+namespace {
+
+std::string seconds_text(const timeval& tv) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%ld.%06ld", static_cast<long>(tv.tv_sec),
+                static_cast<long>(tv.tv_usec));
+  return text;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string joined;
+  for (const std::string& part : parts) joined += (joined.empty() ? "" : ",") + part;
+  return joined;
+}
+
+}  // namespace
+
+Server::Server(const Settings& settings) : state_(settings) {}
+
+Server::~Server() { stop(); }
+
+bool Server::start(std::string* error) {
+  const Settings& settings = state_.settings;
+  for (unsigned i = 0; i < settings.threads; ++i) {
+    workers_.push_back(std::make_unique<Worker>(state_, *this));
+  }
+  // Every worker gets its own socket on each address (SO_REUSEPORT), so
+  // the kernel spreads connections and no thread hands one to another.
+  port_ = settings.port;
+  for (const std::string& host : settings.listen) {
+    if (port_ != 0 && !net::port_is_free(host, port_)) {
+      *error = host + ":" + std::to_string(port_) + ": address already in use";
+      return false;
+    }
+    for (auto& worker : workers_) {
+      int fd = net::open_listener(host, port_, true, error);
+      if (fd < 0) return false;
+      if (port_ == 0) port_ = net::local_port(fd);
+      worker->add_listener(fd);
+    }
+    LOG(INFO) << "Listening on " << host << ":" << port_ << " (memcached protocol)";
+  }
+  for (auto& worker : workers_) worker->start();
+  return true;
+}
+
+void Server::stop() {
+  for (auto& worker : workers_) worker->stop();
+  for (auto& worker : workers_) worker->join();
+  workers_.clear();
+}
+
+core::CounterValues Server::thread_counters() const {
+  core::CounterValues sum;
+  for (const auto& worker : workers_) worker->stats().add_to(sum);
+  std::lock_guard lock(baseline_mutex_);
+  core::subtract(sum, baseline_);
+  return sum;
+}
+
+void Server::reset() {
+  core::CounterValues sum;
+  for (const auto& worker : workers_) worker->stats().add_to(sum);
+  {
+    std::lock_guard lock(baseline_mutex_);
+    baseline_ = sum;
+  }
+  state_.total_connections.store(0, std::memory_order_relaxed);
+  state_.rejected_connections.store(0, std::memory_order_relaxed);
+  state_.store.reset_stats();
+}
+
+void Server::collect(core::StatsGroup group, core::StatList& out) const {
+  if (group == core::StatsGroup::kSettings) {
+    collect_settings(out);
+  } else {
+    collect_general(out);
+  }
+}
+
+void Server::collect_general(core::StatList& out) const {
+  auto add = [&out](const char* name, auto value) {
+    if constexpr (std::is_convertible_v<decltype(value), std::string>) {
+      out.emplace_back(name, value);
+    } else {
+      out.emplace_back(name, std::to_string(value));
+    }
+  };
+  int64_t now = static_cast<int64_t>(::time(nullptr));
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  add("pid", static_cast<int64_t>(getpid()));
+  add("uptime", now - state_.started_unix);
+  add("time", now);
+  add("version", std::string(LOCKCACHED_PROTOCOL_VERSION));
+  add("pointer_size", sizeof(void*) * 8);
+  add("rusage_user", seconds_text(usage.ru_utime));
+  add("rusage_system", seconds_text(usage.ru_stime));
+  add("max_connections", state_.settings.max_connections);
+  add("curr_connections", state_.curr_connections.load(std::memory_order_relaxed));
+  add("total_connections", state_.total_connections.load(std::memory_order_relaxed));
+  add("rejected_connections", state_.rejected_connections.load(std::memory_order_relaxed));
+  core::CounterValues counters = thread_counters();
+#define LOCKCACHED_ADD_COUNTER(name) add(#name, counters.name);
+  LOCKCACHED_THREAD_COUNTERS(LOCKCACHED_ADD_COUNTER)
+#undef LOCKCACHED_ADD_COUNTER
+  store::StoreStats store = state_.store.stats();
+  add("limit_maxbytes", store.limit_bytes);
+  add("threads", state_.settings.threads);
+  add("bytes", store.bytes);
+  add("curr_items", store.curr_items);
+  add("total_items", store.total_items);
+  add("evictions", store.evictions);
+  add("reclaimed", store.reclaimed);
+}
+
+void Server::collect_settings(core::StatList& out) const {
+  const Settings& settings = state_.settings;
+  out.emplace_back("maxbytes", std::to_string(settings.memory_limit));
+  out.emplace_back("maxconns", std::to_string(settings.max_connections));
+  out.emplace_back("tcpport", std::to_string(port_));
+  out.emplace_back("udpport", "0");
+  out.emplace_back("lock_port", std::to_string(settings.lock_port));
+  out.emplace_back("inter", join(settings.listen));
+  out.emplace_back("num_threads", std::to_string(settings.threads));
+  out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
+  out.emplace_back("evictions", "on");
+  out.emplace_back("cas_enabled", "yes");
+  out.emplace_back("binding_protocol", "ascii");
+  out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
+}
+
+}  // namespace lockcached::server

@@ -1,0 +1,127 @@
+#include "lockcached/server/worker.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <glog/logging.h>
+
+#include "lockcached/server/connection.h"
+
+namespace lockcached::server {
+namespace {
+
+// Accepts per readiness event; the rest wait for the next loop turn so that
+// a connection storm cannot starve the clients already connected.
+constexpr int kMaxAcceptsPerEvent = 64;
+constexpr std::string_view kTooManyConnections = "ERROR Too many open connections\r\n";
+
+}  // namespace
+
+class Worker::Listener final : public net::EventHandler {
+ public:
+  Listener(Worker& worker, int fd) : worker_(worker), fd_(fd) {}
+  ~Listener() override { ::close(fd_); }
+  int fd() const { return fd_; }
+  void on_event(uint32_t) override { worker_.accept_from(fd_); }
+
+ private:
+  Worker& worker_;
+  int fd_;
+};
+
+Worker::Worker(ServerState& state, core::StatsSource& stats_source)
+    : state_(state),
+      stats_source_(stats_source),
+      scratch_(std::make_unique<char[]>(kScratchSize)),
+      spare_fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
+  reactor_.set_before_sleep([this] { free_retired(); });
+}
+
+Worker::~Worker() {
+  join();
+  if (spare_fd_ >= 0) close(spare_fd_);
+}
+
+void Worker::add_listener(int fd) {
+  listeners_.push_back(std::make_unique<Listener>(*this, fd));
+  CHECK(reactor_.add(fd, EPOLLIN, listeners_.back().get()));
+}
+
+void Worker::start() {
+  thread_ = std::thread([this] {
+    reactor_.run();
+    shut_down();
+  });
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::accept_from(int listen_fd) {
+  for (int i = 0; i < kMaxAcceptsPerEvent; ++i) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) shed_one(listen_fd);
+      else if (errno != EAGAIN && errno != EWOULDBLOCK) PLOG(WARNING) << "accept";
+      return;
+    }
+    if (state_.curr_connections.fetch_add(1, std::memory_order_relaxed) >=
+        state_.settings.max_connections) {
+      state_.curr_connections.fetch_sub(1, std::memory_order_relaxed);
+      reject(fd);
+      continue;
+    }
+    state_.total_connections.fetch_add(1, std::memory_order_relaxed);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
+    connections_.insert(new Connection(*this, fd, id));
+  }
+}
+
+// As memcached: tell the client why, then hang up.
+void Worker::reject(int fd) {
+  state_.rejected_connections.fetch_add(1, std::memory_order_relaxed);
+  ssize_t ignored = send(fd, kTooManyConnections.data(), kTooManyConnections.size(),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
+  close(fd);
+}
+
+// Out of file descriptors: the pending connection would keep the listener
+// readable and the loop spinning. Free the spare descriptor, accept the
+// client and close it at once, then take the spare back.
+void Worker::shed_one(int listen_fd) {
+  LOG_EVERY_N(WARNING, 1000) << "out of file descriptors; refusing connections";
+  if (spare_fd_ < 0) return;
+  close(spare_fd_);
+  int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) reject(fd);
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+void Worker::retire(Connection* connection) { retired_.push_back(connection); }
+
+void Worker::free_retired() {
+  for (Connection* connection : retired_) {
+    connections_.erase(connection);
+    delete connection;
+  }
+  retired_.clear();
+}
+
+void Worker::shut_down() {
+  listeners_.clear();
+  for (Connection* connection : connections_) connection->close();
+  free_retired();
+}
+
+}  // namespace lockcached::server

@@ -1,0 +1,375 @@
+#include "lockcached/store/store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "lockcached/store/hash.h"
+
+namespace lockcached::store {
+namespace {
+
+constexpr unsigned kMaxShards = 64;
+constexpr size_t kInitialBuckets = 1024;
+// How many LRU-tail items one allocation may inspect before giving up; bounds
+// the time a shard lock is held when most of the shard is locked objects.
+constexpr int kMaxEvictionProbes = 1000;
+
+// memcached's rule for the value incr/decr work on: optional leading and
+// trailing whitespace around decimal digits that fit in 64 bits.
+bool parse_counter(std::string_view text, uint64_t* value) {
+  auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  size_t begin = 0;
+  while (begin < text.size() && is_space(text[begin])) ++begin;
+  size_t end = text.size();
+  while (end > begin && is_space(text[end - 1])) --end;
+  if (begin == end) return false;
+  auto [ptr, ec] = std::from_chars(text.data() + begin, text.data() + end, *value);
+  return ec == std::errc() && ptr == text.data() + end;
+}
+
+}  // namespace
+
+struct Store::Shard {
+  std::mutex mutex;
+  std::vector<Item*> buckets = std::vector<Item*>(kInitialBuckets, nullptr);
+  size_t count = 0;
+  size_t bytes = 0;
+  size_t limit = 0;
+  // Doubly linked, most recently linked at the head. Reads only set the
+  // CLOCK bit, so a get never writes list pointers.
+  Item* lru_head = nullptr;
+  Item* lru_tail = nullptr;
+  uint64_t total_items = 0;
+  uint64_t evictions = 0;
+  uint64_t reclaimed = 0;
+
+  Item** bucket_of(uint64_t hash) { return &buckets[hash & (buckets.size() - 1)]; }
+
+  void lru_push_head(Item* item) {
+    item->lru_prev = nullptr;
+    item->lru_next = lru_head;
+    if (lru_head) lru_head->lru_prev = item;
+    lru_head = item;
+    if (!lru_tail) lru_tail = item;
+  }
+
+  void lru_remove(Item* item) {
+    (item->lru_prev ? item->lru_prev->lru_next : lru_head) = item->lru_next;
+    (item->lru_next ? item->lru_next->lru_prev : lru_tail) = item->lru_prev;
+    item->lru_prev = item->lru_next = nullptr;
+  }
+};
+
+Store::Store(const StoreConfig& config, const Clock& clock)
+    : clock_(clock), max_item_size_(config.max_item_size), hash_seed_(config.hash_seed) {
+  unsigned shards = config.shard_count;
+  if (shards == 0) {
+    // Each shard must be able to hold a few of the largest items.
+    shards = kMaxShards;
+    while (shards > 1 && config.memory_limit / shards < 4 * config.max_item_size) shards /= 2;
+  }
+  shard_bits_ = 0;
+  while ((1u << shard_bits_) < shards) ++shard_bits_;
+  shards_ = std::make_unique<Shard[]>(size_t{1} << shard_bits_);
+  set_memory_limit(config.memory_limit);
+}
+
+Store::~Store() {
+  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
+    for (Item* bucket : shards_[i].buckets) {
+      while (bucket) {
+        Item* next = bucket->hash_next;
+        bucket->linked = false;
+        item_release(bucket);
+        bucket = next;
+      }
+    }
+  }
+}
+
+Store::Shard& Store::shard_for(uint64_t hash) const {
+  return shards_[shard_bits_ == 0 ? 0 : hash >> (64 - shard_bits_)];
+}
+
+bool Store::is_live(const Item& item, RelTime now) const {
+  if (item.is_locked()) return true;  // locked objects neither expire nor flush
+  if (item.exptime != 0 && item.exptime <= now) return false;
+  if (item.cas < flush_cas_.load(std::memory_order_relaxed)) return false;
+  RelTime flush_time = flush_time_.load(std::memory_order_relaxed);
+  return flush_time == 0 || flush_time > now || item.time >= flush_time;
+}
+
+Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
+  for (Item* item = *shard.bucket_of(hash); item; item = item->hash_next) {
+    if (item->key_len == key.size() && std::memcmp(item->key_data(), key.data(), key.size()) == 0) {
+      if (is_live(*item, now)) return item;
+      unlink(shard, item);
+      ++shard.reclaimed;
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+void Store::link(Shard& shard, uint64_t hash, Item* item) {
+  if (shard.count >= shard.buckets.size() + shard.buckets.size() / 2) {
+    std::vector<Item*> grown(shard.buckets.size() * 2, nullptr);
+    for (Item* bucket : shard.buckets) {
+      while (bucket) {
+        Item* next = bucket->hash_next;
+        Item** slot = &grown[hash_key(bucket->key(), hash_seed_) & (grown.size() - 1)];
+        bucket->hash_next = *slot;
+        *slot = bucket;
+        bucket = next;
+      }
+    }
+    shard.buckets.swap(grown);
+  }
+  Item** slot = shard.bucket_of(hash);
+  item->hash_next = *slot;
+  *slot = item;
+  item->refs.fetch_add(1, std::memory_order_relaxed);  // the store's own reference
+  item->linked = true;
+  item->time = clock_.now();
+  shard.lru_push_head(item);
+  ++shard.count;
+  shard.bytes += item->total_size();
+  ++shard.total_items;
+}
+
+void Store::unlink(Shard& shard, Item* item) {
+  uint64_t hash = hash_key(item->key(), hash_seed_);
+  for (Item** slot = shard.bucket_of(hash); *slot; slot = &(*slot)->hash_next) {
+    if (*slot == item) {
+      *slot = item->hash_next;
+      break;
+    }
+  }
+  item->hash_next = nullptr;
+  shard.lru_remove(item);
+  item->linked = false;
+  --shard.count;
+  shard.bytes -= item->total_size();
+  item_release(item);
+}
+
+void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item) {
+  if (old_item) {
+    new_item->lock_owner = old_item->lock_owner;  // the holder's write keeps its lock
+    unlink(shard, old_item);
+  }
+  link(shard, hash, new_item);
+}
+
+// CLOCK over the LRU list: a tail item read since it last got here gets a
+// second chance at the head; locked items are passed over.
+bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
+  if (bytes > shard.limit) return false;
+  int probes = 0;
+  while (shard.bytes + bytes > shard.limit) {
+    Item* victim = shard.lru_tail;
+    if (victim == nullptr || ++probes > kMaxEvictionProbes) return false;
+    if (victim == keep || victim->is_locked() || victim->accessed) {
+      victim->accessed = false;
+      shard.lru_remove(victim);
+      shard.lru_push_head(victim);
+      continue;
+    }
+    bool expired = !is_live(*victim, now);
+    unlink(shard, victim);
+    ++(expired ? shard.reclaimed : shard.evictions);
+  }
+  return true;
+}
+
+ItemRef Store::allocate(std::string_view key, uint32_t flags, RelTime exptime,
+                        size_t value_len) const {
+  if (value_len > max_item_size_ || key.size() > kMaxKeyLength) return {};
+  return ItemRef(item_allocate(key, flags, exptime, value_len));
+}
+
+ItemRef Store::get(std::string_view key) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, clock_.now());
+  if (!item) return {};
+  item->accessed = true;
+  return ItemRef::share(item);
+}
+
+ItemRef Store::touch(std::string_view key, RelTime exptime) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, clock_.now());
+  if (!item) return {};
+  item->exptime = exptime;
+  item->accessed = true;
+  return ItemRef::share(item);
+}
+
+ItemRef Store::combine(const Item& old_item, const Item& addition, bool append) const {
+  size_t length = size_t{old_item.value_len} + addition.value_len;
+  ItemRef combined = allocate(old_item.key(), old_item.flags, old_item.exptime, length);
+  if (!combined) return {};
+  const Item& first = append ? old_item : addition;
+  const Item& second = append ? addition : old_item;
+  std::memcpy(combined->value(), first.value(), first.value_len);
+  std::memcpy(combined->value() + first.value_len, second.value(), second.value_len);
+  return combined;
+}
+
+StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t compare_cas,
+                         OwnerId owner) {
+  uint64_t hash = hash_key(item->key(), hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  Item* old_item = find(shard, hash, item->key(), now);
+  if (old_item && old_item->is_locked() && old_item->lock_owner != owner) {
+    return {StoreStatus::kLocked};
+  }
+  ItemRef to_link = item;
+  switch (command) {
+    case StoreCommand::kSet:
+      break;
+    case StoreCommand::kAdd:
+      if (old_item) {
+        old_item->accessed = true;  // like memcached, a failed add counts as a use
+        return {StoreStatus::kNotStored};
+      }
+      break;
+    case StoreCommand::kCas:
+      if (!old_item) return {StoreStatus::kNotFound};
+      if (old_item->cas != compare_cas) return {StoreStatus::kExists};
+      break;
+    case StoreCommand::kReplace:
+    case StoreCommand::kAppend:
+    case StoreCommand::kPrepend:
+      if (!old_item) return {StoreStatus::kNotStored};
+      if (compare_cas != 0 && old_item->cas != compare_cas) return {StoreStatus::kExists};
+      if (command != StoreCommand::kReplace) {
+        to_link = combine(*old_item, *item, command == StoreCommand::kAppend);
+        if (!to_link) return {StoreStatus::kNotStored};
+      }
+      break;
+  }
+  // The old version's bytes count as free for its replacement.
+  size_t needed = to_link->total_size();
+  size_t freed = old_item ? old_item->total_size() : 0;
+  if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
+    return {StoreStatus::kNoMemory};
+  }
+  to_link->cas = next_cas();
+  replace(shard, hash, old_item, to_link.get());
+  return {StoreStatus::kStored, to_link->cas};
+}
+
+DeleteStatus Store::remove(std::string_view key, uint64_t compare_cas, OwnerId owner) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, clock_.now());
+  if (!item) return DeleteStatus::kNotFound;
+  if (item->is_locked() && item->lock_owner != owner) return DeleteStatus::kLocked;
+  if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
+  unlink(shard, item);
+  return DeleteStatus::kDeleted;
+}
+
+ArithResult Store::arith(std::string_view key, const ArithRequest& request, OwnerId owner) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  Item* old_item = find(shard, hash, key, now);
+
+  uint64_t value;
+  size_t min_length = 0;
+  uint32_t flags = 0;
+  RelTime exptime = request.exptime;
+  if (!old_item) {
+    if (!request.create) return {ArithStatus::kNotFound};
+    value = request.initial;
+  } else {
+    if (old_item->is_locked() && old_item->lock_owner != owner) return {ArithStatus::kLocked};
+    if (request.compare_cas != 0 && request.compare_cas != old_item->cas) {
+      return {ArithStatus::kExists};
+    }
+    if (!parse_counter(old_item->value_view(), &value)) return {ArithStatus::kNonNumeric};
+    if (request.increment) {
+      value += request.delta;  // wraps at 2^64, as memcached
+    } else {
+      value = request.delta > value ? 0 : value - request.delta;
+    }
+    // memcached rewrites a shorter number in place, padded with spaces.
+    min_length = old_item->value_len;
+    flags = old_item->flags;
+    exptime = old_item->exptime;
+  }
+
+  char digits[24];
+  auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  size_t length = static_cast<size_t>(end - digits);
+  if (length > min_length) min_length = length;
+  // A new item every time: readers may still be sending the old one.
+  ItemRef fresh = allocate(key, flags, exptime, min_length);
+  if (!fresh) return {ArithStatus::kNoMemory};
+  std::memcpy(fresh->value(), digits, length);
+  std::memset(fresh->value() + length, ' ', min_length - length);
+  size_t freed = old_item ? old_item->total_size() : 0;
+  if (!make_room(shard, fresh->total_size() > freed ? fresh->total_size() - freed : 0, now,
+                 old_item)) {
+    return {ArithStatus::kNoMemory};
+  }
+  fresh->cas = next_cas();
+  replace(shard, hash, old_item, fresh.get());
+  return {ArithStatus::kOk, value, fresh->cas};
+}
+
+void Store::flush_all(int64_t delay_seconds) {
+  if (delay_seconds <= 0) {
+    flush_time_.store(0, std::memory_order_relaxed);
+    flush_cas_.store(next_cas(), std::memory_order_relaxed);
+  } else {
+    flush_time_.store(clock_.now() + static_cast<RelTime>(delay_seconds),
+                      std::memory_order_relaxed);
+  }
+}
+
+void Store::set_memory_limit(size_t bytes) {
+  size_t shards = size_t{1} << shard_bits_;
+  for (size_t i = 0; i < shards; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    shards_[i].limit = bytes / shards;
+  }
+}
+
+StoreStats Store::stats() const {
+  StoreStats stats;
+  stats.shards = 1u << shard_bits_;
+  for (unsigned i = 0; i < stats.shards; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard lock(shard.mutex);
+    stats.curr_items += shard.count;
+    stats.total_items += shard.total_items;
+    stats.bytes += shard.bytes;
+    stats.evictions += shard.evictions;
+    stats.reclaimed += shard.reclaimed;
+    stats.limit_bytes += shard.limit;
+  }
+  return stats;
+}
+
+void Store::reset_stats() {
+  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    shards_[i].total_items = shards_[i].evictions = shards_[i].reclaimed = 0;
+  }
+}
+
+}  // namespace lockcached::store
