@@ -57,6 +57,8 @@ void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) 
 store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {
   store::DeleteStatus status = store_.remove(key, compare_cas, owner_);
   (status == store::DeleteStatus::kNotFound ? stats_.delete_misses : stats_.delete_hits).add();
+  // Deleting a locked item also ends the lock.
+  if (status == store::DeleteStatus::kDeleted && !held_.empty()) held_.erase(std::string(key));
   return status;
 }
 
@@ -69,6 +71,50 @@ store::ArithResult CommandCore::arith(std::string_view key, const store::ArithRe
     (miss ? stats_.decr_misses : stats_.decr_hits).add();
   }
   return result;
+}
+
+store::LockStatus CommandCore::lock(std::string_view key) {
+  store::LockStatus status;
+  lock_and_get(key, nullptr, &status);
+  return status;
+}
+
+store::ItemRef CommandCore::lock_and_get(std::string_view key, const int64_t* exptime,
+                                         store::LockStatus* status) {
+  store::RelTime rel_exptime = exptime ? store::to_rel_time(*exptime, store_.clock()) : 0;
+  ItemRef item = store_.lock_and_get(key, owner_, exptime ? &rel_exptime : nullptr, status);
+  stats_.cmd_lock.add();
+  switch (*status) {
+    case store::LockStatus::kOk:
+      stats_.lock_hits.add();
+      held_.emplace(key);
+      break;
+    case store::LockStatus::kLocked:
+      stats_.lock_contended.add();
+      break;
+    default:
+      stats_.lock_misses.add();
+      break;
+  }
+  return item;
+}
+
+store::LockStatus CommandCore::unlock(std::string_view key) {
+  store::LockStatus status = store_.unlock(key, owner_);
+  if (status == store::LockStatus::kOk) held_.erase(std::string(key));
+  return status;
+}
+
+store::StoreResult CommandCore::replace_and_unlock(const ItemRef& item, uint64_t compare_cas) {
+  stats_.cmd_set.add();
+  store::StoreResult result = store_.replace_and_unlock(item, compare_cas, owner_);
+  if (result.status == store::StoreStatus::kStored) held_.erase(std::string(item->key()));
+  return result;
+}
+
+void CommandCore::release_all_locks() {
+  for (const std::string& key : held_) store_.unlock(key, owner_);
+  held_.clear();
 }
 
 void CommandCore::flush_all(int64_t delay_seconds) {

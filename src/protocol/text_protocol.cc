@@ -103,6 +103,12 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "version") return reply(out, "VERSION " LOCKCACHED_PROTOCOL_VERSION);
   if (command == "verbosity") return verbosity(words, out);
   if (command == "cache_memlimit") return cache_memlimit(words, out);
+  if (command == "lock") return lock(words, out);
+  if (command == "unlock") return unlock(words, out);
+  if (command == "unlock_all") {
+    core_.release_all_locks();
+    return reply(out, "OK");
+  }
   if (command == "quit") {
     close_ = true;
     return;
@@ -205,6 +211,7 @@ void TextProtocol::finish_value(OutputQueue& out) {
       return reply(out, "NOT_FOUND");
     case store::StoreStatus::kLocked:
       return reply(out, "LOCKED");
+    case store::StoreStatus::kNotLocked:  // only replace_and_unlock, a binary command
     case store::StoreStatus::kNoMemory:
       return reply(out, "SERVER_ERROR out of memory storing object");
   }
@@ -281,6 +288,28 @@ void TextProtocol::flush_all(const Words& words, OutputQueue& out) {
   }
   core_.flush_all(delay);
   reply(out, "OK");
+}
+
+// lock/unlock take exactly one key and no noreply, as in yrmcds.
+void TextProtocol::lock(const Words& words, OutputQueue& out) {
+  if (words.count != 2) return reply(out, "ERROR");
+  if (!valid_key(words[1])) return reply(out, kBadFormat);
+  switch (core_.lock(words[1])) {
+    case store::LockStatus::kOk:
+      return reply(out, "OK");
+    case store::LockStatus::kLocked:
+      return reply(out, "LOCKED");
+    case store::LockStatus::kNotFound:
+    case store::LockStatus::kNotLocked:
+      return reply(out, "NOT_FOUND");
+  }
+}
+
+void TextProtocol::unlock(const Words& words, OutputQueue& out) {
+  if (words.count != 2) return reply(out, "ERROR");
+  if (!valid_key(words[1])) return reply(out, kBadFormat);
+  if (core_.unlock(words[1]) == store::LockStatus::kOk) return reply(out, "OK");
+  reply(out, "CLIENT_ERROR object is not locked or not found");
 }
 
 void TextProtocol::verbosity(const Words& words, OutputQueue& out) {

@@ -11,6 +11,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/protocol/binary_protocol.h"
 #include "lockcached/protocol/text_protocol.h"
 #include "lockcached/server/worker.h"
 
@@ -28,8 +29,7 @@ constexpr size_t kMinPartialCapacity = 4096;
 Connection::Connection(Worker& worker, int fd, uint64_t id)
     : worker_(worker),
       fd_(fd),
-      core_(worker.state().store, worker.stats(), worker.stats_source(), id),
-      protocol_(std::make_unique<protocol::TextProtocol>(core_)) {
+      core_(worker.state().store, worker.stats(), worker.stats_source(), id) {
   interest_ = EPOLLIN;
   if (!worker_.reactor().add(fd_, interest_, this)) close();
 }
@@ -43,6 +43,7 @@ void Connection::close() {
   ::close(fd_);
   fd_ = -1;
   out_.clear();
+  core_.release_all_locks();  // a client's locks end with its connection
   worker_.state().curr_connections.fetch_sub(1, std::memory_order_relaxed);
   worker_.retire(this);
 }
@@ -81,6 +82,7 @@ void Connection::on_readable() {
   }
   worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
 
+  if (!protocol_) choose_protocol(destination[0]);
   std::string_view input = from_scratch
                                ? std::string_view(destination, static_cast<size_t>(received))
                                : std::string_view(partial_.get(), partial_size_ + received);
@@ -88,6 +90,15 @@ void Connection::on_readable() {
   keep_unconsumed(input.substr(consumed), from_scratch);
   flush();
   if (!closed() && protocol_->wants_close()) close();
+}
+
+// As memcached: the first byte of a connection tells its protocol for good.
+void Connection::choose_protocol(char first_byte) {
+  if (static_cast<uint8_t>(first_byte) == protocol::binary::kRequestMagic) {
+    protocol_ = std::make_unique<protocol::BinaryProtocol>(core_);
+  } else {
+    protocol_ = std::make_unique<protocol::TextProtocol>(core_);
+  }
 }
 
 // Keeps the unconsumed tail of `input` for the next read.

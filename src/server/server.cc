@@ -126,6 +126,7 @@ void Server::collect_general(core::StatList& out) const {
   add("total_items", store.total_items);
   add("evictions", store.evictions);
   add("reclaimed", store.reclaimed);
+  add("curr_locks", store.locked_items);
 }
 
 void Server::collect_settings(core::StatList& out) const {

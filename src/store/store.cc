@@ -45,6 +45,7 @@ struct Store::Shard {
   uint64_t total_items = 0;
   uint64_t evictions = 0;
   uint64_t reclaimed = 0;
+  uint64_t locked = 0;
 
   Item** bucket_of(uint64_t hash) { return &buckets[hash & (buckets.size() - 1)]; }
 
@@ -94,12 +95,16 @@ Store::Shard& Store::shard_for(uint64_t hash) const {
   return shards_[shard_bits_ == 0 ? 0 : hash >> (64 - shard_bits_)];
 }
 
+bool Store::is_flushed(const Item& item, RelTime now) const {
+  if (item.cas < flush_cas_.load(std::memory_order_relaxed)) return true;
+  RelTime flush_time = flush_time_.load(std::memory_order_relaxed);
+  return flush_time != 0 && flush_time <= now && item.time < flush_time;
+}
+
 bool Store::is_live(const Item& item, RelTime now) const {
   if (item.is_locked()) return true;  // locked objects neither expire nor flush
   if (item.exptime != 0 && item.exptime <= now) return false;
-  if (item.cas < flush_cas_.load(std::memory_order_relaxed)) return false;
-  RelTime flush_time = flush_time_.load(std::memory_order_relaxed);
-  return flush_time == 0 || flush_time > now || item.time >= flush_time;
+  return !is_flushed(item, now);
 }
 
 Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
@@ -134,7 +139,11 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
   item->refs.fetch_add(1, std::memory_order_relaxed);  // the store's own reference
   item->linked = true;
   item->time = clock_.now();
-  shard.lru_push_head(item);
+  if (item->is_locked()) {
+    ++shard.locked;  // locked items stay out of the LRU list: never evicted
+  } else {
+    shard.lru_push_head(item);
+  }
   ++shard.count;
   shard.bytes += item->total_size();
   ++shard.total_items;
@@ -149,7 +158,11 @@ void Store::unlink(Shard& shard, Item* item) {
     }
   }
   item->hash_next = nullptr;
-  shard.lru_remove(item);
+  if (item->is_locked()) {
+    --shard.locked;
+  } else {
+    shard.lru_remove(item);
+  }
   item->linked = false;
   --shard.count;
   shard.bytes -= item->total_size();
@@ -165,14 +178,14 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
 }
 
 // CLOCK over the LRU list: a tail item read since it last got here gets a
-// second chance at the head; locked items are passed over.
+// second chance at the head. Locked items are not in the list at all.
 bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
   if (bytes > shard.limit) return false;
   int probes = 0;
   while (shard.bytes + bytes > shard.limit) {
     Item* victim = shard.lru_tail;
     if (victim == nullptr || ++probes > kMaxEvictionProbes) return false;
-    if (victim == keep || victim->is_locked() || victim->accessed) {
+    if (victim == keep || victim->accessed) {
       victim->accessed = false;
       shard.lru_remove(victim);
       shard.lru_push_head(victim);
@@ -331,6 +344,83 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   return {ArithStatus::kOk, value, fresh->cas};
 }
 
+void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {
+  shard.lru_remove(item);
+  item->lock_owner = owner;
+  ++shard.locked;
+}
+
+void Store::clear_lock(Shard& shard, Item* item, RelTime now) {
+  item->lock_owner = kNoOwner;
+  --shard.locked;
+  // A flush_all while it was locked spared it; being unlocked must not
+  // retroactively apply that flush, so it counts as stored now.
+  if (is_flushed(*item, now)) {
+    item->cas = next_cas();
+    item->time = now;
+  }
+  shard.lru_push_head(item);
+}
+
+LockStatus Store::lock(std::string_view key, OwnerId owner) {
+  LockStatus status;
+  lock_and_get(key, owner, nullptr, &status);
+  return status;
+}
+
+ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* exptime,
+                            LockStatus* status) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, clock_.now());
+  if (!item) {
+    *status = LockStatus::kNotFound;
+    return {};
+  }
+  // Not re-entrant, as yrmcds: the holder locking again is refused too.
+  if (item->is_locked()) {
+    *status = LockStatus::kLocked;
+    return {};
+  }
+  set_lock(shard, item, owner);
+  if (exptime) item->exptime = *exptime;
+  *status = LockStatus::kOk;
+  return ItemRef::share(item);
+}
+
+LockStatus Store::unlock(std::string_view key, OwnerId owner) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, now);
+  if (!item) return LockStatus::kNotFound;
+  if (item->lock_owner != owner) return LockStatus::kNotLocked;
+  clear_lock(shard, item, now);
+  return LockStatus::kOk;
+}
+
+StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas, OwnerId owner) {
+  uint64_t hash = hash_key(item->key(), hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  Item* old_item = find(shard, hash, item->key(), now);
+  if (!old_item) return {StoreStatus::kNotFound};
+  if (old_item->lock_owner != owner) return {StoreStatus::kNotLocked};
+  if (compare_cas != 0 && old_item->cas != compare_cas) return {StoreStatus::kExists};
+  size_t needed = item->total_size();
+  size_t freed = old_item->total_size();
+  if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
+    return {StoreStatus::kNoMemory};
+  }
+  clear_lock(shard, old_item, now);
+  item->cas = next_cas();
+  replace(shard, hash, old_item, item.get());
+  return {StoreStatus::kStored, item->cas};
+}
+
 void Store::flush_all(int64_t delay_seconds) {
   if (delay_seconds <= 0) {
     flush_time_.store(0, std::memory_order_relaxed);
@@ -361,6 +451,7 @@ StoreStats Store::stats() const {
     stats.evictions += shard.evictions;
     stats.reclaimed += shard.reclaimed;
     stats.limit_bytes += shard.limit;
+    stats.locked_items += shard.locked;
   }
   return stats;
 }

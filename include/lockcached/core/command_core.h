@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "lockcached/core/stats.h"
 #include "lockcached/store/store.h"
@@ -19,6 +21,8 @@ class CommandCore {
   store::OwnerId owner() const { return owner_; }
   ThreadStats& thread_stats() { return stats_; }
   size_t max_item_size() const { return store_.max_item_size(); }
+  // A client's exptime in server time (memcached rules, see store::to_rel_time).
+  store::RelTime rel_time(int64_t exptime) const { return store::to_rel_time(exptime, store_.clock()); }
 
   // exptime as the client sent it (memcached rules, see store::to_rel_time).
   store::ItemRef allocate(std::string_view key, uint32_t flags, int64_t exptime, size_t value_len);
@@ -36,6 +40,16 @@ class CommandCore {
   void flush_all(int64_t delay_seconds);
   void set_memory_limit(size_t bytes) { store_.set_memory_limit(bytes); }
 
+  // Server-side locks. The core remembers which keys this connection holds
+  // so that release_all_locks() (unlock_all, disconnect) never scans the store.
+  store::LockStatus lock(std::string_view key);
+  store::ItemRef lock_and_get(std::string_view key, const int64_t* exptime,
+                              store::LockStatus* status);
+  store::LockStatus unlock(std::string_view key);
+  store::StoreResult replace_and_unlock(const store::ItemRef& item, uint64_t compare_cas);
+  void release_all_locks();
+  size_t held_locks() const { return held_.size(); }
+
   void collect_stats(StatsGroup group, StatList& out) const { stats_source_.collect(group, out); }
   void reset_stats() { stats_source_.reset(); }
 
@@ -44,6 +58,9 @@ class CommandCore {
   ThreadStats& stats_;
   StatsSource& stats_source_;
   const store::OwnerId owner_;
+  // Keys this connection has locked. A key may linger after its item was
+  // deleted or replaced by the holder; unlocking it then is a harmless miss.
+  std::unordered_set<std::string> held_;
 };
 
 }  // namespace lockcached::core

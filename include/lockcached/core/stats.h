@@ -28,6 +28,10 @@ namespace lockcached::core {
   X(cas_badval)                       \
   X(touch_hits)                       \
   X(touch_misses)                     \
+  X(cmd_lock)                         \
+  X(lock_hits)                        \
+  X(lock_misses)                      \
+  X(lock_contended)                   \
   X(bytes_read)                       \
   X(bytes_written)
 

@@ -41,6 +41,8 @@ class TextProtocol final : public ProtocolHandler {
   void remove(const Words& words, OutputQueue& out);
   void touch(const Words& words, OutputQueue& out);
   void flush_all(const Words& words, OutputQueue& out);
+  void lock(const Words& words, OutputQueue& out);
+  void unlock(const Words& words, OutputQueue& out);
   void verbosity(const Words& words, OutputQueue& out);
   void cache_memlimit(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);

@@ -30,6 +30,7 @@ class Connection final : public net::EventHandler {
 
  private:
   void on_readable();
+  void choose_protocol(char first_byte);
   void keep_unconsumed(std::string_view rest, bool from_scratch);
   void flush();
   void update_interest();
@@ -38,7 +39,7 @@ class Connection final : public net::EventHandler {
   int fd_;
   uint32_t interest_ = 0;
   core::CommandCore core_;
-  std::unique_ptr<protocol::ProtocolHandler> protocol_;
+  std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte
   protocol::OutputQueue out_;
   // The start of a request that has not fully arrived. Usually empty: reads
   // land in the worker's scratch buffer and only a leftover is kept here, so

@@ -26,9 +26,18 @@ struct StoreConfig {
 };
 
 enum class StoreCommand : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
-enum class StoreStatus : uint8_t { kStored, kNotStored, kExists, kNotFound, kLocked, kNoMemory };
+enum class StoreStatus : uint8_t {
+  kStored,
+  kNotStored,
+  kExists,
+  kNotFound,
+  kLocked,     // locked by another connection
+  kNotLocked,  // replace_and_unlock by a connection that does not hold the lock
+  kNoMemory,
+};
 enum class DeleteStatus : uint8_t { kDeleted, kNotFound, kExists, kLocked };
 enum class ArithStatus : uint8_t { kOk, kNotFound, kNonNumeric, kExists, kLocked, kNoMemory };
+enum class LockStatus : uint8_t { kOk, kNotFound, kLocked, kNotLocked };
 
 struct StoreResult {
   StoreStatus status;
@@ -58,6 +67,7 @@ struct StoreStats {
   uint64_t evictions = 0;
   uint64_t reclaimed = 0;
   uint64_t limit_bytes = 0;
+  uint64_t locked_items = 0;
   unsigned shards = 0;
 };
 
@@ -86,6 +96,19 @@ class Store {
   DeleteStatus remove(std::string_view key, uint64_t compare_cas, OwnerId owner);
   ArithResult arith(std::string_view key, const ArithRequest& request, OwnerId owner);
 
+  // Server-side locks (../shared/specs/locking.md). A lock ties an existing
+  // item to `owner`; only the owner may then modify it, and it neither
+  // expires nor is evicted nor flushed until unlocked.
+  LockStatus lock(std::string_view key, OwnerId owner);
+  // lock() and get in one step; renews the exptime when one is given (LaG).
+  ItemRef lock_and_get(std::string_view key, OwnerId owner, const RelTime* exptime,
+                       LockStatus* status);
+  // kNotLocked unless `owner` holds the lock.
+  LockStatus unlock(std::string_view key, OwnerId owner);
+  // Replaces a locked item and unlocks it atomically (RaU); the caller must
+  // hold the lock (else kNotLocked).
+  StoreResult replace_and_unlock(const ItemRef& item, uint64_t compare_cas, OwnerId owner);
+
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
   void set_memory_limit(size_t bytes);
@@ -97,7 +120,10 @@ class Store {
   struct Shard;
 
   Shard& shard_for(uint64_t hash) const;
+  bool is_flushed(const Item& item, RelTime now) const;
   bool is_live(const Item& item, RelTime now) const;
+  void set_lock(Shard& shard, Item* item, OwnerId owner);
+  void clear_lock(Shard& shard, Item* item, RelTime now);
   // Finds a live item; unlinks an expired or flushed one on the way.
   Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
   void link(Shard& shard, uint64_t hash, Item* item);
