@@ -113,7 +113,8 @@ store::StoreResult CommandCore::replace_and_unlock(const ItemRef& item, uint64_t
 }
 
 void CommandCore::release_all_locks() {
-  for (const std::string& key : held_) store_.unlock(key, owner_);
+  for (const std::string& key : held_)
+    store_.unlock(key, owner_);
   held_.clear();
 }
 

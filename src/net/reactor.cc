@@ -55,7 +55,9 @@ bool Reactor::modify(int fd, uint32_t events, EventHandler* handler) {
   return epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &event) == 0;
 }
 
-void Reactor::remove(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
+void Reactor::remove(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+}
 
 Reactor::TimerId Reactor::add_timer(int64_t delay_ms, Task task) {
   TimerId id = next_timer_id_++;
@@ -66,7 +68,9 @@ Reactor::TimerId Reactor::add_timer(int64_t delay_ms, Task task) {
 
 // The heap entry stays until its deadline and is skipped then: O(log n)
 // without a heap that supports deletion.
-void Reactor::cancel_timer(TimerId id) { timer_tasks_.erase(id); }
+void Reactor::cancel_timer(TimerId id) {
+  timer_tasks_.erase(id);
+}
 
 void Reactor::post(Task task) {
   {
@@ -118,7 +122,8 @@ void Reactor::run_posted_tasks() {
     tasks.swap(posted_);
     stopping_ = stop_requested_;
   }
-  for (Task& task : tasks) task();
+  for (Task& task : tasks)
+    task();
 }
 
 void Reactor::run() {

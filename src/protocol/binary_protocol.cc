@@ -48,7 +48,9 @@ uint64_t read_be64(std::string_view bytes, size_t at) {
 }
 
 // Binary exptimes are unsigned 32-bit; the memcached rules then apply.
-int64_t exptime_at(std::string_view extras, size_t at) { return read_be32(extras, at); }
+int64_t exptime_at(std::string_view extras, size_t at) {
+  return read_be32(extras, at);
+}
 
 constexpr uint32_t kNoAutoCreate = 0xffffffff;
 
@@ -443,7 +445,8 @@ void BinaryProtocol::stat(const Request& request, OutputQueue& out) {
   } else {
     return respond_error(out, h, kNotFound);
   }
-  for (const auto& [name, value] : list) respond(out, h, kSuccess, {}, name, value);
+  for (const auto& [name, value] : list)
+    respond(out, h, kSuccess, {}, name, value);
   respond(out, h, kSuccess);
 }
 
@@ -565,8 +568,8 @@ void BinaryProtocol::respond_store(OutputQueue& out, const Header& h, store::Sto
 }
 
 void BinaryProtocol::respond(OutputQueue& out, const Header& request, uint16_t status,
-                             std::string_view extras, std::string_view key,
-                             std::string_view value, uint64_t cas) {
+                             std::string_view extras, std::string_view key, std::string_view value,
+                             uint64_t cas) {
   append_header(out, request, status, extras.size(), key.size(),
                 extras.size() + key.size() + value.size(), cas);
   out.append(extras);
@@ -574,8 +577,8 @@ void BinaryProtocol::respond(OutputQueue& out, const Header& request, uint16_t s
   out.append(value);
 }
 
-void BinaryProtocol::respond_item(OutputQueue& out, const Header& request,
-                                  const store::Item& item, bool with_key, bool with_value) {
+void BinaryProtocol::respond_item(OutputQueue& out, const Header& request, const store::Item& item,
+                                  bool with_key, bool with_value) {
   uint32_t flags = htobe32(item.flags);
   std::string_view key = with_key ? item.key() : std::string_view();
   size_t value_length = with_value ? item.value_len : 0;

@@ -31,7 +31,9 @@ bool parse_u32(std::string_view word, uint32_t* value) {
   return parse_whole(word, value);
 }
 
-bool parse_i32(std::string_view word, int32_t* value) { return parse_whole(word, value); }
+bool parse_i32(std::string_view word, int32_t* value) {
+  return parse_whole(word, value);
+}
 
 bool parse_u64(std::string_view word, uint64_t* value) {
   if (!word.empty() && word[0] == '-') return false;

@@ -35,7 +35,9 @@ Connection::Connection(Worker& worker, int fd, uint64_t id)
 }
 
 // The worker destroys a connection only after close().
-Connection::~Connection() { DCHECK(closed()); }
+Connection::~Connection() {
+  DCHECK(closed());
+}
 
 void Connection::close() {
   if (fd_ < 0) return;

@@ -23,7 +23,8 @@ std::string seconds_text(const timeval& tv) {
 
 std::string join(const std::vector<std::string>& parts) {
   std::string joined;
-  for (const std::string& part : parts) joined += (joined.empty() ? "" : ",") + part;
+  for (const std::string& part : parts)
+    joined += (joined.empty() ? "" : ",") + part;
   return joined;
 }
 
@@ -31,7 +32,9 @@ std::string join(const std::vector<std::string>& parts) {
 
 Server::Server(const Settings& settings) : state_(settings) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 bool Server::start(std::string* error) {
   const Settings& settings = state_.settings;
@@ -54,19 +57,23 @@ bool Server::start(std::string* error) {
     }
     LOG(INFO) << "Listening on " << host << ":" << port_ << " (memcached protocol)";
   }
-  for (auto& worker : workers_) worker->start();
+  for (auto& worker : workers_)
+    worker->start();
   return true;
 }
 
 void Server::stop() {
-  for (auto& worker : workers_) worker->stop();
-  for (auto& worker : workers_) worker->join();
+  for (auto& worker : workers_)
+    worker->stop();
+  for (auto& worker : workers_)
+    worker->join();
   workers_.clear();
 }
 
 core::CounterValues Server::thread_counters() const {
   core::CounterValues sum;
-  for (const auto& worker : workers_) worker->stats().add_to(sum);
+  for (const auto& worker : workers_)
+    worker->stats().add_to(sum);
   std::lock_guard lock(baseline_mutex_);
   core::subtract(sum, baseline_);
   return sum;
@@ -74,7 +81,8 @@ core::CounterValues Server::thread_counters() const {
 
 void Server::reset() {
   core::CounterValues sum;
-  for (const auto& worker : workers_) worker->stats().add_to(sum);
+  for (const auto& worker : workers_)
+    worker->stats().add_to(sum);
   {
     std::lock_guard lock(baseline_mutex_);
     baseline_ = sum;

@@ -69,8 +69,10 @@ void Worker::accept_from(int listen_fd) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) shed_one(listen_fd);
-      else if (errno != EAGAIN && errno != EWOULDBLOCK) PLOG(WARNING) << "accept";
+      if (errno == EMFILE || errno == ENFILE)
+        shed_one(listen_fd);
+      else if (errno != EAGAIN && errno != EWOULDBLOCK)
+        PLOG(WARNING) << "accept";
       return;
     }
     if (state_.curr_connections.fetch_add(1, std::memory_order_relaxed) >=
@@ -90,8 +92,8 @@ void Worker::accept_from(int listen_fd) {
 // As memcached: tell the client why, then hang up.
 void Worker::reject(int fd) {
   state_.rejected_connections.fetch_add(1, std::memory_order_relaxed);
-  ssize_t ignored = send(fd, kTooManyConnections.data(), kTooManyConnections.size(),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+  ssize_t ignored =
+      send(fd, kTooManyConnections.data(), kTooManyConnections.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)ignored;
   close(fd);
 }
@@ -108,7 +110,9 @@ void Worker::shed_one(int listen_fd) {
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-void Worker::retire(Connection* connection) { retired_.push_back(connection); }
+void Worker::retire(Connection* connection) {
+  retired_.push_back(connection);
+}
 
 void Worker::free_retired() {
   for (Connection* connection : retired_) {
@@ -120,7 +124,8 @@ void Worker::free_retired() {
 
 void Worker::shut_down() {
   listeners_.clear();
-  for (Connection* connection : connections_) connection->close();
+  for (Connection* connection : connections_)
+    connection->close();
   free_retired();
 }
 

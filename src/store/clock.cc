@@ -19,7 +19,9 @@ Clock::Clock()
     : unix_zero_(static_cast<int64_t>(::time(nullptr)) - kStartOffset),
       monotonic_zero_(monotonic_seconds() - kStartOffset) {}
 
-RelTime Clock::now() const { return static_cast<RelTime>(monotonic_seconds() - monotonic_zero_); }
+RelTime Clock::now() const {
+  return static_cast<RelTime>(monotonic_seconds() - monotonic_zero_);
+}
 
 RelTime to_rel_time(int64_t exptime, const Clock& clock) {
   if (exptime == 0) return 0;

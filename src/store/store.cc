@@ -22,9 +22,11 @@ constexpr int kMaxEvictionProbes = 1000;
 bool parse_counter(std::string_view text, uint64_t* value) {
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   size_t begin = 0;
-  while (begin < text.size() && is_space(text[begin])) ++begin;
+  while (begin < text.size() && is_space(text[begin]))
+    ++begin;
   size_t end = text.size();
-  while (end > begin && is_space(text[end - 1])) --end;
+  while (end > begin && is_space(text[end - 1]))
+    --end;
   if (begin == end) return false;
   auto [ptr, ec] = std::from_chars(text.data() + begin, text.data() + end, *value);
   return ec == std::errc() && ptr == text.data() + end;
@@ -70,10 +72,12 @@ Store::Store(const StoreConfig& config, const Clock& clock)
   if (shards == 0) {
     // Each shard must be able to hold a few of the largest items.
     shards = kMaxShards;
-    while (shards > 1 && config.memory_limit / shards < 4 * config.max_item_size) shards /= 2;
+    while (shards > 1 && config.memory_limit / shards < 4 * config.max_item_size)
+      shards /= 2;
   }
   shard_bits_ = 0;
-  while ((1u << shard_bits_) < shards) ++shard_bits_;
+  while ((1u << shard_bits_) < shards)
+    ++shard_bits_;
   shards_ = std::make_unique<Shard[]>(size_t{1} << shard_bits_);
   set_memory_limit(config.memory_limit);
 }

@@ -22,7 +22,9 @@ class CommandCore {
   ThreadStats& thread_stats() { return stats_; }
   size_t max_item_size() const { return store_.max_item_size(); }
   // A client's exptime in server time (memcached rules, see store::to_rel_time).
-  store::RelTime rel_time(int64_t exptime) const { return store::to_rel_time(exptime, store_.clock()); }
+  store::RelTime rel_time(int64_t exptime) const {
+    return store::to_rel_time(exptime, store_.clock());
+  }
 
   // exptime as the client sent it (memcached rules, see store::to_rel_time).
   store::ItemRef allocate(std::string_view key, uint32_t flags, int64_t exptime, size_t value_len);

@@ -129,8 +129,8 @@ class BinaryProtocol final : public ProtocolHandler {
 
   // A reply with the request's opcode and opaque.
   void respond(OutputQueue& out, const binary::Header& request, uint16_t status,
-               std::string_view extras = {}, std::string_view key = {},
-               std::string_view value = {}, uint64_t cas = 0);
+               std::string_view extras = {}, std::string_view key = {}, std::string_view value = {},
+               uint64_t cas = 0);
   // A get-style hit: flags, optionally the key, the value from the item.
   void respond_item(OutputQueue& out, const binary::Header& request, const store::Item& item,
                     bool with_key, bool with_value);

@@ -41,7 +41,7 @@ class OutputQueue {
 
  private:
   struct Segment {
-    size_t offset;      // into buffer_, or into the item's memory
+    size_t offset;  // into buffer_, or into the item's memory
     size_t length;
     store::Item* item;  // null: the bytes are in buffer_
   };

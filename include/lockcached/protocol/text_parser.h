@@ -29,9 +29,11 @@ template <typename Visit>
 void for_each_word(std::string_view text, Visit visit) {
   size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && text[i] == ' ') ++i;
+    while (i < text.size() && text[i] == ' ')
+      ++i;
     size_t start = i;
-    while (i < text.size() && text[i] != ' ') ++i;
+    while (i < text.size() && text[i] != ' ')
+      ++i;
     if (i > start) visit(text.substr(start, i - start));
   }
 }

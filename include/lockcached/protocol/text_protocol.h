@@ -32,8 +32,7 @@ class TextProtocol final : public ProtocolHandler {
   void reply(OutputQueue& out, std::string_view text);
   void check_partial_line(std::string_view partial, OutputQueue& out);
 
-  void get(const Words& words, std::string_view line, bool with_cas, bool touch,
-           OutputQueue& out);
+  void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
   void finish_value(OutputQueue& out);

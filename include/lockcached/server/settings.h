@@ -10,7 +10,7 @@ namespace lockcached::server {
 
 struct Settings {
   std::vector<std::string> listen{"0.0.0.0"};
-  uint16_t port = 11211;     // 0: any free port (tests)
+  uint16_t port = 11211;       // 0: any free port (tests)
   uint16_t lock_port = 11400;  // the named-lock service; 0: off
   unsigned threads = 4;
   size_t memory_limit = size_t{1024} << 20;
