@@ -159,6 +159,7 @@ Shape check_shape(const Header& h) {
       ok = key == 0 && (ext == 0 || ext == 4) && body == ext;
       break;
     case kStat:
+    case kKeys:
       ok = ext == 0 && body == key;
       break;
     case kVerbosity:
@@ -251,7 +252,7 @@ void append_header(OutputQueue& out, const Header& request, uint16_t status, siz
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   size_t pos = 0;
-  while (pos < input.size() && !close_) {
+  while (pos < input.size() && !close_ && !keys_.active()) {
     if (state_ == State::kValue) {
       pos += fill_value(input.substr(pos), out);
       continue;
@@ -355,6 +356,10 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
     case kLaGK:
     case kLaGKQ:
       return lock_and_get(request, out);
+    case kKeys:
+      keys_header_ = h;
+      keys_.start(request.key);
+      return continue_work(out);
     default:
       return respond_error(out, h, kUnknownCommand);
   }
@@ -497,6 +502,12 @@ void BinaryProtocol::lock_and_get(const Request& request, OutputQueue& out) {
       if (with_key) return respond(out, h, kNotFound, {}, request.key);
       return respond_error(out, h, kNotFound);
   }
+}
+
+void BinaryProtocol::continue_work(OutputQueue& out) {
+  bool done = keys_.step(
+      core_, [this, &out](std::string_view key) { respond(out, keys_header_, kSuccess, {}, key); });
+  if (done) respond(out, keys_header_, kSuccess);
 }
 
 void BinaryProtocol::start_value(const Request& request, OutputQueue& out) {

@@ -30,7 +30,7 @@ std::string_view text_after(std::string_view line, std::string_view word) {
 
 size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   size_t pos = 0;
-  while (pos < input.size() && !close_) {
+  while (pos < input.size() && !close_ && !keys_.active()) {
     switch (state_) {
       case State::kValue:
         pos += fill_value(input.substr(pos), out);
@@ -103,6 +103,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "version") return reply(out, "VERSION " LOCKCACHED_PROTOCOL_VERSION);
   if (command == "verbosity") return verbosity(words, out);
   if (command == "cache_memlimit") return cache_memlimit(words, out);
+  if (command == "keys") return keys(words, out);
   if (command == "lock") return lock(words, out);
   if (command == "unlock") return unlock(words, out);
   if (command == "unlock_all") {
@@ -288,6 +289,23 @@ void TextProtocol::flush_all(const Words& words, OutputQueue& out) {
   }
   core_.flush_all(delay);
   reply(out, "OK");
+}
+
+// yrmcds's key dump: "VALUE <key>" lines, then END.
+void TextProtocol::keys(const Words& words, OutputQueue& out) {
+  if (words.count > 2) return reply(out, "ERROR");
+  if (words.count == 2 && !valid_key(words[1])) return reply(out, kBadFormat);
+  keys_.start(words.count == 2 ? words[1] : std::string_view());
+  continue_work(out);
+}
+
+void TextProtocol::continue_work(OutputQueue& out) {
+  bool done = keys_.step(core_, [&out](std::string_view key) {
+    out.append("VALUE ");
+    out.append(key);
+    out.append("\r\n");
+  });
+  if (done) out.append("END\r\n");
 }
 
 // lock/unlock take exactly one key and no noreply, as in yrmcds.

@@ -53,8 +53,21 @@ void Connection::close() {
 void Connection::on_event(uint32_t events) {
   if (closed()) return;  // closed earlier in this batch of events
   if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) return close();
-  if (events & EPOLLOUT) flush();
+  if (events & EPOLLOUT) on_writable();
   if (!closed() && (events & EPOLLIN)) on_readable();
+}
+
+void Connection::on_writable() {
+  flush();
+  if (closed() || !protocol_ || !protocol_->has_unfinished_work()) return;
+  if (out_.pending() >= kMaxPendingOutput) return;  // let the client catch up first
+  protocol_->continue_work(out_);
+  if (!protocol_->has_unfinished_work() && partial_size_ > 0) {
+    // Requests that arrived behind the long one wait in the buffer.
+    run({partial_.get(), partial_size_}, false);
+  } else {
+    flush();
+  }
 }
 
 void Connection::on_readable() {
@@ -88,6 +101,10 @@ void Connection::on_readable() {
   std::string_view input = from_scratch
                                ? std::string_view(destination, static_cast<size_t>(received))
                                : std::string_view(partial_.get(), partial_size_ + received);
+  run(input, from_scratch);
+}
+
+void Connection::run(std::string_view input, bool from_scratch) {
   size_t consumed = protocol_->consume(input, out_);
   keep_unconsumed(input.substr(consumed), from_scratch);
   flush();
@@ -138,8 +155,11 @@ void Connection::flush() {
 
 void Connection::update_interest() {
   uint32_t wanted = 0;
-  if (!out_.empty()) wanted |= EPOLLOUT;
-  if (out_.pending() < kMaxPendingOutput) wanted |= EPOLLIN;
+  bool unfinished = protocol_ && protocol_->has_unfinished_work();
+  // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
+  // socket then brings us back on the next loop turn.
+  if (!out_.empty() || unfinished) wanted |= EPOLLOUT;
+  if (out_.pending() < kMaxPendingOutput && !unfinished) wanted |= EPOLLIN;
   if (wanted == interest_) return;
   interest_ = wanted;
   worker_.reactor().modify(fd_, wanted, this);

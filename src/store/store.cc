@@ -425,6 +425,28 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   return {StoreStatus::kStored, item->cas};
 }
 
+// cursor = shard index << 32 | bucket index.
+uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
+                          const std::function<void(std::string_view)>& visit) {
+  uint64_t shard_index = cursor >> 32;
+  size_t bucket = static_cast<uint32_t>(cursor);
+  size_t shard_count = size_t{1} << shard_bits_;
+  if (shard_index >= shard_count) return kScanDone;
+  Shard& shard = shards_[shard_index];
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  size_t seen = 0;
+  for (; bucket < shard.buckets.size() && seen < budget; ++bucket) {
+    for (Item* item = shard.buckets[bucket]; item; item = item->hash_next) {
+      ++seen;
+      std::string_view key = item->key();
+      if (is_live(*item, now) && key.substr(0, prefix.size()) == prefix) visit(key);
+    }
+  }
+  if (bucket < shard.buckets.size()) return shard_index << 32 | bucket;
+  return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
+}
+
 void Store::flush_all(int64_t delay_seconds) {
   if (delay_seconds <= 0) {
     flush_time_.store(0, std::memory_order_relaxed);

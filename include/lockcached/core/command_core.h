@@ -50,6 +50,13 @@ class CommandCore {
   store::LockStatus unlock(std::string_view key);
   store::StoreResult replace_and_unlock(const store::ItemRef& item, uint64_t compare_cas);
   void release_all_locks();
+
+  // The `keys` walk, a piece at a time; see store::Store::scan_keys.
+  uint64_t scan_keys(uint64_t cursor, std::string_view prefix,
+                     const std::function<void(std::string_view)>& visit) {
+    return store_.scan_keys(cursor, prefix, kScanBudget, visit);
+  }
+  static constexpr size_t kScanBudget = 1024;
   size_t held_locks() const { return held_.size(); }
 
   void collect_stats(StatsGroup group, StatList& out) const { stats_source_.collect(group, out); }

@@ -9,6 +9,7 @@
 
 #include "lockcached/core/command_core.h"
 #include "lockcached/protocol/handler.h"
+#include "lockcached/protocol/key_walk.h"
 
 namespace lockcached::protocol {
 
@@ -65,6 +66,8 @@ enum Opcode : uint8_t {
   kLaGKQ = 0x49,
   kRaU = 0x4a,
   kRaUQ = 0x4b,
+  // yrmcds's key dump: one reply per key, then an empty one.
+  kKeys = 0x50,
 };
 
 enum Status : uint16_t {
@@ -101,6 +104,8 @@ class BinaryProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
+  bool has_unfinished_work() const override { return keys_.active(); }
+  void continue_work(OutputQueue& out) override;
 
  private:
   enum class State : uint8_t { kHeader, kValue, kSwallow };
@@ -147,6 +152,8 @@ class BinaryProtocol final : public ProtocolHandler {
   store::ItemRef value_item_;
   size_t value_filled_ = 0;
   size_t swallow_left_ = 0;
+  KeyWalk keys_;
+  binary::Header keys_header_{};  // the Keys request being answered
 };
 
 }  // namespace lockcached::protocol

@@ -17,6 +17,12 @@ class ProtocolHandler {
   virtual size_t consume(std::string_view input, OutputQueue& out) = 0;
   // True once the connection must close after sending what is queued.
   virtual bool wants_close() const = 0;
+  // A request that produces a lot of output (the `keys` walk) is answered in
+  // steps, so that one client cannot hold up the others on its thread.
+  // While it has unfinished work, consume() takes no further requests and
+  // the connection calls continue_work() once per loop turn.
+  virtual bool has_unfinished_work() const { return false; }
+  virtual void continue_work(OutputQueue& /*out*/) {}
 };
 
 }  // namespace lockcached::protocol

@@ -8,6 +8,7 @@
 
 #include "lockcached/core/command_core.h"
 #include "lockcached/protocol/handler.h"
+#include "lockcached/protocol/key_walk.h"
 #include "lockcached/protocol/text_parser.h"
 
 namespace lockcached::protocol {
@@ -23,6 +24,8 @@ class TextProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
+  bool has_unfinished_work() const override { return keys_.active(); }
+  void continue_work(OutputQueue& out) override;
 
  private:
   enum class State : uint8_t { kLine, kValue, kSwallow };
@@ -40,6 +43,7 @@ class TextProtocol final : public ProtocolHandler {
   void remove(const Words& words, OutputQueue& out);
   void touch(const Words& words, OutputQueue& out);
   void flush_all(const Words& words, OutputQueue& out);
+  void keys(const Words& words, OutputQueue& out);
   void lock(const Words& words, OutputQueue& out);
   void unlock(const Words& words, OutputQueue& out);
   void verbosity(const Words& words, OutputQueue& out);
@@ -56,6 +60,7 @@ class TextProtocol final : public ProtocolHandler {
   uint64_t value_cas_ = 0;
   size_t value_filled_ = 0;  // bytes of value and CRLF received so far
   size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
+  KeyWalk keys_;
 };
 
 }  // namespace lockcached::protocol

@@ -30,6 +30,9 @@ class Connection final : public net::EventHandler {
 
  private:
   void on_readable();
+  void on_writable();
+  // Feeds input to the protocol, keeps what it did not consume, replies.
+  void run(std::string_view input, bool from_scratch);
   void choose_protocol(char first_byte);
   void keep_unconsumed(std::string_view rest, bool from_scratch);
   void flush();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -108,6 +109,15 @@ class Store {
   // Replaces a locked item and unlocks it atomically (RaU); the caller must
   // hold the lock (else kNotLocked).
   StoreResult replace_and_unlock(const ItemRef& item, uint64_t compare_cas, OwnerId owner);
+
+  // Walks the keys in pieces, for the `keys` debugging command. Starting at
+  // `cursor` (0 at first), calls visit(key) for each live key that starts
+  // with `prefix`, looking at about `budget` items under one shard lock.
+  // Returns where to go on, or kScanDone. Keys may repeat when a table grows
+  // during the walk; none present throughout is missed.
+  static constexpr uint64_t kScanDone = ~uint64_t{0};
+  uint64_t scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
+                     const std::function<void(std::string_view)>& visit);
 
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
