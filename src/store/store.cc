@@ -354,15 +354,9 @@ void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {
   ++shard.locked;
 }
 
-void Store::clear_lock(Shard& shard, Item* item, RelTime now) {
+void Store::clear_lock(Shard& shard, Item* item) {
   item->lock_owner = kNoOwner;
   --shard.locked;
-  // A flush_all while it was locked spared it; being unlocked must not
-  // retroactively apply that flush, so it counts as stored now.
-  if (is_flushed(*item, now)) {
-    item->cas = next_cas();
-    item->time = now;
-  }
   shard.lru_push_head(item);
 }
 
@@ -401,7 +395,18 @@ LockStatus Store::unlock(std::string_view key, OwnerId owner) {
   Item* item = find(shard, hash, key, now);
   if (!item) return LockStatus::kNotFound;
   if (item->lock_owner != owner) return LockStatus::kNotLocked;
-  clear_lock(shard, item, now);
+  clear_lock(shard, item);
+  if (is_flushed(*item, now)) {
+    // A flush_all while it was locked spared it, and unlocking must not
+    // apply that flush after the fact: the item counts as stored now. A copy
+    // gets the new CAS, since readers may be sending the old one.
+    ItemRef copy = allocate(item->key(), item->flags, item->exptime, item->value_len);
+    if (copy) {
+      std::memcpy(copy->value(), item->value(), item->value_len);
+      copy->cas = next_cas();
+      replace(shard, hash, item, copy.get());
+    }
+  }
   return LockStatus::kOk;
 }
 
@@ -419,7 +424,7 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
     return {StoreStatus::kNoMemory};
   }
-  clear_lock(shard, old_item, now);
+  clear_lock(shard, old_item);
   item->cas = next_cas();
   replace(shard, hash, old_item, item.get());
   return {StoreStatus::kStored, item->cas};

@@ -133,7 +133,7 @@ class Store {
   bool is_flushed(const Item& item, RelTime now) const;
   bool is_live(const Item& item, RelTime now) const;
   void set_lock(Shard& shard, Item* item, OwnerId owner);
-  void clear_lock(Shard& shard, Item* item, RelTime now);
+  void clear_lock(Shard& shard, Item* item);
   // Finds a live item; unlinks an expired or flushed one on the way.
   Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
   void link(Shard& shard, uint64_t hash, Item* item);
