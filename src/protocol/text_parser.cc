@@ -26,13 +26,22 @@ Words split_words(std::string_view line) {
   return words;
 }
 
+// memcached reads these with strtoul/strtol into 64-bit longs and then
+// stores them in 32 bits: anything that fits in 64 bits is accepted and cut
+// down (flags 2^32 become 0, exptime 2^31 becomes negative). Clients depend
+// on identical behaviour, so we cut the same way.
 bool parse_u32(std::string_view word, uint32_t* value) {
-  if (!word.empty() && word[0] == '-') return false;
-  return parse_whole(word, value);
+  uint64_t wide;
+  if (!parse_u64(word, &wide)) return false;
+  *value = static_cast<uint32_t>(wide);
+  return true;
 }
 
 bool parse_i32(std::string_view word, int32_t* value) {
-  return parse_whole(word, value);
+  int64_t wide;
+  if (!parse_whole(word, &wide)) return false;
+  *value = static_cast<int32_t>(wide);
+  return true;
 }
 
 bool parse_u64(std::string_view word, uint64_t* value) {

@@ -1,6 +1,7 @@
 #include "lockcached/protocol/text_protocol.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "lockcached/version.h"
@@ -13,6 +14,8 @@ using store::StoreCommand;
 constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
 constexpr std::string_view kBadExptime = "CLIENT_ERROR invalid exptime argument";
 constexpr size_t kMaxLeadingSpaces = 100;
+// memcached refuses a data length it could not add the CRLF to.
+constexpr int32_t kMaxDataLength = INT32_MAX - 2;
 
 bool is_multiget_prefix(std::string_view line) {
   for (std::string_view prefix : {"get ", "gets ", "gat ", "gats "}) {
@@ -167,7 +170,8 @@ void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue&
   uint64_t cas = 0;
   if (!valid_key(key) || !parse_u32(words[2], &flags) || !parse_i32(words[3], &exptime) ||
       !parse_i32(words[4], &length) ||
-      (command == StoreCommand::kCas && !parse_u64(words[5], &cas)) || length < 0) {
+      (command == StoreCommand::kCas && !parse_u64(words[5], &cas)) || length < 0 ||
+      length > kMaxDataLength) {
     return reply(out, kBadFormat);
   }
   store::ItemRef item = core_.allocate(key, flags, exptime, static_cast<size_t>(length));

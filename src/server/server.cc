@@ -139,17 +139,18 @@ void Server::collect_general(core::StatList& out) const {
 
 void Server::collect_settings(core::StatList& out) const {
   const Settings& settings = state_.settings;
+  // memcached's names, in memcached's order, then our own.
   out.emplace_back("maxbytes", std::to_string(settings.memory_limit));
   out.emplace_back("maxconns", std::to_string(settings.max_connections));
   out.emplace_back("tcpport", std::to_string(port_));
   out.emplace_back("udpport", "0");
-  out.emplace_back("lock_port", std::to_string(settings.lock_port));
   out.emplace_back("inter", join(settings.listen));
-  out.emplace_back("num_threads", std::to_string(settings.threads));
-  out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
   out.emplace_back("evictions", "on");
+  out.emplace_back("num_threads", std::to_string(settings.threads));
   out.emplace_back("cas_enabled", "yes");
-  out.emplace_back("binding_protocol", "ascii");
+  out.emplace_back("binding_protocol", "auto-negotiate");
+  out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
+  out.emplace_back("lock_port", std::to_string(settings.lock_port));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
 }
 

@@ -17,19 +17,17 @@ constexpr size_t kInitialBuckets = 1024;
 // the time a shard lock is held when most of the shard is locked objects.
 constexpr int kMaxEvictionProbes = 1000;
 
-// memcached's rule for the value incr/decr work on: optional leading and
-// trailing whitespace around decimal digits that fit in 64 bits.
+// memcached's rule for the value incr/decr work on (strtoull): optional
+// leading whitespace, decimal digits that fit in 64 bits, then the end or
+// whitespace (whatever follows that is ignored).
 bool parse_counter(std::string_view text, uint64_t* value) {
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   size_t begin = 0;
   while (begin < text.size() && is_space(text[begin]))
     ++begin;
-  size_t end = text.size();
-  while (end > begin && is_space(text[end - 1]))
-    --end;
-  if (begin == end) return false;
-  auto [ptr, ec] = std::from_chars(text.data() + begin, text.data() + end, *value);
-  return ec == std::errc() && ptr == text.data() + end;
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data() + begin, end, *value);
+  return error == std::errc() && (stop == end || is_space(*stop));
 }
 
 }  // namespace
@@ -279,6 +277,8 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
   size_t needed = to_link->total_size();
   size_t freed = old_item ? old_item->total_size() : 0;
   if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
+    // A set that fails must not leave the old value for readers to find.
+    if (old_item && command == StoreCommand::kSet) unlink(shard, old_item);
     return {StoreStatus::kNoMemory};
   }
   to_link->cas = next_cas();

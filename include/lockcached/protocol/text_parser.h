@@ -39,7 +39,8 @@ void for_each_word(std::string_view text, Visit visit) {
 }
 
 // Decimal numbers, optionally signed where a sign makes sense. The whole
-// word must be the number.
+// word must be the number. The 32-bit ones accept any 64-bit number and
+// truncate it, exactly as memcached does.
 bool parse_u32(std::string_view word, uint32_t* value);
 bool parse_i32(std::string_view word, int32_t* value);
 bool parse_u64(std::string_view word, uint64_t* value);

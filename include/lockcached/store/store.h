@@ -91,8 +91,10 @@ class Store {
   ItemRef touch(std::string_view key, RelTime exptime);
 
   // Links `item` according to `command`. compare_cas is checked for kCas and,
-  // when non-zero, for the others (binary protocol). `owner` may modify items
-  // it has locked; everybody else gets kLocked.
+  // when non-zero, for kReplace/kAppend/kPrepend (the binary protocol turns
+  // a set or add with a CAS into kCas). `owner` may modify items it has
+  // locked; everybody else gets kLocked. A kSet that finds no memory also
+  // removes the old value, as memcached does.
   StoreResult store(StoreCommand command, const ItemRef& item, uint64_t compare_cas, OwnerId owner);
   DeleteStatus remove(std::string_view key, uint64_t compare_cas, OwnerId owner);
   ArithResult arith(std::string_view key, const ArithRequest& request, OwnerId owner);

@@ -1,0 +1,144 @@
+// The named-lock service (../shared/specs/lock-service.md): locks on names,
+// first-come-first-served waiting, sessions that outlive a disconnect for a
+// grace period, and fencing tokens. Thread-safe; knows nothing of sockets or
+// reply formats. Names are sharded like the store; each name's waiters are a
+// FIFO list, so every operation is O(1) apart from hashing the name.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace lockcached::locks {
+
+constexpr int64_t kDefaultGraceMs = 30000;
+
+// A client's identity across connections: what it holds, and how long its
+// locks outlive a disconnect.
+struct Session {
+  explicit Session(std::string session_id) : id(std::move(session_id)) {}
+
+  const std::string id;
+  std::mutex mutex;  // guards everything below
+  std::unordered_set<std::string> held;
+  int64_t grace_ms = kDefaultGraceMs;
+  bool attached = true;      // a connection uses it
+  uint64_t detachments = 0;  // tells a stale grace timer from the current one
+};
+
+// One waiting `lock NAME SECONDS`. on_grant is called once, on the thread
+// that releases the lock, with no service lock held, when the wait wins.
+struct WaitTicket {
+  std::shared_ptr<Session> session;
+  std::string name;
+  std::function<void(uint64_t token)> on_grant;
+  bool queued = false;  // guarded by the name's shard lock
+  std::list<std::shared_ptr<WaitTicket>>::iterator position;
+};
+
+struct LockInfo {
+  std::string name;
+  std::string session;
+  int64_t held_ms;
+  size_t waiters;
+  uint64_t token;
+};
+
+struct ServiceStats {
+  uint64_t locks = 0;
+  uint64_t waiters = 0;
+  uint64_t sessions = 0;
+  uint64_t sessions_in_grace = 0;
+  uint64_t grants = 0;
+  uint64_t timeouts = 0;
+};
+
+class LockService {
+ public:
+  struct Acquired {
+    bool granted;
+    uint64_t token;  // when granted: the fencing token of this grant
+  };
+
+  LockService();
+  ~LockService();
+  LockService(const LockService&) = delete;
+  LockService& operator=(const LockService&) = delete;
+
+  std::shared_ptr<Session> create_session();
+  // Hands a detached session to a new connection; null when the id is
+  // unknown or a connection still uses it.
+  std::shared_ptr<Session> resume_session(std::string_view id);
+  // Drops a session that holds nothing (a connection adopting another one).
+  void discard_session(const std::shared_ptr<Session>& session);
+  // The connection went away. Returns the grace period to wait before
+  // calling expire(); with 0 the locks are already released.
+  int64_t detach(const std::shared_ptr<Session>& session, uint64_t* detachment);
+  // The grace period ran out: releases everything unless the session was
+  // resumed since `detachment`.
+  void expire(const std::shared_ptr<Session>& session, uint64_t detachment);
+
+  // Takes the lock if it is free (or already the session's).
+  Acquired try_acquire(const std::shared_ptr<Session>& session, std::string_view name);
+  // Like try_acquire, but when the lock is taken queues the ticket behind
+  // the waiters already there.
+  Acquired acquire_or_wait(const std::shared_ptr<WaitTicket>& ticket);
+  // Takes the ticket out of its queue. False when it is no longer queued: it
+  // was granted and its on_grant call is on its way.
+  bool cancel_wait(WaitTicket& ticket, bool timed_out);
+  // False when the session does not hold the lock.
+  bool release(const std::shared_ptr<Session>& session, std::string_view name);
+  void release_all(const std::shared_ptr<Session>& session);
+
+  ServiceStats stats() const;
+  // Every held lock whose name starts with `prefix`.
+  std::vector<LockInfo> list(std::string_view prefix) const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<Session> owner;
+    uint64_t token = 0;
+    int64_t acquired_ms = 0;
+    std::list<std::shared_ptr<WaitTicket>> waiters;
+  };
+  struct Shard {
+    mutable std::mutex mutex;
+    std::unordered_map<std::string, Entry> entries;
+  };
+  struct Grant {
+    std::shared_ptr<WaitTicket> ticket;
+    uint64_t token;
+  };
+
+  Shard& shard_for(std::string_view name) const;
+  void take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name);
+  // The owner let go: the first waiter gets it, or the entry goes.
+  void pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
+               std::vector<Grant>& grants);
+  bool release_locked(const std::shared_ptr<Session>& session, std::string_view name,
+                      std::vector<Grant>& grants);
+  static void deliver(std::vector<Grant>& grants);
+
+  static constexpr size_t kShards = 64;
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<uint64_t> next_token_{0};
+  std::atomic<uint64_t> grants_{0};
+  std::atomic<uint64_t> timeouts_{0};
+  std::atomic<uint64_t> waiting_{0};
+  std::atomic<uint64_t> held_{0};
+
+  mutable std::mutex sessions_mutex_;
+  std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
+  uint64_t next_session_ = 0;  // guarded by sessions_mutex_
+  uint64_t in_grace_ = 0;      // guarded by sessions_mutex_
+};
+
+}  // namespace lockcached::locks

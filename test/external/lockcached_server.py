@@ -1,0 +1,185 @@
+"""Starts lockcached, or Debian's memcached, for the external tests.
+
+Standard library only. The lockcached binary comes from the command line
+(see binary_from_argv) or from the LOCKCACHED_BINARY environment variable;
+memcached is $MEMCACHED_BINARY, else the one on PATH.
+"""
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+DEFAULT_FLAGS = ("--port=0", "--lock_port=0", "--threads=2", "--listen=127.0.0.1")
+READY_DEADLINE_S = 10
+EXIT_DEADLINE_S = 5
+_LISTENING = re.compile(r"Listening on \S+:(\d+) \(memcached protocol\)")
+
+
+def binary_from_argv(argv=None):
+    """Removes and returns the lockcached path: argv[1], else $LOCKCACHED_BINARY.
+
+    Removing it leaves the rest of argv for unittest or argparse.
+    """
+    argv = sys.argv if argv is None else argv
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        return argv.pop(1)
+    binary = os.environ.get("LOCKCACHED_BINARY")
+    if not binary:
+        sys.exit(f"usage: {argv[0]} LOCKCACHED_BINARY [args...] (or set $LOCKCACHED_BINARY)")
+    return binary
+
+
+class _StderrDrain:
+    """Reads a process's stderr in a thread, keeps the lines, finds the port."""
+
+    def __init__(self, stream):
+        self.lines = []
+        self.port = None
+        self.ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _run(self, stream):
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            match = _LISTENING.search(line)
+            if match and self.port is None:
+                self.port = int(match.group(1))
+                self.ready.set()
+        self.ready.set()  # EOF: the process is gone, stop waiting
+
+    def join(self):
+        self._thread.join(timeout=EXIT_DEADLINE_S)
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def _stop(process, name, drain=None):
+    """SIGTERM, then requires exit status 0 within EXIT_DEADLINE_S."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        status = process.wait(timeout=EXIT_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        status = None
+        process.wait()
+    log = ""
+    if drain is not None:
+        drain.join()
+        process.stderr.close()
+        log = "\nstderr:\n" + drain.text()
+    if status is None:
+        raise AssertionError(f"{name} did not exit within {EXIT_DEADLINE_S} s of SIGTERM{log}")
+    if status != 0:
+        raise AssertionError(f"{name} exited with status {status} after SIGTERM{log}")
+
+
+def _stop_after_error(process, name, drain=None):
+    """Like _stop, but only reports a problem: the test's own error comes first."""
+    try:
+        _stop(process, name, drain)
+    except AssertionError as problem:
+        print(problem, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def lockcached(binary, flags=DEFAULT_FLAGS):
+    """Runs `binary flags...`; yields the memcached-protocol port.
+
+    On exit sends SIGTERM and asserts that the server exits 0 within 5 s.
+    """
+    process = subprocess.Popen([binary, *flags], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    drain = _StderrDrain(process.stderr)
+    try:
+        drain.ready.wait(READY_DEADLINE_S)
+        if drain.port is None:
+            status = process.poll()
+            why = f"exited with status {status}" if status is not None else "still runs"
+            raise RuntimeError(f"lockcached did not report its port within {READY_DEADLINE_S} s"
+                               f" ({why}); stderr:\n{drain.text()}")
+        yield drain.port
+    except BaseException:
+        _stop_after_error(process, "lockcached", drain)
+        raise
+    _stop(process, "lockcached", drain)
+
+
+def free_port():
+    """A TCP port that was free a moment ago (for servers without port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def answers_version(port):
+    """True when a server on `port` answers "version\\r\\n" with a VERSION line."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"version\r\n")
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            return reply.startswith(b"VERSION ")
+    except OSError:
+        return False
+
+
+def _memcached_command(port):
+    binary = os.environ.get("MEMCACHED_BINARY", "memcached")
+    command = [binary, "-U", "0", "-p", str(port), "-l", "127.0.0.1", "-t", "1"]
+    if os.geteuid() == 0:
+        command += ["-u", "root"]  # memcached refuses to run as root without -u
+    return command
+
+
+def _start_memcached(port, log):
+    """Starts memcached on `port`, stderr to the file `log`; returns the
+    process once it answers, else None."""
+    process = subprocess.Popen(_memcached_command(port), stdin=subprocess.DEVNULL,
+                               stdout=log, stderr=log)
+    deadline = time.monotonic() + READY_DEADLINE_S
+    while time.monotonic() < deadline and process.poll() is None:
+        if answers_version(port):
+            return process
+        time.sleep(0.05)
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    return None
+
+
+@contextlib.contextmanager
+def memcached():
+    """Runs Debian's memcached on a free port; yields the port."""
+    # A file, not a pipe: nobody reads memcached's output while it runs.
+    with tempfile.TemporaryFile() as log:
+        for _ in range(3):  # the free port may be taken before memcached binds it
+            port = free_port()
+            process = _start_memcached(port, log)
+            if process is not None:
+                break
+        else:
+            log.seek(0)
+            output = log.read().decode(errors="replace")
+            raise RuntimeError(f"memcached did not start ({' '.join(_memcached_command(port))}):"
+                               f"\n{output}")
+    try:
+        yield port
+    except BaseException:
+        _stop_after_error(process, "memcached")
+        raise
+    _stop(process, "memcached")
