@@ -57,9 +57,16 @@ void Connection::on_event(uint32_t events) {
   if (!closed() && (events & EPOLLIN)) on_readable();
 }
 
+// Replies already queued are still owed (after quit, or when the client
+// half-closed): stop reading, and close once the queue has drained.
+void Connection::close_when_sent() {
+  draining_ = true;
+  flush();
+}
+
 void Connection::on_writable() {
   flush();
-  if (closed() || !protocol_ || !protocol_->has_unfinished_work()) return;
+  if (closed() || draining_ || !protocol_ || !protocol_->has_unfinished_work()) return;
   if (out_.pending() >= kMaxPendingOutput) return;  // let the client catch up first
   protocol_->continue_work(out_);
   if (!protocol_->has_unfinished_work() && partial_size_ > 0) {
@@ -90,7 +97,7 @@ void Connection::on_readable() {
   }
 
   ssize_t received = ::read(fd_, destination, room);
-  if (received == 0) return close();
+  if (received == 0) return close_when_sent();  // the client may still read
   if (received < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
     return close();
@@ -108,7 +115,7 @@ void Connection::run(std::string_view input, bool from_scratch) {
   size_t consumed = protocol_->consume(input, out_);
   keep_unconsumed(input.substr(consumed), from_scratch);
   flush();
-  if (!closed() && protocol_->wants_close()) close();
+  if (!closed() && protocol_->wants_close()) close_when_sent();
 }
 
 // As memcached: the first byte of a connection tells its protocol for good.
@@ -154,12 +161,13 @@ void Connection::flush() {
 }
 
 void Connection::update_interest() {
+  if (draining_ && out_.empty()) return close();
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
   if (!out_.empty() || unfinished) wanted |= EPOLLOUT;
-  if (out_.pending() < kMaxPendingOutput && !unfinished) wanted |= EPOLLIN;
+  if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_) wanted |= EPOLLIN;
   if (wanted == interest_) return;
   interest_ = wanted;
   worker_.reactor().modify(fd_, wanted, this);

@@ -31,6 +31,7 @@ class Connection final : public net::EventHandler {
  private:
   void on_readable();
   void on_writable();
+  void close_when_sent();
   // Feeds input to the protocol, keeps what it did not consume, replies.
   void run(std::string_view input, bool from_scratch);
   void choose_protocol(char first_byte);
@@ -41,6 +42,7 @@ class Connection final : public net::EventHandler {
   Worker& worker_;
   int fd_;
   uint32_t interest_ = 0;
+  bool draining_ = false;  // closing once the queued replies are sent
   core::CommandCore core_;
   std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte
   protocol::OutputQueue out_;

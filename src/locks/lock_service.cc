@@ -1,0 +1,229 @@
+#include "lockcached/locks/lock_service.h"
+
+#include <chrono>
+#include <functional>
+#include <random>
+
+namespace lockcached::locks {
+namespace {
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Short, unguessable-enough session ids: a counter (unique) and random bits
+// (so that ids of other clients cannot be guessed from one's own).
+std::string make_session_id(uint64_t serial) {
+  static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  uint64_t mixed = (random() & 0xffffffffu) | (serial << 32);
+  std::string id;
+  do {
+    id.push_back(kDigits[mixed % 36]);
+    mixed /= 36;
+  } while (mixed != 0);
+  return id;
+}
+
+}  // namespace
+
+LockService::LockService() : shards_(std::make_unique<Shard[]>(kShards)) {}
+
+LockService::~LockService() = default;
+
+LockService::Shard& LockService::shard_for(std::string_view name) const {
+  return shards_[std::hash<std::string_view>{}(name) % kShards];
+}
+
+std::shared_ptr<Session> LockService::create_session() {
+  std::lock_guard lock(sessions_mutex_);
+  std::string id;
+  do {
+    id = make_session_id(++next_session_);
+  } while (sessions_.count(id) != 0);
+  auto session = std::make_shared<Session>(id);
+  sessions_.emplace(id, session);
+  return session;
+}
+
+std::shared_ptr<Session> LockService::resume_session(std::string_view id) {
+  std::lock_guard lock(sessions_mutex_);
+  auto found = sessions_.find(std::string(id));
+  if (found == sessions_.end()) return nullptr;
+  std::shared_ptr<Session> session = found->second;
+  std::lock_guard session_lock(session->mutex);
+  if (session->attached) return nullptr;
+  session->attached = true;
+  ++session->detachments;  // the pending grace timer no longer applies
+  --in_grace_;
+  return session;
+}
+
+void LockService::discard_session(const std::shared_ptr<Session>& session) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_.erase(session->id);
+}
+
+int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* detachment) {
+  int64_t grace;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    std::lock_guard session_lock(session->mutex);
+    session->attached = false;
+    *detachment = ++session->detachments;
+    grace = session->grace_ms;
+    if (grace > 0) ++in_grace_;
+  }
+  if (grace <= 0) {
+    release_all(session);
+    discard_session(session);
+  }
+  return grace;
+}
+
+void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detachment) {
+  {
+    std::lock_guard lock(sessions_mutex_);
+    std::lock_guard session_lock(session->mutex);
+    if (session->attached || session->detachments != detachment) return;  // resumed
+    sessions_.erase(session->id);
+    --in_grace_;
+  }
+  release_all(session);
+}
+
+void LockService::take(Entry& entry, const std::shared_ptr<Session>& session,
+                       std::string_view name) {
+  entry.owner = session;
+  entry.token = next_token_.fetch_add(1, std::memory_order_relaxed) + 1;
+  entry.acquired_ms = now_ms();
+  grants_.fetch_add(1, std::memory_order_relaxed);
+  held_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard session_lock(session->mutex);
+  session->held.emplace(name);
+}
+
+LockService::Acquired LockService::try_acquire(const std::shared_ptr<Session>& session,
+                                               std::string_view name) {
+  Shard& shard = shard_for(name);
+  std::lock_guard lock(shard.mutex);
+  auto [entry, created] = shard.entries.try_emplace(std::string(name));
+  if (created) {
+    take(entry->second, session, name);
+    return {true, entry->second.token};
+  }
+  if (entry->second.owner == session) return {true, entry->second.token};
+  return {false, 0};
+}
+
+LockService::Acquired LockService::acquire_or_wait(const std::shared_ptr<WaitTicket>& ticket) {
+  Shard& shard = shard_for(ticket->name);
+  std::lock_guard lock(shard.mutex);
+  auto [entry, created] = shard.entries.try_emplace(ticket->name);
+  if (created) {
+    take(entry->second, ticket->session, ticket->name);
+    return {true, entry->second.token};
+  }
+  if (entry->second.owner == ticket->session) return {true, entry->second.token};
+  auto& waiters = entry->second.waiters;
+  ticket->position = waiters.insert(waiters.end(), ticket);
+  ticket->queued = true;
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  return {false, 0};
+}
+
+bool LockService::cancel_wait(WaitTicket& ticket, bool timed_out) {
+  Shard& shard = shard_for(ticket.name);
+  std::lock_guard lock(shard.mutex);
+  if (!ticket.queued) return false;
+  auto entry = shard.entries.find(ticket.name);
+  entry->second.waiters.erase(ticket.position);
+  ticket.queued = false;
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  if (timed_out) timeouts_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void LockService::pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
+                          std::vector<Grant>& grants) {
+  held_.fetch_sub(1, std::memory_order_relaxed);
+  auto& waiters = entry->second.waiters;
+  if (waiters.empty()) {
+    shard.entries.erase(entry);
+    return;
+  }
+  std::shared_ptr<WaitTicket> next = std::move(waiters.front());
+  waiters.pop_front();
+  next->queued = false;
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  take(entry->second, next->session, entry->first);
+  grants.push_back({std::move(next), entry->second.token});
+}
+
+bool LockService::release_locked(const std::shared_ptr<Session>& session, std::string_view name,
+                                 std::vector<Grant>& grants) {
+  Shard& shard = shard_for(name);
+  std::lock_guard lock(shard.mutex);
+  auto entry = shard.entries.find(std::string(name));
+  if (entry == shard.entries.end() || entry->second.owner != session) return false;
+  {
+    std::lock_guard session_lock(session->mutex);
+    session->held.erase(std::string(name));
+  }
+  pass_on(shard, entry, grants);
+  return true;
+}
+
+// Outside every service lock: on_grant posts to another thread's reactor.
+void LockService::deliver(std::vector<Grant>& grants) {
+  for (Grant& grant : grants)
+    grant.ticket->on_grant(grant.token);
+}
+
+bool LockService::release(const std::shared_ptr<Session>& session, std::string_view name) {
+  std::vector<Grant> grants;
+  bool released = release_locked(session, name, grants);
+  deliver(grants);
+  return released;
+}
+
+void LockService::release_all(const std::shared_ptr<Session>& session) {
+  std::vector<std::string> names;
+  {
+    std::lock_guard session_lock(session->mutex);
+    names.assign(session->held.begin(), session->held.end());
+  }
+  std::vector<Grant> grants;
+  for (const std::string& name : names)
+    release_locked(session, name, grants);
+  deliver(grants);
+}
+
+ServiceStats LockService::stats() const {
+  ServiceStats stats;
+  stats.locks = held_.load(std::memory_order_relaxed);
+  stats.waiters = waiting_.load(std::memory_order_relaxed);
+  stats.grants = grants_.load(std::memory_order_relaxed);
+  stats.timeouts = timeouts_.load(std::memory_order_relaxed);
+  std::lock_guard lock(sessions_mutex_);
+  stats.sessions = sessions_.size();
+  stats.sessions_in_grace = in_grace_;
+  return stats;
+}
+
+std::vector<LockInfo> LockService::list(std::string_view prefix) const {
+  std::vector<LockInfo> locks;
+  int64_t now = now_ms();
+  for (size_t i = 0; i < kShards; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    for (const auto& [name, entry] : shards_[i].entries) {
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      locks.push_back(
+          {name, entry.owner->id, now - entry.acquired_ms, entry.waiters.size(), entry.token});
+    }
+  }
+  return locks;
+}
+
+}  // namespace lockcached::locks

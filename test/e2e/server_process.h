@@ -1,0 +1,173 @@
+// End-to-end test harness: the real lockcached binary in a child process, and
+// a plain TCP client that speaks to it byte for byte.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace e2e {
+
+// How long any single reply may take. Generous: CI machines are slow and
+// loaded, and a test only waits this long when it is about to fail anyway.
+constexpr std::chrono::milliseconds kReplyTimeout{10000};
+// How long the server may take to print its "Listening on" line.
+constexpr std::chrono::milliseconds kStartTimeout{10000};
+
+// The lockcached binary in a child process, its stderr (glog) on a pipe.
+class ServerProcess {
+ public:
+  ServerProcess() = default;
+  // Kills the child (SIGKILL) if it still runs; if the current test has failed,
+  // prints what the server logged, for diagnosis.
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // Starts LOCKCACHED_BINARY --port=0 --lock_port=0 --listen=127.0.0.1 followed
+  // by `flags` (gflags lets a later flag override an earlier one), and waits for
+  // the "Listening on HOST:PORT (memcached protocol)" line. Fails, with the
+  // server's output, when the line does not come within `timeout` or the child
+  // exits first.
+  ::testing::AssertionResult start(const std::vector<std::string>& flags = {},
+                                   std::chrono::milliseconds timeout = kStartTimeout);
+
+  uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` and waits up to `timeout` for the child to exit. Returns its
+  // wait status (see WIFEXITED), or nullopt when it is still running.
+  std::optional<int> stop(int signal = SIGTERM,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Waits up to `timeout` for the child to exit on its own; as stop().
+  std::optional<int> wait_for_exit(std::chrono::milliseconds timeout);
+
+  // Everything the server wrote to stderr and stdout so far.
+  std::string log() const;
+
+ private:
+  void drain_output();
+  void kill_and_reap();
+
+  pid_t pid_ = -1;
+  int pidfd_ = -1;   // for waiting with a timeout without polling waitpid
+  int output_ = -1;  // read end of the child's stderr/stdout pipe
+  uint16_t port_ = 0;
+  std::optional<int> wait_status_;
+  mutable std::mutex log_mutex_;
+  std::string log_;
+  std::thread drainer_;
+};
+
+// Describes a wait status: "exited with 0", "killed by signal 9", ...
+std::string describe_wait_status(std::optional<int> status);
+
+// One VALUE block of a get/gets/gat/gats reply.
+struct Value {
+  std::string key;
+  uint32_t flags = 0;
+  std::string data;
+  std::optional<uint64_t> cas;  // gets and gats only
+
+  bool operator==(const Value&) const = default;
+};
+void PrintTo(const Value& value, std::ostream* os);
+
+// A blocking TCP connection to 127.0.0.1 with timed reads.
+//
+// Reads that cannot be satisfied return nullopt (or, for read_line and
+// request, a text in angle brackets that no memcached reply starts with) and
+// leave the reason in last_error(). Bytes read but not yet consumed are kept,
+// so that a reply can be read in pieces.
+class Client {
+ public:
+  Client() = default;
+  ~Client();
+  Client(Client&& other) noexcept;
+  Client& operator=(Client&& other) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  ::testing::AssertionResult connect(uint16_t port);
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+
+  void set_nodelay(bool on = true);
+  // Sends all of `bytes`; false (and last_error) when the connection fails.
+  bool send(std::string_view bytes);
+
+  // Everything up to and including `terminator`.
+  std::optional<std::string> read_until(std::string_view terminator,
+                                        std::chrono::milliseconds timeout = kReplyTimeout);
+  std::optional<std::string> read_exactly(size_t n,
+                                          std::chrono::milliseconds timeout = kReplyTimeout);
+  // One line without its "\r\n"; on failure "<no reply: REASON>".
+  std::string read_line(std::chrono::milliseconds timeout = kReplyTimeout);
+  // Sends `command` and "\r\n", returns the first reply line as read_line().
+  std::string request(std::string_view command, std::chrono::milliseconds timeout = kReplyTimeout);
+
+  // True when the server closes the connection (end of stream or reset)
+  // within `timeout`. Bytes that arrive first are kept for the read_*() calls.
+  bool wait_for_close(std::chrono::milliseconds timeout = kReplyTimeout);
+  bool peer_closed() const { return peer_closed_; }
+  // Bytes received but not consumed by a read_*() call.
+  const std::string& buffered() const { return buffer_; }
+  const std::string& last_error() const { return last_error_; }
+
+  void close();
+  // Closes with a TCP reset instead of an orderly FIN.
+  void abort();
+  // Ends the sending direction (FIN) and keeps reading.
+  bool shutdown_send();
+
+  // --- memcached text protocol helpers --------------------------------------
+
+  // "CMD KEY FLAGS EXPTIME LEN[ EXTRA]\r\nDATA\r\n"; returns the reply line.
+  std::string store(std::string_view command, std::string_view key, std::string_view data,
+                    uint32_t flags = 0, int64_t exptime = 0, std::string_view extra = "");
+  // Reads VALUE blocks up to END. nullopt when the reply is anything else.
+  std::optional<std::vector<Value>> read_values(std::chrono::milliseconds timeout = kReplyTimeout);
+  // "get KEY": the value, or nullopt on a miss (any malformed reply fails the
+  // current test).
+  std::optional<std::string> get(std::string_view key);
+  // "stats[ GROUP]" as a name -> value map; empty (and a test failure) on a
+  // malformed reply.
+  std::map<std::string, std::string> stats(std::string_view group = "");
+
+ private:
+  // Waits until the buffer holds more bytes, the peer closes or time is up.
+  bool fill(std::chrono::steady_clock::time_point deadline, std::string_view waiting_for);
+
+  int fd_ = -1;
+  std::string buffer_;
+  bool peer_closed_ = false;
+  std::string last_error_;
+};
+
+// Reads a numeric stat; fails the current test and returns 0 when absent.
+uint64_t stat_u64(const std::map<std::string, std::string>& stats, const std::string& name);
+
+// Calls `condition` every `interval` until it holds or `timeout` passes; for
+// waiting on a state the server shows only when asked (expiry, a closed
+// connection being counted), never as a stand-in for awaiting a reply.
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                std::chrono::milliseconds interval = std::chrono::milliseconds(100));
+
+// Makes binary-safe text readable in failure messages ("\r\n" -> "\\r\\n").
+std::string escape(std::string_view bytes, size_t max_length = 200);
+
+}  // namespace e2e
