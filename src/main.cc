@@ -14,7 +14,7 @@
 #include "lockcached/version.h"
 
 DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port)");
-DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off)");
+DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off, -1: any free port)");
 DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
 DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
 DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes");
@@ -38,7 +38,7 @@ std::vector<std::string> split_commas(const std::string& text) {
 // Returns an empty string when the flags make sense, else what is wrong.
 std::string check_flags() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) return "--port must be 0..65535";
-  if (FLAGS_lock_port < 0 || FLAGS_lock_port > 65535) return "--lock_port must be 0..65535";
+  if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return "--lock_port must be -1..65535";
   if (FLAGS_threads < 0 || FLAGS_threads > 1024) return "--threads must be 0..1024";
   if (FLAGS_memory_limit_mb < 1) return "--memory_limit_mb must be at least 1";
   if (FLAGS_max_item_size < 1024 || FLAGS_max_item_size > (int64_t{1} << 30)) {
@@ -53,7 +53,7 @@ lockcached::server::Settings settings_from_flags() {
   lockcached::server::Settings settings;
   settings.listen = split_commas(FLAGS_listen);
   settings.port = static_cast<uint16_t>(FLAGS_port);
-  settings.lock_port = static_cast<uint16_t>(FLAGS_lock_port);
+  settings.lock_port = FLAGS_lock_port;
   settings.threads = FLAGS_threads > 0 ? static_cast<unsigned>(FLAGS_threads)
                                        : std::max(1u, std::thread::hardware_concurrency());
   settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;

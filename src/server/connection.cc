@@ -12,6 +12,7 @@
 #include <glog/logging.h>
 
 #include "lockcached/protocol/binary_protocol.h"
+#include "lockcached/protocol/lock_service_protocol.h"
 #include "lockcached/protocol/text_protocol.h"
 #include "lockcached/server/worker.h"
 
@@ -23,13 +24,18 @@ constexpr int kMaxIovecs = 64;
 // client that never reads must not make the server buffer without bound.
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
 constexpr size_t kMinPartialCapacity = 4096;
+constexpr size_t kMaxBlockedInput = 64 * 1024;
 
 }  // namespace
 
-Connection::Connection(Worker& worker, int fd, uint64_t id)
+Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
     : worker_(worker),
       fd_(fd),
       core_(worker.state().store, worker.stats(), worker.stats_source(), id) {
+  if (kind == PortKind::kLockService) {
+    protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
+        worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); }});
+  }
   interest_ = EPOLLIN;
   if (!worker_.reactor().add(fd_, interest_, this)) close();
 }
@@ -46,6 +52,7 @@ void Connection::close() {
   fd_ = -1;
   out_.clear();
   core_.release_all_locks();  // a client's locks end with its connection
+  if (protocol_) protocol_->connection_closed();
   worker_.state().curr_connections.fetch_sub(1, std::memory_order_relaxed);
   worker_.retire(this);
 }
@@ -69,7 +76,13 @@ void Connection::on_writable() {
   if (closed() || draining_ || !protocol_ || !protocol_->has_unfinished_work()) return;
   if (out_.pending() >= kMaxPendingOutput) return;  // let the client catch up first
   protocol_->continue_work(out_);
-  if (!protocol_->has_unfinished_work() && partial_size_ > 0) {
+  resume_input();
+}
+
+void Connection::resume_input() {
+  if (closed()) return;
+  bool idle = !protocol_->has_unfinished_work() && !protocol_->blocked();
+  if (idle && !draining_ && partial_size_ > 0) {
     // Requests that arrived behind the long one wait in the buffer.
     run({partial_.get(), partial_size_}, false);
   } else {
@@ -167,7 +180,12 @@ void Connection::update_interest() {
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
   if (!out_.empty() || unfinished) wanted |= EPOLLOUT;
-  if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_) wanted |= EPOLLIN;
+  // A blocked protocol takes no requests, but keep reading a little so that
+  // a client that hangs up is noticed.
+  bool blocked = protocol_ && protocol_->blocked() && partial_size_ >= kMaxBlockedInput;
+  if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_ && !blocked) {
+    wanted |= EPOLLIN;
+  }
   if (wanted == interest_) return;
   interest_ = wanted;
   worker_.reactor().modify(fd_, wanted, this);

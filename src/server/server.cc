@@ -41,24 +41,34 @@ bool Server::start(std::string* error) {
   for (unsigned i = 0; i < settings.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(state_, *this));
   }
-  // Every worker gets its own socket on each address (SO_REUSEPORT), so
-  // the kernel spreads connections and no thread hands one to another.
   port_ = settings.port;
-  for (const std::string& host : settings.listen) {
-    if (port_ != 0 && !net::port_is_free(host, port_)) {
-      *error = host + ":" + std::to_string(port_) + ": address already in use";
-      return false;
-    }
-    for (auto& worker : workers_) {
-      int fd = net::open_listener(host, port_, true, error);
-      if (fd < 0) return false;
-      if (port_ == 0) port_ = net::local_port(fd);
-      worker->add_listener(fd);
-    }
-    LOG(INFO) << "Listening on " << host << ":" << port_ << " (memcached protocol)";
+  if (!listen(PortKind::kCache, &port_, error)) return false;
+  if (settings.lock_port != kLockServiceOff) {
+    lock_port_ = settings.lock_port == kAnyFreePort ? 0 : static_cast<uint16_t>(settings.lock_port);
+    if (!listen(PortKind::kLockService, &lock_port_, error)) return false;
   }
   for (auto& worker : workers_)
     worker->start();
+  return true;
+}
+
+// Every worker gets its own socket on each address (SO_REUSEPORT), so the
+// kernel spreads connections and no thread hands one to another.
+bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
+  for (const std::string& host : state_.settings.listen) {
+    if (*port != 0 && !net::port_is_free(host, *port)) {
+      *error = host + ":" + std::to_string(*port) + ": address already in use";
+      return false;
+    }
+    for (auto& worker : workers_) {
+      int fd = net::open_listener(host, *port, true, error);
+      if (fd < 0) return false;
+      if (*port == 0) *port = net::local_port(fd);
+      worker->add_listener(fd, kind);
+    }
+    LOG(INFO) << "Listening on " << host << ":" << *port
+              << (kind == PortKind::kCache ? " (memcached protocol)" : " (lock service)");
+  }
   return true;
 }
 
@@ -150,7 +160,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("cas_enabled", "yes");
   out.emplace_back("binding_protocol", "auto-negotiate");
   out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
-  out.emplace_back("lock_port", std::to_string(settings.lock_port));
+  out.emplace_back("lock_port", std::to_string(lock_port_));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
 }
 

@@ -25,14 +25,14 @@ constexpr std::string_view kTooManyConnections = "ERROR Too many open connection
 
 class Worker::Listener final : public net::EventHandler {
  public:
-  Listener(Worker& worker, int fd) : worker_(worker), fd_(fd) {}
+  Listener(Worker& worker, int fd, PortKind kind) : worker_(worker), fd_(fd), kind_(kind) {}
   ~Listener() override { ::close(fd_); }
-  int fd() const { return fd_; }
-  void on_event(uint32_t) override { worker_.accept_from(fd_); }
+  void on_event(uint32_t) override { worker_.accept_from(fd_, kind_); }
 
  private:
   Worker& worker_;
   int fd_;
+  PortKind kind_;
 };
 
 Worker::Worker(ServerState& state, core::StatsSource& stats_source)
@@ -48,8 +48,8 @@ Worker::~Worker() {
   if (spare_fd_ >= 0) close(spare_fd_);
 }
 
-void Worker::add_listener(int fd) {
-  listeners_.push_back(std::make_unique<Listener>(*this, fd));
+void Worker::add_listener(int fd, PortKind kind) {
+  listeners_.push_back(std::make_unique<Listener>(*this, fd, kind));
   CHECK(reactor_.add(fd, EPOLLIN, listeners_.back().get()));
 }
 
@@ -64,7 +64,7 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::accept_from(int listen_fd) {
+void Worker::accept_from(int listen_fd, PortKind kind) {
   for (int i = 0; i < kMaxAcceptsPerEvent; ++i) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -85,7 +85,7 @@ void Worker::accept_from(int listen_fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
-    connections_.insert(new Connection(*this, fd, id));
+    connections_.insert(new Connection(*this, fd, id, kind));
   }
 }
 

@@ -23,6 +23,12 @@ class ProtocolHandler {
   // the connection calls continue_work() once per loop turn.
   virtual bool has_unfinished_work() const { return false; }
   virtual void continue_work(OutputQueue& /*out*/) {}
+  // Waiting for something outside the connection (a lock wait): consume()
+  // takes nothing meanwhile, and the protocol tells the connection through
+  // its own callback when a reply is queued and it can go on.
+  virtual bool blocked() const { return false; }
+  // The connection is gone (called once, on its thread, before destruction).
+  virtual void connection_closed() {}
 };
 
 }  // namespace lockcached::protocol

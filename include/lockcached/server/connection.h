@@ -11,6 +11,7 @@
 #include "lockcached/net/reactor.h"
 #include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/output_queue.h"
+#include "lockcached/server/settings.h"
 
 namespace lockcached::server {
 
@@ -18,7 +19,7 @@ class Worker;
 
 class Connection final : public net::EventHandler {
  public:
-  Connection(Worker& worker, int fd, uint64_t id);
+  Connection(Worker& worker, int fd, uint64_t id, PortKind kind);
   ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -32,6 +33,9 @@ class Connection final : public net::EventHandler {
   void on_readable();
   void on_writable();
   void close_when_sent();
+  // A reply was queued outside a read (a lock wait ended): send it and go
+  // on with requests that arrived meanwhile.
+  void resume_input();
   // Feeds input to the protocol, keeps what it did not consume, replies.
   void run(std::string_view input, bool from_scratch);
   void choose_protocol(char first_byte);

@@ -26,11 +26,13 @@ class Server final : public core::StatsSource {
   void stop();
   // The memcached port actually bound (differs from the setting when it is 0).
   uint16_t port() const { return port_; }
+  uint16_t lock_port() const { return lock_port_; }
 
   void collect(core::StatsGroup group, core::StatList& out) const override;
   void reset() override;
 
  private:
+  bool listen(PortKind kind, uint16_t* port, std::string* error);
   core::CounterValues thread_counters() const;
   void collect_general(core::StatList& out) const;
   void collect_settings(core::StatList& out) const;
@@ -38,6 +40,7 @@ class Server final : public core::StatsSource {
   ServerState state_;
   std::vector<std::unique_ptr<Worker>> workers_;
   uint16_t port_ = 0;
+  uint16_t lock_port_ = 0;
   mutable std::mutex baseline_mutex_;
   core::CounterValues baseline_;  // counters at the last "stats reset"
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ctime>
 
+#include "lockcached/locks/lock_service.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
@@ -20,6 +21,7 @@ struct ServerState {
   const Settings settings;
   const store::Clock clock;
   store::Store store;
+  locks::LockService lock_service;
   const int64_t started_unix = static_cast<int64_t>(::time(nullptr));
   std::atomic<int> curr_connections{0};
   std::atomic<uint64_t> total_connections{0};

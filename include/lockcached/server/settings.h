@@ -8,10 +8,16 @@
 
 namespace lockcached::server {
 
+constexpr int kLockServiceOff = 0;
+constexpr int kAnyFreePort = -1;
+
+// Which protocol a listening port speaks.
+enum class PortKind { kCache, kLockService };
+
 struct Settings {
   std::vector<std::string> listen{"0.0.0.0"};
-  uint16_t port = 11211;       // 0: any free port (tests)
-  uint16_t lock_port = 11400;  // the named-lock service; 0: off
+  uint16_t port = 11211;  // 0: any free port (tests)
+  int lock_port = 11400;  // the named-lock service; kLockServiceOff, kAnyFreePort
   unsigned threads = 4;
   size_t memory_limit = size_t{1024} << 20;
   size_t max_item_size = size_t{1} << 20;

@@ -23,7 +23,7 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   // Takes ownership of a listening socket; call before start().
-  void add_listener(int fd);
+  void add_listener(int fd, PortKind kind);
   void start();
   // Asks the thread to close everything and end; join() waits for it.
   void stop() { reactor_.stop(); }
@@ -43,7 +43,7 @@ class Worker {
  private:
   class Listener;
 
-  void accept_from(int listen_fd);
+  void accept_from(int listen_fd, PortKind kind);
   void reject(int fd);
   void shed_one(int listen_fd);
   void free_retired();

@@ -1,0 +1,236 @@
+#include "lockcached/protocol/lock_service_protocol.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+namespace lockcached::protocol {
+namespace {
+
+constexpr size_t kMaxLine = 2048;
+constexpr double kMaxWaitSeconds = 365.0 * 24 * 3600;
+constexpr uint64_t kMaxGraceMs = 7ull * 24 * 3600 * 1000;
+
+// A wait of SECONDS, fractions allowed: false for anything else.
+bool parse_seconds(std::string_view word, double* seconds) {
+  auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), *seconds);
+  return error == std::errc() && end == word.data() + word.size() && std::isfinite(*seconds) &&
+         *seconds >= 0;
+}
+
+}  // namespace
+
+LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
+    : context_(std::move(context)),
+      session_(context_.service.create_session()),
+      self_(std::make_shared<LockServiceProtocol*>(this)) {}
+
+LockServiceProtocol::~LockServiceProtocol() {
+  if (!closed_) connection_closed();
+}
+
+size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
+  size_t pos = 0;
+  while (pos < input.size() && !close_ && !blocked()) {
+    size_t newline = input.find('\n', pos);
+    if (newline == std::string_view::npos) {
+      if (input.size() - pos > kMaxLine) {
+        out.append("400 Line too long\r\n");
+        close_ = true;
+      }
+      break;
+    }
+    size_t end = newline;
+    if (end > pos && input[end - 1] == '\r') --end;
+    execute(input.substr(pos, end - pos), out);
+    pos = newline + 1;
+  }
+  return close_ ? input.size() : pos;
+}
+
+void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
+  Words words = split_words(line);
+  if (words.count == 0) return out.append("400 Unknown command\r\n");
+  std::string_view command = words[0];
+  if (command == "lock") return lock(words, out);
+  if (command == "unlock") return unlock(words, out);
+  if (command == "unlock_all") {
+    if (words.count != 1) return out.append("400 unlock_all takes no arguments\r\n");
+    context_.service.release_all(session_);
+    return out.append("200 Released\r\n");
+  }
+  if (command == "conn_id") return conn_id(words, out);
+  if (command == "set_timeout") return set_timeout(words, out);
+  if (command == "stats") return stats(words, out);
+  if (command == "quit") {
+    out.append("200 Bye\r\n");
+    close_ = true;
+    return;
+  }
+  out.append("400 Unknown command\r\n");
+}
+
+void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
+  if (words.count < 2) return out.append("400 Missing lock name\r\n");
+  if (words.count > 3) return out.append("400 Too many arguments\r\n");
+  std::string_view name = words[1];
+  if (!valid_key(name)) return out.append("400 Bad lock name\r\n");
+  double seconds = 0;
+  if (words.count == 3 && (!parse_seconds(words[2], &seconds) || seconds > kMaxWaitSeconds)) {
+    return out.append("400 Bad timeout\r\n");
+  }
+  if (seconds == 0) {
+    locks::LockService::Acquired acquired = context_.service.try_acquire(session_, name);
+    if (!acquired.granted) return out.append("409 Unavailable\r\n");
+    out.append("200 Acquired ");
+    out.append_number(acquired.token);
+    return out.append("\r\n");
+  }
+  start_wait(name, static_cast<int64_t>(std::ceil(seconds * 1000)), out);
+}
+
+void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, OutputQueue& out) {
+  auto ticket = std::make_shared<locks::WaitTicket>();
+  ticket->session = session_;
+  ticket->name.assign(name);
+  // Runs on whichever thread releases the lock: hop to our own reactor. If
+  // this connection is gone by then, nobody learns of the grant, so give
+  // the lock back.
+  ticket->on_grant = [reactor = &context_.reactor, self = std::weak_ptr(self_),
+                      service = &context_.service, session = session_, raw_ticket = ticket.get(),
+                      name = ticket->name](uint64_t token) {
+    reactor->post([self, service, session, raw_ticket, name, token] {
+      auto alive = self.lock();
+      if (alive && (*alive)->wait_.get() == raw_ticket) {
+        (*alive)->on_granted(token);
+      } else {
+        service->release(session, name);
+      }
+    });
+  };
+  locks::LockService::Acquired acquired = context_.service.acquire_or_wait(ticket);
+  if (acquired.granted) {
+    out.append("200 Acquired ");
+    out.append_number(acquired.token);
+    return out.append("\r\n");
+  }
+  wait_ = std::move(ticket);
+  wait_timer_ = context_.reactor.add_timer(wait_ms, [self = std::weak_ptr(self_)] {
+    if (auto alive = self.lock()) (*alive)->on_wait_timeout();
+  });
+}
+
+void LockServiceProtocol::on_granted(uint64_t token) {
+  context_.reactor.cancel_timer(wait_timer_);
+  end_wait("200 Acquired " + std::to_string(token));
+}
+
+void LockServiceProtocol::on_wait_timeout() {
+  // A grant already decided is on its way to us: let it answer instead.
+  if (context_.service.cancel_wait(*wait_, true)) end_wait("409 Unavailable");
+}
+
+void LockServiceProtocol::end_wait(std::string_view reply) {
+  wait_.reset();
+  wait_timer_ = 0;
+  context_.out.append(reply);
+  context_.out.append("\r\n");
+  context_.on_async_reply();
+}
+
+void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
+  if (words.count != 2) return out.append("400 Missing lock name\r\n");
+  if (!valid_key(words[1])) return out.append("400 Bad lock name\r\n");
+  if (context_.service.release(session_, words[1])) return out.append("200 Released\r\n");
+  out.append("403 Not held\r\n");
+}
+
+void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
+  if (words.count == 1) {
+    out.append("200 ");
+    out.append(session_->id);
+    return out.append("\r\n");
+  }
+  if (words.count != 2) return out.append("400 Too many arguments\r\n");
+  if (words[1] == session_->id) return out.append("200 Resumed\r\n");
+  bool in_use;
+  {
+    std::lock_guard lock(session_->mutex);
+    in_use = !session_->held.empty();
+  }
+  std::shared_ptr<locks::Session> resumed =
+      in_use ? nullptr : context_.service.resume_session(words[1]);
+  if (!resumed) return out.append("403 Cannot resume\r\n");
+  context_.service.discard_session(session_);
+  session_ = std::move(resumed);
+  out.append("200 Resumed\r\n");
+}
+
+void LockServiceProtocol::set_timeout(const Words& words, OutputQueue& out) {
+  uint64_t millis;
+  if (words.count != 2 || !parse_u64(words[1], &millis) || millis > kMaxGraceMs) {
+    return out.append("400 Bad timeout\r\n");
+  }
+  {
+    std::lock_guard lock(session_->mutex);
+    session_->grace_ms = static_cast<int64_t>(millis);
+  }
+  out.append("200 Timeout set\r\n");
+}
+
+void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
+  if (words.count >= 2 && words[1] == "locks") {
+    if (words.count > 3) return out.append("400 Too many arguments\r\n");
+    out.append("200 LOCKS\r\n");
+    for (const locks::LockInfo& lock : context_.service.list(words.count == 3 ? words[2] : "")) {
+      out.append("LOCK ");
+      out.append(lock.name);
+      out.append(" ");
+      out.append(lock.session);
+      out.append(" ");
+      out.append_number(static_cast<uint64_t>(lock.held_ms));
+      out.append(" ");
+      out.append_number(lock.waiters);
+      out.append(" ");
+      out.append_number(lock.token);
+      out.append("\r\n");
+    }
+    return out.append("END\r\n");
+  }
+  if (words.count != 1) return out.append("400 Unknown stats group\r\n");
+  locks::ServiceStats stats = context_.service.stats();
+  auto stat = [&out](std::string_view name, uint64_t value) {
+    out.append("STAT ");
+    out.append(name);
+    out.append(" ");
+    out.append_number(value);
+    out.append("\r\n");
+  };
+  out.append("200 STATS\r\n");
+  stat("clients", stats.sessions - stats.sessions_in_grace);
+  stat("locks", stats.locks);
+  stat("monitoring", 0);
+  stat("waiters", stats.waiters);
+  stat("sessions_in_grace", stats.sessions_in_grace);
+  stat("grants", stats.grants);
+  stat("timeouts", stats.timeouts);
+  out.append("END\r\n");
+}
+
+void LockServiceProtocol::connection_closed() {
+  closed_ = true;
+  self_.reset();  // grants in flight now give their lock back
+  if (wait_) {
+    context_.reactor.cancel_timer(wait_timer_);
+    context_.service.cancel_wait(*wait_, false);
+    wait_.reset();
+  }
+  uint64_t detachment;
+  int64_t grace_ms = context_.service.detach(session_, &detachment);
+  if (grace_ms > 0) {
+    context_.reactor.add_timer(grace_ms, [service = &context_.service, session = session_,
+                                          detachment] { service->expire(session, detachment); });
+  }
+}
+
+}  // namespace lockcached::protocol
