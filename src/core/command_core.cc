@@ -23,13 +23,27 @@ ItemRef CommandCore::get_and_touch(std::string_view key, int64_t exptime) {
   return item;
 }
 
+store::MetaGetResult CommandCore::meta_get(std::string_view key,
+                                           const store::MetaGetRequest& request) {
+  store::MetaGetResult result = store_.meta_get(key, request);
+  bool hit = static_cast<bool>(result.item);
+  if (request.touch) {
+    stats_.cmd_touch.add();
+    (hit ? stats_.touch_hits : stats_.touch_misses).add();
+  } else {
+    stats_.cmd_get.add();
+    (hit ? stats_.get_hits : stats_.get_misses).add();
+  }
+  return result;
+}
+
 bool CommandCore::touch(std::string_view key, int64_t exptime) {
   return static_cast<bool>(get_and_touch(key, exptime));
 }
 
 store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef& item,
-                                      uint64_t compare_cas) {
-  store::StoreResult result = store_.store(command, item, compare_cas, owner_);
+                                      uint64_t compare_cas, bool mark_stale) {
+  store::StoreResult result = store_.store(command, item, compare_cas, owner_, mark_stale);
   stats_.cmd_set.add();
   if (command == store::StoreCommand::kCas) {
     switch (result.status) {

@@ -87,6 +87,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (words.count == 0 || words[0].size() < 2) return reply(out, "ERROR");
   std::string_view command = words[0];
 
+  if (command.size() == 2 && command[0] == 'm') return meta(words, out);
   if (command == "get" || command == "bget") return get(words, line, false, false, out);
   if (command == "gets") return get(words, line, true, false, out);
   if (command == "gat") return get(words, line, false, true, out);
@@ -185,6 +186,7 @@ void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue&
     return;
   }
   value_item_ = std::move(item);
+  value_is_meta_ = false;
   value_command_ = command;
   value_cas_ = cas;
   value_filled_ = 0;
@@ -205,6 +207,7 @@ void TextProtocol::finish_value(OutputQueue& out) {
   store::ItemRef item = std::move(value_item_);
   const char* end = item->value() + item->value_len;
   if (end[0] != '\r' || end[1] != '\n') return reply(out, "CLIENT_ERROR bad data chunk");
+  if (value_is_meta_) return meta_.finish_set(item, out);
   switch (core_.store(value_command_, item, value_cas_).status) {
     case store::StoreStatus::kStored:
       return reply(out, "STORED");
@@ -219,6 +222,21 @@ void TextProtocol::finish_value(OutputQueue& out) {
     case store::StoreStatus::kNotLocked:  // only replace_and_unlock, a binary command
     case store::StoreStatus::kNoMemory:
       return reply(out, "SERVER_ERROR out of memory storing object");
+  }
+}
+
+// Meta commands answer for themselves (their quiet mode is their own); an
+// ms leaves its data block for us to read.
+void TextProtocol::meta(const Words& words, OutputQueue& out) {
+  MetaCommands::DataBlock block = meta_.execute(words, out);
+  if (block.item) {
+    value_item_ = std::move(block.item);
+    value_is_meta_ = true;
+    value_filled_ = 0;
+    state_ = State::kValue;
+  } else if (block.swallow > 0) {
+    swallow_left_ = block.swallow;
+    state_ = State::kSwallow;
   }
 }
 

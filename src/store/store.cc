@@ -140,7 +140,7 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
   *slot = item;
   item->refs.fetch_add(1, std::memory_order_relaxed);  // the store's own reference
   item->linked = true;
-  item->time = clock_.now();
+  item->time = item->atime = clock_.now();
   if (item->is_locked()) {
     ++shard.locked;  // locked items stay out of the LRU list: never evicted
   } else {
@@ -206,25 +206,90 @@ ItemRef Store::allocate(std::string_view key, uint32_t flags, RelTime exptime,
   return ItemRef(item_allocate(key, flags, exptime, value_len));
 }
 
+void Store::note_access(Item* item, RelTime now) {
+  item->accessed = true;
+  item->fetched = true;
+  item->atime = now;
+}
+
 ItemRef Store::get(std::string_view key) {
   uint64_t hash = hash_key(key, hash_seed_);
   Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
   std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, clock_.now());
+  Item* item = find(shard, hash, key, now);
   if (!item) return {};
-  item->accessed = true;
+  note_access(item, now);
   return ItemRef::share(item);
 }
 
 ItemRef Store::touch(std::string_view key, RelTime exptime) {
   uint64_t hash = hash_key(key, hash_seed_);
   Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
   std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, clock_.now());
+  Item* item = find(shard, hash, key, now);
   if (!item) return {};
   item->exptime = exptime;
-  item->accessed = true;
+  note_access(item, now);
   return ItemRef::share(item);
+}
+
+MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& request) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  MetaGetResult result;
+  Item* item = find(shard, hash, key, now);
+  if (!item && request.vivify) {
+    // An empty placeholder: the client that gets W fills it in.
+    ItemRef placeholder = allocate(key, 0, request.vivify_exptime, 0);
+    if (placeholder && make_room(shard, placeholder->total_size(), now, nullptr)) {
+      placeholder->cas = next_cas();
+      link(shard, hash, placeholder.get());
+      item = placeholder.get();
+      result.created = true;
+    }
+  }
+  if (!item) return result;
+  result.fetched_before = item->fetched;
+  result.last_access = now - item->atime;
+  if (request.touch) item->exptime = request.exptime;
+  result.token_was_sent = item->token_sent;
+  result.stale = item->stale;
+  bool won = result.created || (item->stale && !item->token_sent);
+  if (request.recache && !item->token_sent && !result.created && item->exptime != 0 &&
+      item->exptime < request.recache_before) {
+    won = true;
+  }
+  if (won) item->token_sent = true;
+  result.won = won;
+  if (request.bump) note_access(item, now);
+  result.exptime = item->exptime;
+  result.item = ItemRef::share(item);
+  return result;
+}
+
+DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, OwnerId owner,
+                               const RelTime* exptime) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, now);
+  if (!item) return DeleteStatus::kNotFound;
+  if (item->is_locked() && item->lock_owner != owner) return DeleteStatus::kLocked;
+  if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
+  // A copy with the new CAS: readers may still be sending the old one.
+  ItemRef copy = allocate(key, item->flags, exptime ? *exptime : item->exptime, item->value_len);
+  if (!copy) return DeleteStatus::kNotFound;
+  std::memcpy(copy->value(), item->value(), item->value_len);
+  copy->stale = true;  // the next reader is told to recache (W), the rest Z
+  copy->fetched = item->fetched;
+  copy->cas = next_cas();
+  replace(shard, hash, item, copy.get());
+  return DeleteStatus::kDeleted;
 }
 
 ItemRef Store::combine(const Item& old_item, const Item& addition, bool append) const {
@@ -239,7 +304,7 @@ ItemRef Store::combine(const Item& old_item, const Item& addition, bool append) 
 }
 
 StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t compare_cas,
-                         OwnerId owner) {
+                         OwnerId owner, bool mark_stale) {
   uint64_t hash = hash_key(item->key(), hash_seed_);
   Shard& shard = shard_for(hash);
   RelTime now = clock_.now();
@@ -260,7 +325,11 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
       break;
     case StoreCommand::kCas:
       if (!old_item) return {StoreStatus::kNotFound};
-      if (old_item->cas != compare_cas) return {StoreStatus::kExists};
+      if (old_item->cas != compare_cas) {
+        // memcached: an older CAS with "invalidate" still stores, as stale.
+        if (!mark_stale || compare_cas > old_item->cas) return {StoreStatus::kExists};
+        to_link->stale = true;
+      }
       break;
     case StoreCommand::kReplace:
     case StoreCommand::kAppend:
@@ -328,6 +397,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     flags = old_item->flags;
     exptime = old_item->exptime;
   }
+  if (request.set_exptime) exptime = request.new_exptime;
 
   char digits[24];
   auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
@@ -345,7 +415,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   }
   fresh->cas = next_cas();
   replace(shard, hash, old_item, fresh.get());
-  return {ArithStatus::kOk, value, fresh->cas};
+  return {ArithStatus::kOk, value, fresh->cas, exptime, old_item == nullptr};
 }
 
 void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {
@@ -384,6 +454,7 @@ ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* 
   set_lock(shard, item, owner);
   if (exptime) item->exptime = *exptime;
   *status = LockStatus::kOk;
+  note_access(item, clock_.now());
   return ItemRef::share(item);
 }
 

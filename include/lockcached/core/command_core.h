@@ -33,7 +33,14 @@ class CommandCore {
   store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
   bool touch(std::string_view key, int64_t exptime);
   store::StoreResult store(store::StoreCommand command, const store::ItemRef& item,
-                           uint64_t compare_cas);
+                           uint64_t compare_cas, bool mark_stale = false);
+  // Meta protocol (see store::Store::meta_get and invalidate).
+  store::MetaGetResult meta_get(std::string_view key, const store::MetaGetRequest& request);
+  store::DeleteStatus invalidate(std::string_view key, uint64_t compare_cas,
+                                 const store::RelTime* exptime) {
+    return store_.invalidate(key, compare_cas, owner_, exptime);
+  }
+  store::RelTime now() const { return store_.now(); }
   // A set that cannot be stored (too large, no memory) must not leave the old
   // value behind: clients would read stale data (memcached does the same).
   void drop_stale(store::StoreCommand command, std::string_view key);

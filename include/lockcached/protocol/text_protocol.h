@@ -9,6 +9,7 @@
 #include "lockcached/core/command_core.h"
 #include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/key_walk.h"
+#include "lockcached/protocol/meta_commands.h"
 #include "lockcached/protocol/text_parser.h"
 
 namespace lockcached::protocol {
@@ -20,7 +21,7 @@ constexpr size_t kMaxGetLineLength = 256 * 1024;
 
 class TextProtocol final : public ProtocolHandler {
  public:
-  explicit TextProtocol(core::CommandCore& core) : core_(core) {}
+  explicit TextProtocol(core::CommandCore& core) : core_(core), meta_(core) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
@@ -37,6 +38,7 @@ class TextProtocol final : public ProtocolHandler {
 
   void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
+  void meta(const Words& words, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
   void finish_value(OutputQueue& out);
   void arith(const Words& words, bool increment, OutputQueue& out);
@@ -57,10 +59,12 @@ class TextProtocol final : public ProtocolHandler {
   // The storage command whose data block is arriving (State::kValue).
   store::ItemRef value_item_;
   store::StoreCommand value_command_ = store::StoreCommand::kSet;
+  bool value_is_meta_ = false;  // an ms: MetaCommands answers it
   uint64_t value_cas_ = 0;
   size_t value_filled_ = 0;  // bytes of value and CRLF received so far
   size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
   KeyWalk keys_;
+  MetaCommands meta_;
 };
 
 }  // namespace lockcached::protocol

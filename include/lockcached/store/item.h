@@ -26,11 +26,16 @@ struct Item {
   std::atomic<uint32_t> refs{1};
   RelTime exptime = 0;  // 0: never
   RelTime time = 0;     // when it was stored; flush_all compares against it
+  RelTime atime = 0;    // last access (meta "l"); under the shard lock
   uint32_t flags = 0;
   uint32_t value_len = 0;  // without the trailing "\r\n"
   uint8_t key_len = 0;
   bool linked = false;    // in the hash table (guarded by the shard lock)
   bool accessed = false;  // CLOCK bit: read since it last passed the LRU tail
+  // Meta-protocol state, under the shard lock like `accessed`.
+  bool fetched = false;     // read at least once (meta "h")
+  bool stale = false;       // invalidated by "md KEY I" or "ms ... I"
+  bool token_sent = false;  // a client was told it won the recache (W)
 
   char* key_data() { return reinterpret_cast<char*>(this + 1); }
   const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }

@@ -49,6 +49,9 @@ struct ArithRequest {
   bool increment = true;
   uint64_t delta = 0;
   uint64_t compare_cas = 0;  // 0: no check
+  // Meta arithmetic: a new exptime on success.
+  bool set_exptime = false;
+  RelTime new_exptime = 0;
   // Binary protocol: create the item with `initial` when it is missing.
   bool create = false;
   uint64_t initial = 0;
@@ -59,6 +62,31 @@ struct ArithResult {
   ArithStatus status;
   uint64_t value = 0;
   uint64_t cas = 0;
+  RelTime exptime = 0;
+  bool created = false;
+};
+
+// A meta-protocol get ("mg"): what to do besides reading.
+struct MetaGetRequest {
+  bool bump = true;  // false: "u", leave access state alone
+  bool touch = false;
+  RelTime exptime = 0;  // with touch
+  bool vivify = false;  // "N": create an empty item on a miss
+  RelTime vivify_exptime = 0;
+  bool recache = false;  // "R": win if the TTL left is below recache_before
+  RelTime recache_before = 0;
+};
+
+// What mg reports, taken under the shard lock.
+struct MetaGetResult {
+  ItemRef item;
+  bool created = false;
+  bool won = false;             // W: this client should recache
+  bool token_was_sent = false;  // Z: another client already won
+  bool stale = false;           // X
+  bool fetched_before = false;  // h
+  RelTime last_access = 0;      // l, before this access
+  RelTime exptime = 0;          // t, after this access
 };
 
 struct StoreStats {
@@ -95,9 +123,20 @@ class Store {
   // a set or add with a CAS into kCas). `owner` may modify items it has
   // locked; everybody else gets kLocked. A kSet that finds no memory also
   // removes the old value, as memcached does.
-  StoreResult store(StoreCommand command, const ItemRef& item, uint64_t compare_cas, OwnerId owner);
+  // With mark_stale ("ms ... I"), a kCas whose compare_cas is older than
+  // the item's stores anyway, marked stale.
+  StoreResult store(StoreCommand command, const ItemRef& item, uint64_t compare_cas, OwnerId owner,
+                    bool mark_stale = false);
   DeleteStatus remove(std::string_view key, uint64_t compare_cas, OwnerId owner);
   ArithResult arith(std::string_view key, const ArithRequest& request, OwnerId owner);
+
+  // Meta protocol. meta_get reads and applies the request's side effects
+  // atomically; invalidate ("md KEY I") marks an item stale with a new CAS
+  // instead of deleting it, and may set a new exptime.
+  MetaGetResult meta_get(std::string_view key, const MetaGetRequest& request);
+  DeleteStatus invalidate(std::string_view key, uint64_t compare_cas, OwnerId owner,
+                          const RelTime* exptime);
+  RelTime now() const { return clock_.now(); }
 
   // Server-side locks (../shared/specs/locking.md). A lock ties an existing
   // item to `owner`; only the owner may then modify it, and it neither
@@ -133,6 +172,7 @@ class Store {
 
   Shard& shard_for(uint64_t hash) const;
   bool is_flushed(const Item& item, RelTime now) const;
+  static void note_access(Item* item, RelTime now);
   bool is_live(const Item& item, RelTime now) const;
   void set_lock(Shard& shard, Item* item, OwnerId owner);
   void clear_lock(Shard& shard, Item* item);
