@@ -21,6 +21,15 @@ DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes");
 DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections");
 
+#ifdef LOCKCACHED_WITH_JEMALLOC
+// jemalloc reads this at start-up. Give freed pages back at once: a cache
+// frees memory exactly when it has just stored something else, and holding
+// freed pages for jemalloc's default 10 s let RSS reach three times the
+// memory limit while item sizes shifted (measured; see docs/architecture.md).
+extern "C" const char* malloc_conf;
+const char* malloc_conf = "dirty_decay_ms:0,muzzy_decay_ms:0";
+#endif
+
 namespace {
 
 constexpr int kUsageError = 64;  // EX_USAGE

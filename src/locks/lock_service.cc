@@ -87,6 +87,7 @@ void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detac
     std::lock_guard lock(sessions_mutex_);
     std::lock_guard session_lock(session->mutex);
     if (session->attached || session->detachments != detachment) return;  // resumed
+    ++session->detachments;  // expired once: a repeated call finds nothing to do
     sessions_.erase(session->id);
     --in_grace_;
   }

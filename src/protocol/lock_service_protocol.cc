@@ -33,15 +33,17 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
   size_t pos = 0;
   while (pos < input.size() && !close_ && !blocked()) {
     size_t newline = input.find('\n', pos);
-    if (newline == std::string_view::npos) {
-      if (input.size() - pos > kMaxLine) {
-        out.append("400 Line too long\r\n");
-        close_ = true;
-      }
+    // Too long whether or not its end has arrived: the verdict must not
+    // depend on how TCP split the bytes.
+    // (A partial line may still end in the CR of its CRLF.)
+    size_t end = newline == std::string_view::npos ? input.size() : newline;
+    if (end > pos && input[end - 1] == '\r') --end;
+    if (end - pos > kMaxLine) {
+      out.append("400 Line too long\r\n");
+      close_ = true;
       break;
     }
-    size_t end = newline;
-    if (end > pos && input[end - 1] == '\r') --end;
+    if (newline == std::string_view::npos) break;
     execute(input.substr(pos, end - pos), out);
     pos = newline + 1;
   }

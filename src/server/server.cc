@@ -49,6 +49,7 @@ bool Server::start(std::string* error) {
   }
   for (auto& worker : workers_)
     worker->start();
+  crawler_.start();
   return true;
 }
 
@@ -73,6 +74,7 @@ bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
 }
 
 void Server::stop() {
+  crawler_.stop();
   for (auto& worker : workers_)
     worker->stop();
   for (auto& worker : workers_)
@@ -144,6 +146,9 @@ void Server::collect_general(core::StatList& out) const {
   add("total_items", store.total_items);
   add("evictions", store.evictions);
   add("reclaimed", store.reclaimed);
+  add("expired_unfetched", store.expired_unfetched);
+  add("evicted_unfetched", store.evicted_unfetched);
+  add("crawler_reclaimed", store.crawler_reclaimed);
   add("curr_locks", store.locked_items);
 }
 

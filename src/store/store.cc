@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "lockcached/store/hash.h"
@@ -13,9 +14,6 @@ namespace {
 
 constexpr unsigned kMaxShards = 64;
 constexpr size_t kInitialBuckets = 1024;
-// How many LRU-tail items one allocation may inspect before giving up; bounds
-// the time a shard lock is held when most of the shard is locked objects.
-constexpr int kMaxEvictionProbes = 1000;
 
 // memcached's rule for the value incr/decr work on (strtoull): optional
 // leading whitespace, decimal digits that fit in 64 bits, then the end or
@@ -38,29 +36,28 @@ struct Store::Shard {
   size_t count = 0;
   size_t bytes = 0;
   size_t limit = 0;
-  // Doubly linked, most recently linked at the head. Reads only set the
-  // CLOCK bit, so a get never writes list pointers.
-  Item* lru_head = nullptr;
-  Item* lru_tail = nullptr;
+  // The CLOCK hand: the bucket eviction looks at next. A read only sets the
+  // item's `accessed` bit; the hand clears it (a second chance) and evicts
+  // the item when it comes round again without the bit set.
+  size_t hand = 0;
+  // Owners of the locked items: few, so not a field of every item.
+  std::unordered_map<const Item*, OwnerId> owners;
   uint64_t total_items = 0;
   uint64_t evictions = 0;
   uint64_t reclaimed = 0;
+  uint64_t expired_unfetched = 0;
+  uint64_t evicted_unfetched = 0;
+  uint64_t crawler_reclaimed = 0;
   uint64_t locked = 0;
 
   Item** bucket_of(uint64_t hash) { return &buckets[hash & (buckets.size() - 1)]; }
 
-  void lru_push_head(Item* item) {
-    item->lru_prev = nullptr;
-    item->lru_next = lru_head;
-    if (lru_head) lru_head->lru_prev = item;
-    lru_head = item;
-    if (!lru_tail) lru_tail = item;
+  OwnerId owner_of(const Item* item) const {
+    return item->locked ? owners.find(item)->second : kNoOwner;
   }
-
-  void lru_remove(Item* item) {
-    (item->lru_prev ? item->lru_prev->lru_next : lru_head) = item->lru_next;
-    (item->lru_next ? item->lru_next->lru_prev : lru_tail) = item->lru_prev;
-    item->lru_prev = item->lru_next = nullptr;
+  // Locked by a connection other than `owner`.
+  bool locked_against(const Item* item, OwnerId owner) const {
+    return item->locked && owner_of(item) != owner;
   }
 };
 
@@ -97,13 +94,23 @@ Store::Shard& Store::shard_for(uint64_t hash) const {
   return shards_[shard_bits_ == 0 ? 0 : hash >> (64 - shard_bits_)];
 }
 
-bool Store::is_flushed(const Item& item, RelTime now) const {
-  if (item.cas < flush_cas_.load(std::memory_order_relaxed)) return true;
-  RelTime flush_time = flush_time_.load(std::memory_order_relaxed);
-  return flush_time != 0 && flush_time <= now && item.time < flush_time;
+// A delayed flush_all takes effect when the first lookup after its moment
+// turns it into a CAS bound: everything stored until then has a lower CAS.
+bool Store::is_flushed(const Item& item, RelTime now) {
+  RelTime due = flush_time_.load(std::memory_order_relaxed);
+  if (due != 0 && due <= now && flush_time_.compare_exchange_strong(due, 0)) {
+    raise_flush_cas(next_cas());
+  }
+  return item.cas < flush_cas_.load(std::memory_order_relaxed);
 }
 
-bool Store::is_live(const Item& item, RelTime now) const {
+void Store::raise_flush_cas(uint64_t cas) {
+  uint64_t current = flush_cas_.load(std::memory_order_relaxed);
+  while (current < cas && !flush_cas_.compare_exchange_weak(current, cas)) {
+  }
+}
+
+bool Store::is_live(const Item& item, RelTime now) {
   if (item.is_locked()) return true;  // locked objects neither expire nor flush
   if (item.exptime != 0 && item.exptime <= now) return false;
   return !is_flushed(item, now);
@@ -113,8 +120,7 @@ Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now
   for (Item* item = *shard.bucket_of(hash); item; item = item->hash_next) {
     if (item->key_len == key.size() && std::memcmp(item->key_data(), key.data(), key.size()) == 0) {
       if (is_live(*item, now)) return item;
-      unlink(shard, item);
-      ++shard.reclaimed;
+      reclaim(shard, item);
       return nullptr;
     }
   }
@@ -134,18 +140,16 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
       }
     }
     shard.buckets.swap(grown);
+    shard.hand = (shard.hand * 2) & (grown.size() - 1);
   }
   Item** slot = shard.bucket_of(hash);
   item->hash_next = *slot;
   *slot = item;
   item->refs.fetch_add(1, std::memory_order_relaxed);  // the store's own reference
   item->linked = true;
-  item->time = item->atime = clock_.now();
-  if (item->is_locked()) {
-    ++shard.locked;  // locked items stay out of the LRU list: never evicted
-  } else {
-    shard.lru_push_head(item);
-  }
+  item->accessed = true;  // a new item gets one turn of the hand to be used
+  item->atime = clock_.now();
+  if (item->locked) ++shard.locked;
   ++shard.count;
   shard.bytes += item->total_size();
   ++shard.total_items;
@@ -160,10 +164,9 @@ void Store::unlink(Shard& shard, Item* item) {
     }
   }
   item->hash_next = nullptr;
-  if (item->is_locked()) {
+  if (item->locked) {
+    shard.owners.erase(item);
     --shard.locked;
-  } else {
-    shard.lru_remove(item);
   }
   item->linked = false;
   --shard.count;
@@ -173,31 +176,77 @@ void Store::unlink(Shard& shard, Item* item) {
 
 void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item) {
   if (old_item) {
-    new_item->lock_owner = old_item->lock_owner;  // the holder's write keeps its lock
+    if (old_item->locked) {  // the holder's write keeps its lock
+      new_item->locked = true;
+      shard.owners.emplace(new_item, shard.owner_of(old_item));
+    }
     unlink(shard, old_item);
   }
   link(shard, hash, new_item);
 }
 
-// CLOCK over the LRU list: a tail item read since it last got here gets a
-// second chance at the head. Locked items are not in the list at all.
+// CLOCK: the hand walks the buckets; an item used since the hand last
+// passed loses its `accessed` bit and stays, one that was not is evicted.
+// Locked items and `keep` are passed over. Two turns of the hand clear every
+// bit, so finding nothing in two turns means nothing can go.
 bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
   if (bytes > shard.limit) return false;
-  int probes = 0;
+  size_t moves = 0;
   while (shard.bytes + bytes > shard.limit) {
-    Item* victim = shard.lru_tail;
-    if (victim == nullptr || ++probes > kMaxEvictionProbes) return false;
-    if (victim == keep || victim->accessed) {
-      victim->accessed = false;
-      shard.lru_remove(victim);
-      shard.lru_push_head(victim);
-      continue;
+    Item* victim = nullptr;
+    for (Item* item = shard.buckets[shard.hand]; item && !victim; item = item->hash_next) {
+      if (item == keep || item->locked) continue;
+      if (!is_live(*item, now)) {
+        victim = item;
+      } else if (item->accessed) {
+        item->accessed = false;
+      } else {
+        victim = item;
+      }
     }
-    bool expired = !is_live(*victim, now);
-    unlink(shard, victim);
-    ++(expired ? shard.reclaimed : shard.evictions);
+    if (victim == nullptr) {
+      if (++moves > 2 * shard.buckets.size()) return false;
+      shard.hand = (shard.hand + 1) & (shard.buckets.size() - 1);
+    } else if (!is_live(*victim, now)) {
+      reclaim(shard, victim);
+    } else {
+      ++shard.evictions;
+      if (!victim->fetched) ++shard.evicted_unfetched;
+      unlink(shard, victim);
+    }
   }
   return true;
+}
+
+void Store::reclaim(Shard& shard, Item* item) {
+  ++shard.reclaimed;
+  if (!item->fetched) ++shard.expired_unfetched;
+  unlink(shard, item);
+}
+
+uint64_t Store::crawl(uint64_t cursor, size_t budget) {
+  uint64_t shard_index = cursor >> 32;
+  size_t bucket = static_cast<uint32_t>(cursor);
+  size_t shard_count = size_t{1} << shard_bits_;
+  if (shard_index >= shard_count) return kScanDone;
+  Shard& shard = shards_[shard_index];
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  size_t seen = 0;
+  for (; bucket < shard.buckets.size() && seen < budget; ++bucket) {
+    Item* item = shard.buckets[bucket];
+    while (item) {
+      Item* next = item->hash_next;  // reclaim() unlinks and may free it
+      ++seen;
+      if (!is_live(*item, now)) {
+        reclaim(shard, item);
+        ++shard.crawler_reclaimed;
+      }
+      item = next;
+    }
+  }
+  if (bucket < shard.buckets.size()) return shard_index << 32 | bucket;
+  return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
 }
 
 ItemRef Store::allocate(std::string_view key, uint32_t flags, RelTime exptime,
@@ -279,7 +328,7 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   std::lock_guard lock(shard.mutex);
   Item* item = find(shard, hash, key, now);
   if (!item) return DeleteStatus::kNotFound;
-  if (item->is_locked() && item->lock_owner != owner) return DeleteStatus::kLocked;
+  if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
   if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
   // A copy with the new CAS: readers may still be sending the old one.
   ItemRef copy = allocate(key, item->flags, exptime ? *exptime : item->exptime, item->value_len);
@@ -310,9 +359,7 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
   RelTime now = clock_.now();
   std::lock_guard lock(shard.mutex);
   Item* old_item = find(shard, hash, item->key(), now);
-  if (old_item && old_item->is_locked() && old_item->lock_owner != owner) {
-    return {StoreStatus::kLocked};
-  }
+  if (old_item && shard.locked_against(old_item, owner)) return {StoreStatus::kLocked};
   ItemRef to_link = item;
   switch (command) {
     case StoreCommand::kSet:
@@ -361,7 +408,7 @@ DeleteStatus Store::remove(std::string_view key, uint64_t compare_cas, OwnerId o
   std::lock_guard lock(shard.mutex);
   Item* item = find(shard, hash, key, clock_.now());
   if (!item) return DeleteStatus::kNotFound;
-  if (item->is_locked() && item->lock_owner != owner) return DeleteStatus::kLocked;
+  if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
   if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
   unlink(shard, item);
   return DeleteStatus::kDeleted;
@@ -382,7 +429,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     if (!request.create) return {ArithStatus::kNotFound};
     value = request.initial;
   } else {
-    if (old_item->is_locked() && old_item->lock_owner != owner) return {ArithStatus::kLocked};
+    if (shard.locked_against(old_item, owner)) return {ArithStatus::kLocked};
     if (request.compare_cas != 0 && request.compare_cas != old_item->cas) {
       return {ArithStatus::kExists};
     }
@@ -419,15 +466,16 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
 }
 
 void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {
-  shard.lru_remove(item);
-  item->lock_owner = owner;
+  item->locked = true;
+  shard.owners.emplace(item, owner);
   ++shard.locked;
 }
 
 void Store::clear_lock(Shard& shard, Item* item) {
-  item->lock_owner = kNoOwner;
+  item->locked = false;
+  shard.owners.erase(item);
   --shard.locked;
-  shard.lru_push_head(item);
+  item->accessed = true;
 }
 
 LockStatus Store::lock(std::string_view key, OwnerId owner) {
@@ -447,7 +495,7 @@ ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* 
     return {};
   }
   // Not re-entrant, as yrmcds: the holder locking again is refused too.
-  if (item->is_locked()) {
+  if (item->locked) {
     *status = LockStatus::kLocked;
     return {};
   }
@@ -458,6 +506,14 @@ ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* 
   return ItemRef::share(item);
 }
 
+OwnerId Store::lock_owner(std::string_view key) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, clock_.now());
+  return item ? shard.owner_of(item) : kNoOwner;
+}
+
 LockStatus Store::unlock(std::string_view key, OwnerId owner) {
   uint64_t hash = hash_key(key, hash_seed_);
   Shard& shard = shard_for(hash);
@@ -465,7 +521,7 @@ LockStatus Store::unlock(std::string_view key, OwnerId owner) {
   std::lock_guard lock(shard.mutex);
   Item* item = find(shard, hash, key, now);
   if (!item) return LockStatus::kNotFound;
-  if (item->lock_owner != owner) return LockStatus::kNotLocked;
+  if (shard.owner_of(item) != owner) return LockStatus::kNotLocked;
   clear_lock(shard, item);
   if (is_flushed(*item, now)) {
     // A flush_all while it was locked spared it, and unlocking must not
@@ -488,7 +544,7 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   std::lock_guard lock(shard.mutex);
   Item* old_item = find(shard, hash, item->key(), now);
   if (!old_item) return {StoreStatus::kNotFound};
-  if (old_item->lock_owner != owner) return {StoreStatus::kNotLocked};
+  if (shard.owner_of(old_item) != owner) return {StoreStatus::kNotLocked};
   if (compare_cas != 0 && old_item->cas != compare_cas) return {StoreStatus::kExists};
   size_t needed = item->total_size();
   size_t freed = old_item->total_size();
@@ -526,7 +582,7 @@ uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budge
 void Store::flush_all(int64_t delay_seconds) {
   if (delay_seconds <= 0) {
     flush_time_.store(0, std::memory_order_relaxed);
-    flush_cas_.store(next_cas(), std::memory_order_relaxed);
+    raise_flush_cas(next_cas());
   } else {
     flush_time_.store(clock_.now() + static_cast<RelTime>(delay_seconds),
                       std::memory_order_relaxed);
@@ -552,6 +608,9 @@ StoreStats Store::stats() const {
     stats.bytes += shard.bytes;
     stats.evictions += shard.evictions;
     stats.reclaimed += shard.reclaimed;
+    stats.expired_unfetched += shard.expired_unfetched;
+    stats.evicted_unfetched += shard.evicted_unfetched;
+    stats.crawler_reclaimed += shard.crawler_reclaimed;
     stats.limit_bytes += shard.limit;
     stats.locked_items += shard.locked;
   }
@@ -561,7 +620,9 @@ StoreStats Store::stats() const {
 void Store::reset_stats() {
   for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
     std::lock_guard lock(shards_[i].mutex);
-    shards_[i].total_items = shards_[i].evictions = shards_[i].reclaimed = 0;
+    Shard& shard = shards_[i];
+    shard.total_items = shard.evictions = shard.reclaimed = 0;
+    shard.expired_unfetched = shard.evicted_unfetched = shard.crawler_reclaimed = 0;
   }
 }
 

@@ -9,6 +9,7 @@
 #include "lockcached/core/stats.h"
 #include "lockcached/server/server_state.h"
 #include "lockcached/server/settings.h"
+#include "lockcached/store/crawler.h"
 
 namespace lockcached::server {
 
@@ -38,6 +39,7 @@ class Server final : public core::StatsSource {
   void collect_settings(core::StatList& out) const;
 
   ServerState state_;
+  store::Crawler crawler_{state_.store};
   std::vector<std::unique_ptr<Worker>> workers_;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;

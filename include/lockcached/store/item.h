@@ -17,25 +17,26 @@ constexpr OwnerId kNoOwner = 0;
 
 // Layout: [Item][key bytes][value bytes]["\r\n"]. The trailing CRLF lets the
 // text protocol send value and terminator with one reference into the item.
+// The header is 40 bytes: every byte here is paid once per cached object, so
+// what few items need (a lock's owner) lives in a side table of the shard.
+// Once linked, key, value, flags and cas never change (a change links a new
+// item); the other fields change only under the shard lock.
 struct Item {
   Item* hash_next = nullptr;
-  Item* lru_prev = nullptr;
-  Item* lru_next = nullptr;
   uint64_t cas = 0;
-  OwnerId lock_owner = kNoOwner;
   std::atomic<uint32_t> refs{1};
   RelTime exptime = 0;  // 0: never
-  RelTime time = 0;     // when it was stored; flush_all compares against it
-  RelTime atime = 0;    // last access (meta "l"); under the shard lock
+  RelTime atime = 0;    // last access (meta "l")
   uint32_t flags = 0;
   uint32_t value_len = 0;  // without the trailing "\r\n"
   uint8_t key_len = 0;
-  bool linked = false;    // in the hash table (guarded by the shard lock)
-  bool accessed = false;  // CLOCK bit: read since it last passed the LRU tail
-  // Meta-protocol state, under the shard lock like `accessed`.
-  bool fetched = false;     // read at least once (meta "h")
-  bool stale = false;       // invalidated by "md KEY I" or "ms ... I"
-  bool token_sent = false;  // a client was told it won the recache (W)
+  bool linked : 1 = false;    // in the hash table
+  bool accessed : 1 = false;  // CLOCK bit: used since the hand last passed
+  bool locked : 1 = false;    // its owner is in the shard's lock table
+  // Meta-protocol state.
+  bool fetched : 1 = false;     // read at least once (meta "h")
+  bool stale : 1 = false;       // invalidated by "md KEY I" or "ms ... I"
+  bool token_sent : 1 = false;  // a client was told it won the recache (W)
 
   char* key_data() { return reinterpret_cast<char*>(this + 1); }
   const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }
@@ -45,8 +46,9 @@ struct Item {
   std::string_view value_view() const { return {value(), value_len}; }
   // Bytes the item takes in memory, as the memory limit counts them.
   size_t total_size() const { return sizeof(Item) + key_len + value_len + 2; }
-  bool is_locked() const { return lock_owner != kNoOwner; }
+  bool is_locked() const { return locked; }
 };
+static_assert(sizeof(Item) == 40, "the item header is paid per object: keep it small");
 
 // Creates an unlinked item with one reference; nullptr if memory is short.
 Item* item_allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len);

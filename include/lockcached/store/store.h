@@ -94,7 +94,10 @@ struct StoreStats {
   uint64_t total_items = 0;
   uint64_t bytes = 0;
   uint64_t evictions = 0;
-  uint64_t reclaimed = 0;
+  uint64_t reclaimed = 0;  // expired or flushed items taken out
+  uint64_t expired_unfetched = 0;
+  uint64_t evicted_unfetched = 0;
+  uint64_t crawler_reclaimed = 0;
   uint64_t limit_bytes = 0;
   uint64_t locked_items = 0;
   unsigned shards = 0;
@@ -145,6 +148,8 @@ class Store {
   // lock() and get in one step; renews the exptime when one is given (LaG).
   ItemRef lock_and_get(std::string_view key, OwnerId owner, const RelTime* exptime,
                        LockStatus* status);
+  // Who holds the lock on `key` (kNoOwner: nobody, or no such item).
+  OwnerId lock_owner(std::string_view key);
   // kNotLocked unless `owner` holds the lock.
   LockStatus unlock(std::string_view key, OwnerId owner);
   // Replaces a locked item and unlocks it atomically (RaU); the caller must
@@ -160,6 +165,11 @@ class Store {
   uint64_t scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
                      const std::function<void(std::string_view)>& visit);
 
+  // One step of the expiry crawler: reclaims the expired and flushed items
+  // among about `budget` items from `cursor` (0 at first) under one shard
+  // lock. Returns where to go on, or kScanDone after the last shard.
+  uint64_t crawl(uint64_t cursor, size_t budget);
+
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
   void set_memory_limit(size_t bytes);
@@ -171,9 +181,10 @@ class Store {
   struct Shard;
 
   Shard& shard_for(uint64_t hash) const;
-  bool is_flushed(const Item& item, RelTime now) const;
+  bool is_flushed(const Item& item, RelTime now);
+  void raise_flush_cas(uint64_t cas);
   static void note_access(Item* item, RelTime now);
-  bool is_live(const Item& item, RelTime now) const;
+  bool is_live(const Item& item, RelTime now);
   void set_lock(Shard& shard, Item* item, OwnerId owner);
   void clear_lock(Shard& shard, Item* item);
   // Finds a live item; unlinks an expired or flushed one on the way.
@@ -184,6 +195,8 @@ class Store {
   void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
   // Evicts from the LRU tail until `bytes` more fit; never evicts `keep`.
   bool make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep);
+  // Takes out an item that expired or was flushed.
+  void reclaim(Shard& shard, Item* item);
   uint64_t next_cas() { return next_cas_.fetch_add(1, std::memory_order_relaxed) + 1; }
   ItemRef combine(const Item& old_item, const Item& addition, bool append) const;
 
@@ -194,7 +207,7 @@ class Store {
   std::unique_ptr<Shard[]> shards_;
   std::atomic<uint64_t> next_cas_{0};
   // flush_all state, read on every lookup.
-  std::atomic<RelTime> flush_time_{0};  // items stored at or before it are gone once it passed
+  std::atomic<RelTime> flush_time_{0};  // a delayed flush_all's moment; 0: none pending
   std::atomic<uint64_t> flush_cas_{0};  // items with a smaller cas are gone
 };
 

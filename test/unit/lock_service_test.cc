@@ -1,0 +1,599 @@
+// Unit tests of locks::LockService: the named-lock service without sockets
+// (../shared/specs/lock-service.md). Grants to waiters are delivered through
+// WaitTicket::on_grant, called on the thread that releases the lock, so a
+// single-threaded test sees them synchronously.
+#include "lockcached/locks/lock_service.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <latch>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace lockcached::locks {
+namespace {
+
+// One grant seen by a ticket's on_grant: which ticket, and its token.
+struct GrantRecord {
+  int ticket;
+  uint64_t token;
+};
+
+class LockServiceTest : public ::testing::Test {
+ protected:
+  // A ticket of `session` for `name` whose grants are appended to grants_.
+  std::shared_ptr<WaitTicket> ticket(const std::shared_ptr<Session>& session, std::string name,
+                                     int number) {
+    auto wait = std::make_shared<WaitTicket>();
+    wait->session = session;
+    wait->name = std::move(name);
+    wait->on_grant = [this, number](uint64_t token) { grants_.push_back({number, token}); };
+    return wait;
+  }
+
+  // What list() says about `name`, or a LockInfo with an empty name.
+  LockInfo info(const std::string& name) {
+    for (LockInfo& lock : service_.list(name)) {
+      if (lock.name == name) return lock;
+    }
+    return LockInfo{"", "", 0, 0, 0};
+  }
+
+  bool holds(const std::shared_ptr<Session>& session, const std::string& name) {
+    return info(name).session == session->id;
+  }
+
+  LockService service_;
+  std::vector<GrantRecord> grants_;
+};
+
+TEST_F(LockServiceTest, TryAcquireGrantsFreeLockAndRefusesOthers) {
+  auto alice = service_.create_session();
+  auto bob = service_.create_session();
+
+  LockService::Acquired first = service_.try_acquire(alice, "a");
+  EXPECT_TRUE(first.granted);
+  EXPECT_GT(first.token, 0u);
+
+  LockService::Acquired refused = service_.try_acquire(bob, "a");
+  EXPECT_FALSE(refused.granted);
+
+  // Acquiring a lock one already holds succeeds with the same grant's token.
+  LockService::Acquired again = service_.try_acquire(alice, "a");
+  EXPECT_TRUE(again.granted);
+  EXPECT_EQ(again.token, first.token);
+
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.locks, 1u);
+  EXPECT_EQ(stats.grants, 1u) << "re-acquiring a held lock is not a new grant";
+  EXPECT_TRUE(holds(alice, "a"));
+  {
+    std::lock_guard lock(alice->mutex);
+    EXPECT_EQ(alice->held.count("a"), 1u);
+  }
+}
+
+TEST_F(LockServiceTest, ReleaseOnlyByHolder) {
+  auto alice = service_.create_session();
+  auto bob = service_.create_session();
+  uint64_t token = service_.try_acquire(alice, "a").token;
+
+  EXPECT_FALSE(service_.release(bob, "a")) << "bob does not hold it";
+  EXPECT_FALSE(service_.release(bob, "free")) << "nobody holds it";
+  EXPECT_TRUE(holds(alice, "a"));
+
+  EXPECT_TRUE(service_.release(alice, "a"));
+  EXPECT_FALSE(service_.release(alice, "a")) << "already released";
+  EXPECT_EQ(service_.stats().locks, 0u);
+  EXPECT_TRUE(service_.list("").empty());
+  {
+    std::lock_guard lock(alice->mutex);
+    EXPECT_TRUE(alice->held.empty());
+  }
+
+  LockService::Acquired bobs = service_.try_acquire(bob, "a");
+  EXPECT_TRUE(bobs.granted);
+  EXPECT_GT(bobs.token, token);
+}
+
+TEST_F(LockServiceTest, AcquireOrWaitGrantsFreeLockAtOnce) {
+  auto alice = service_.create_session();
+  auto wait = ticket(alice, "a", 1);
+  LockService::Acquired acquired = service_.acquire_or_wait(wait);
+  EXPECT_TRUE(acquired.granted);
+  EXPECT_GT(acquired.token, 0u);
+  EXPECT_FALSE(wait->queued);
+  EXPECT_EQ(service_.stats().waiters, 0u);
+
+  // The holder waiting for its own lock has it already, same token.
+  auto again = ticket(alice, "a", 2);
+  LockService::Acquired second = service_.acquire_or_wait(again);
+  EXPECT_TRUE(second.granted);
+  EXPECT_EQ(second.token, acquired.token);
+  EXPECT_FALSE(again->queued);
+  EXPECT_TRUE(grants_.empty()) << "on_grant is only for waits that were queued";
+  EXPECT_FALSE(service_.cancel_wait(*again, true));
+  EXPECT_EQ(service_.stats().timeouts, 0u);
+}
+
+TEST_F(LockServiceTest, WaitersAreGrantedInFifoOrder) {
+  auto holder = service_.create_session();
+  std::array<std::shared_ptr<Session>, 3> waiting = {
+      service_.create_session(), service_.create_session(), service_.create_session()};
+  uint64_t first_token = service_.try_acquire(holder, "q").token;
+
+  std::vector<std::shared_ptr<WaitTicket>> tickets;
+  for (int i = 0; i < 3; ++i) {
+    tickets.push_back(ticket(waiting[i], "q", i + 1));
+    EXPECT_FALSE(service_.acquire_or_wait(tickets.back()).granted);
+    EXPECT_TRUE(tickets.back()->queued);
+  }
+  EXPECT_EQ(service_.stats().waiters, 3u);
+  EXPECT_EQ(info("q").waiters, 3u);
+  // A plain try does not jump the queue.
+  auto other = service_.create_session();
+  EXPECT_FALSE(service_.try_acquire(other, "q").granted);
+
+  ASSERT_TRUE(service_.release(holder, "q"));
+  ASSERT_EQ(grants_.size(), 1u);
+  EXPECT_EQ(grants_[0].ticket, 1);
+  EXPECT_TRUE(holds(waiting[0], "q"));
+  EXPECT_FALSE(tickets[0]->queued);
+  EXPECT_EQ(service_.stats().waiters, 2u);
+  EXPECT_EQ(info("q").waiters, 2u);
+  EXPECT_EQ(info("q").token, grants_[0].token);
+  EXPECT_FALSE(service_.try_acquire(other, "q").granted) << "granted at once, never free";
+  // The new holder sees its grant's token when it asks again.
+  EXPECT_EQ(service_.try_acquire(waiting[0], "q").token, grants_[0].token);
+
+  ASSERT_TRUE(service_.release(waiting[0], "q"));
+  ASSERT_TRUE(service_.release(waiting[1], "q"));
+  ASSERT_TRUE(service_.release(waiting[2], "q"));
+
+  ASSERT_EQ(grants_.size(), 3u);
+  EXPECT_EQ(grants_[0].ticket, 1);
+  EXPECT_EQ(grants_[1].ticket, 2);
+  EXPECT_EQ(grants_[2].ticket, 3);
+  EXPECT_GT(grants_[0].token, first_token);
+  EXPECT_GT(grants_[1].token, grants_[0].token);
+  EXPECT_GT(grants_[2].token, grants_[1].token);
+
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.locks, 0u);
+  EXPECT_EQ(stats.waiters, 0u);
+  EXPECT_EQ(stats.grants, 4u);
+  EXPECT_TRUE(service_.list("").empty());
+}
+
+TEST_F(LockServiceTest, CancelWaitBeforeGrantDropsTheTicket) {
+  auto holder = service_.create_session();
+  auto first = service_.create_session();
+  auto second = service_.create_session();
+  service_.try_acquire(holder, "c");
+  auto first_ticket = ticket(first, "c", 1);
+  auto second_ticket = ticket(second, "c", 2);
+  ASSERT_FALSE(service_.acquire_or_wait(first_ticket).granted);
+  ASSERT_FALSE(service_.acquire_or_wait(second_ticket).granted);
+
+  EXPECT_TRUE(service_.cancel_wait(*first_ticket, true));
+  EXPECT_FALSE(first_ticket->queued);
+  EXPECT_FALSE(service_.cancel_wait(*first_ticket, true)) << "cancelled twice";
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.waiters, 1u);
+  EXPECT_EQ(stats.timeouts, 1u);
+
+  // A cancel that is not a timeout (a disconnect) is not counted as one.
+  auto third = service_.create_session();
+  auto third_ticket = ticket(third, "c", 3);
+  ASSERT_FALSE(service_.acquire_or_wait(third_ticket).granted);
+  EXPECT_TRUE(service_.cancel_wait(*third_ticket, false));
+  EXPECT_EQ(service_.stats().timeouts, 1u);
+
+  ASSERT_TRUE(service_.release(holder, "c"));
+  ASSERT_EQ(grants_.size(), 1u);
+  EXPECT_EQ(grants_[0].ticket, 2) << "the cancelled tickets are skipped";
+  EXPECT_TRUE(holds(second, "c"));
+  ASSERT_TRUE(service_.release(second, "c"));
+  EXPECT_EQ(grants_.size(), 1u);
+  EXPECT_EQ(service_.stats().locks, 0u);
+  EXPECT_FALSE(holds(first, "c"));
+  EXPECT_FALSE(holds(third, "c"));
+}
+
+TEST_F(LockServiceTest, CancelWaitAfterGrantReturnsFalse) {
+  auto holder = service_.create_session();
+  auto waiter = service_.create_session();
+  service_.try_acquire(holder, "g");
+  auto wait = ticket(waiter, "g", 1);
+  ASSERT_FALSE(service_.acquire_or_wait(wait).granted);
+  ASSERT_TRUE(service_.release(holder, "g"));
+  ASSERT_EQ(grants_.size(), 1u);
+
+  // The timer fired after the grant was decided: the grant stands.
+  EXPECT_FALSE(service_.cancel_wait(*wait, true));
+  EXPECT_TRUE(holds(waiter, "g"));
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.timeouts, 0u);
+  EXPECT_EQ(stats.waiters, 0u);
+  EXPECT_EQ(stats.locks, 1u);
+}
+
+TEST_F(LockServiceTest, ReleaseAllPassesEachLockToItsWaiter) {
+  auto holder = service_.create_session();
+  auto first = service_.create_session();
+  auto second = service_.create_session();
+  for (const char* name : {"a", "b", "c"})
+    ASSERT_TRUE(service_.try_acquire(holder, name).granted);
+  auto wait_a = ticket(first, "a", 1);
+  auto wait_b = ticket(second, "b", 2);
+  ASSERT_FALSE(service_.acquire_or_wait(wait_a).granted);
+  ASSERT_FALSE(service_.acquire_or_wait(wait_b).granted);
+
+  service_.release_all(holder);
+
+  ASSERT_EQ(grants_.size(), 2u);
+  std::vector<int> granted = {grants_[0].ticket, grants_[1].ticket};
+  std::sort(granted.begin(), granted.end());
+  EXPECT_EQ(granted, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(holds(first, "a"));
+  EXPECT_TRUE(holds(second, "b"));
+  EXPECT_TRUE(info("c").name.empty()) << "c had no waiter and is free";
+  {
+    std::lock_guard lock(holder->mutex);
+    EXPECT_TRUE(holder->held.empty());
+  }
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.locks, 2u);
+  EXPECT_EQ(stats.waiters, 0u);
+
+  // Releasing everything when nothing is held is harmless.
+  service_.release_all(holder);
+  EXPECT_EQ(service_.stats().locks, 2u);
+}
+
+TEST_F(LockServiceTest, DetachWithZeroGraceReleasesAtOnce) {
+  auto holder = service_.create_session();
+  auto waiter = service_.create_session();
+  {
+    std::lock_guard lock(holder->mutex);
+    holder->grace_ms = 0;
+  }
+  service_.try_acquire(holder, "d");
+  service_.try_acquire(holder, "e");
+  auto wait = ticket(waiter, "d", 1);
+  ASSERT_FALSE(service_.acquire_or_wait(wait).granted);
+  EXPECT_EQ(service_.stats().sessions, 2u);
+
+  uint64_t detachment = 0;
+  EXPECT_EQ(service_.detach(holder, &detachment), 0);
+
+  ASSERT_EQ(grants_.size(), 1u);
+  EXPECT_TRUE(holds(waiter, "d"));
+  EXPECT_TRUE(info("e").name.empty());
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.locks, 1u);
+  EXPECT_EQ(stats.sessions, 1u) << "a session without grace is gone";
+  EXPECT_EQ(stats.sessions_in_grace, 0u);
+  EXPECT_EQ(service_.resume_session(holder->id), nullptr);
+}
+
+TEST_F(LockServiceTest, DetachWithGraceKeepsLocksUntilExpire) {
+  auto holder = service_.create_session();
+  auto waiter = service_.create_session();
+  {
+    std::lock_guard lock(holder->mutex);
+    holder->grace_ms = 500;
+  }
+  uint64_t token = service_.try_acquire(holder, "d").token;
+
+  uint64_t detachment = 0;
+  EXPECT_EQ(service_.detach(holder, &detachment), 500);
+  EXPECT_TRUE(holds(holder, "d"));
+  EXPECT_FALSE(service_.try_acquire(waiter, "d").granted);
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.sessions, 2u);
+  EXPECT_EQ(stats.sessions_in_grace, 1u);
+  EXPECT_EQ(stats.locks, 1u);
+
+  auto wait = ticket(waiter, "d", 1);
+  ASSERT_FALSE(service_.acquire_or_wait(wait).granted);
+  EXPECT_TRUE(grants_.empty());
+
+  service_.expire(holder, detachment);
+  ASSERT_EQ(grants_.size(), 1u);
+  EXPECT_GT(grants_[0].token, token);
+  EXPECT_TRUE(holds(waiter, "d"));
+  stats = service_.stats();
+  EXPECT_EQ(stats.sessions, 1u);
+  EXPECT_EQ(stats.sessions_in_grace, 0u);
+  EXPECT_EQ(service_.resume_session(holder->id), nullptr) << "expired sessions are gone";
+}
+
+TEST_F(LockServiceTest, ResumeSessionRefusesAttachedAndUnknown) {
+  auto alice = service_.create_session();
+  auto bob = service_.create_session();
+  EXPECT_NE(alice->id, bob->id);
+  EXPECT_FALSE(alice->id.empty());
+
+  EXPECT_EQ(service_.resume_session(alice->id), nullptr) << "alice is attached";
+  EXPECT_EQ(service_.resume_session("no-such-session"), nullptr);
+  EXPECT_EQ(service_.resume_session(""), nullptr);
+  EXPECT_TRUE(alice->attached);
+  EXPECT_EQ(service_.stats().sessions_in_grace, 0u);
+}
+
+TEST_F(LockServiceTest, ResumedSessionKeepsLocksAndIgnoresStaleExpire) {
+  auto holder = service_.create_session();
+  auto waiter = service_.create_session();
+  {
+    std::lock_guard lock(holder->mutex);
+    holder->grace_ms = 1000;
+  }
+  uint64_t token = service_.try_acquire(holder, "r").token;
+  auto wait = ticket(waiter, "r", 1);
+  ASSERT_FALSE(service_.acquire_or_wait(wait).granted);
+
+  uint64_t old_detachment = 0;
+  ASSERT_EQ(service_.detach(holder, &old_detachment), 1000);
+  EXPECT_EQ(service_.stats().sessions_in_grace, 1u);
+
+  std::shared_ptr<Session> resumed = service_.resume_session(holder->id);
+  ASSERT_EQ(resumed, holder);
+  EXPECT_TRUE(resumed->attached);
+  EXPECT_EQ(service_.stats().sessions_in_grace, 0u);
+  EXPECT_EQ(service_.resume_session(holder->id), nullptr) << "attached again";
+
+  // The first disconnect's grace timer fires late: nothing happens.
+  service_.expire(holder, old_detachment);
+  EXPECT_TRUE(holds(holder, "r"));
+  EXPECT_TRUE(grants_.empty());
+  EXPECT_EQ(service_.try_acquire(holder, "r").token, token);
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.sessions, 2u);
+  EXPECT_EQ(stats.sessions_in_grace, 0u);
+  EXPECT_EQ(stats.waiters, 1u);
+
+  // A second disconnect, and its own timer, do release.
+  uint64_t new_detachment = 0;
+  ASSERT_EQ(service_.detach(holder, &new_detachment), 1000);
+  EXPECT_NE(new_detachment, old_detachment);
+  service_.expire(holder, old_detachment);
+  EXPECT_TRUE(holds(holder, "r")) << "still the stale detachment";
+  service_.expire(holder, new_detachment);
+  ASSERT_EQ(grants_.size(), 1u);
+  EXPECT_TRUE(holds(waiter, "r"));
+  EXPECT_EQ(service_.stats().sessions_in_grace, 0u);
+}
+
+TEST_F(LockServiceTest, DiscardSessionForgetsIt) {
+  auto alice = service_.create_session();
+  auto bob = service_.create_session();
+  EXPECT_EQ(service_.stats().sessions, 2u);
+  service_.discard_session(alice);
+  EXPECT_EQ(service_.stats().sessions, 1u);
+  uint64_t detachment = 0;
+  service_.detach(bob, &detachment);
+  EXPECT_NE(service_.resume_session(bob->id), nullptr);
+  EXPECT_EQ(service_.resume_session(alice->id), nullptr);
+}
+
+TEST_F(LockServiceTest, TokensStrictlyIncreasePerName) {
+  auto alice = service_.create_session();
+  auto bob = service_.create_session();
+  uint64_t last_x = 0;
+  uint64_t last_y = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto& who = i % 2 == 0 ? alice : bob;
+    LockService::Acquired x = service_.try_acquire(who, "x");
+    ASSERT_TRUE(x.granted);
+    EXPECT_GT(x.token, last_x) << "grant " << i << " of x";
+    last_x = x.token;
+    LockService::Acquired y = service_.try_acquire(who, "y");
+    ASSERT_TRUE(y.granted);
+    EXPECT_GT(y.token, last_y) << "grant " << i << " of y";
+    last_y = y.token;
+    ASSERT_TRUE(service_.release(who, "x"));
+    ASSERT_TRUE(service_.release(who, "y"));
+  }
+  // Grants to waiters too.
+  service_.try_acquire(alice, "x");
+  auto wait = ticket(bob, "x", 1);
+  ASSERT_FALSE(service_.acquire_or_wait(wait).granted);
+  service_.release(alice, "x");
+  ASSERT_EQ(grants_.size(), 1u);
+  EXPECT_GT(grants_[0].token, last_x);
+  EXPECT_EQ(service_.stats().grants, 402u);
+}
+
+TEST_F(LockServiceTest, StatsCountLocksWaitersSessionsAndTimeouts) {
+  ServiceStats empty = service_.stats();
+  EXPECT_EQ(empty.locks, 0u);
+  EXPECT_EQ(empty.waiters, 0u);
+  EXPECT_EQ(empty.sessions, 0u);
+  EXPECT_EQ(empty.sessions_in_grace, 0u);
+  EXPECT_EQ(empty.grants, 0u);
+  EXPECT_EQ(empty.timeouts, 0u);
+
+  auto a = service_.create_session();
+  auto b = service_.create_session();
+  auto c = service_.create_session();
+  service_.try_acquire(a, "one");
+  service_.try_acquire(a, "two");
+  service_.try_acquire(b, "three");
+  auto wait_b = ticket(b, "one", 1);
+  auto wait_c = ticket(c, "one", 2);
+  service_.acquire_or_wait(wait_b);
+  service_.acquire_or_wait(wait_c);
+  service_.cancel_wait(*wait_c, true);
+  {
+    std::lock_guard lock(c->mutex);
+    c->grace_ms = 100;
+  }
+  uint64_t detachment = 0;
+  service_.detach(c, &detachment);
+
+  ServiceStats stats = service_.stats();
+  EXPECT_EQ(stats.locks, 3u);
+  EXPECT_EQ(stats.waiters, 1u);
+  EXPECT_EQ(stats.sessions, 3u);
+  EXPECT_EQ(stats.sessions_in_grace, 1u);
+  EXPECT_EQ(stats.grants, 3u);
+  EXPECT_EQ(stats.timeouts, 1u);
+
+  service_.release_all(a);  // "one" goes to b
+  stats = service_.stats();
+  EXPECT_EQ(stats.locks, 2u);
+  EXPECT_EQ(stats.waiters, 0u);
+  EXPECT_EQ(stats.grants, 4u);
+}
+
+TEST_F(LockServiceTest, ListReportsHeldLocksByPrefix) {
+  auto a = service_.create_session();
+  auto b = service_.create_session();
+  uint64_t t1 = service_.try_acquire(a, "app/one").token;
+  uint64_t t2 = service_.try_acquire(b, "app/two").token;
+  uint64_t t3 = service_.try_acquire(a, "other").token;
+  auto wait = ticket(b, "app/one", 1);
+  service_.acquire_or_wait(wait);
+
+  std::vector<LockInfo> all = service_.list("");
+  EXPECT_EQ(all.size(), 3u);
+
+  std::vector<LockInfo> app = service_.list("app/");
+  std::sort(app.begin(), app.end(),
+            [](const LockInfo& x, const LockInfo& y) { return x.name < y.name; });
+  ASSERT_EQ(app.size(), 2u);
+  EXPECT_EQ(app[0].name, "app/one");
+  EXPECT_EQ(app[0].session, a->id);
+  EXPECT_EQ(app[0].waiters, 1u);
+  EXPECT_EQ(app[0].token, t1);
+  EXPECT_GE(app[0].held_ms, 0);
+  EXPECT_LT(app[0].held_ms, 60000);
+  EXPECT_EQ(app[1].name, "app/two");
+  EXPECT_EQ(app[1].session, b->id);
+  EXPECT_EQ(app[1].waiters, 0u);
+  EXPECT_EQ(app[1].token, t2);
+
+  std::vector<LockInfo> other = service_.list("other");
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0].token, t3);
+  EXPECT_TRUE(service_.list("app/three").empty());
+  EXPECT_TRUE(service_.list("zzz").empty());
+  EXPECT_TRUE(service_.list("other-and-more").empty()) << "a prefix longer than the name";
+}
+
+// Threads race try_acquire/release on a few names; a per-name counter of
+// threads inside the critical section must never exceed one.
+TEST(LockServiceConcurrencyTest, TryAcquireIsMutuallyExclusive) {
+  constexpr int kThreads = 8;
+  constexpr int kIterations = 2000;
+  constexpr int kNames = 4;
+  const std::array<std::string, kNames> names = {"n0", "n1", "n2", "n3"};
+
+  LockService service;
+  std::array<std::atomic<int>, kNames> inside{};
+  std::array<uint64_t, kNames> last_token{};  // guarded by the lock itself
+  std::atomic<int> overlaps{0};
+  std::atomic<int> bad_tokens{0};
+  std::atomic<int> failed_releases{0};
+  std::atomic<uint64_t> grants{0};
+  std::latch start(kThreads);
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = service.create_session();
+      start.arrive_and_wait();
+      for (int i = 0; i < kIterations; ++i) {
+        int n = (i + t) % kNames;
+        LockService::Acquired acquired;
+        while (!(acquired = service.try_acquire(session, names[n])).granted)
+          std::this_thread::yield();
+        grants.fetch_add(1);
+        if (inside[n].fetch_add(1) != 0) overlaps.fetch_add(1);
+        if (acquired.token <= last_token[n]) bad_tokens.fetch_add(1);
+        last_token[n] = acquired.token;
+        inside[n].fetch_sub(1);
+        if (!service.release(session, names[n])) failed_releases.fetch_add(1);
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(bad_tokens.load(), 0);
+  EXPECT_EQ(failed_releases.load(), 0);
+  EXPECT_EQ(grants.load(), uint64_t{kThreads} * kIterations);
+  ServiceStats stats = service.stats();
+  EXPECT_EQ(stats.grants, uint64_t{kThreads} * kIterations);
+  EXPECT_EQ(stats.locks, 0u);
+  EXPECT_EQ(stats.waiters, 0u);
+  EXPECT_TRUE(service.list("").empty());
+}
+
+// Threads queue with acquire_or_wait on one name and wait for their grant:
+// every wait is granted (no lost wake-up) and holders never overlap.
+TEST(LockServiceConcurrencyTest, QueuedWaitsAreAllGranted) {
+  constexpr int kThreads = 8;
+  constexpr int kIterations = 500;
+
+  LockService service;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> lost{0};
+  std::atomic<int> queued{0};
+  std::latch start(kThreads);
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto session = service.create_session();
+      start.arrive_and_wait();
+      for (int i = 0; i < kIterations; ++i) {
+        auto granted = std::make_shared<std::promise<uint64_t>>();
+        auto wait = std::make_shared<WaitTicket>();
+        wait->session = session;
+        wait->name = "hot";
+        wait->on_grant = [granted](uint64_t token) { granted->set_value(token); };
+        LockService::Acquired acquired = service.acquire_or_wait(wait);
+        if (!acquired.granted) {
+          queued.fetch_add(1);
+          std::future<uint64_t> future = granted->get_future();
+          if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+            lost.fetch_add(1);
+            service.cancel_wait(*wait, true);
+            return;
+          }
+        }
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        inside.fetch_sub(1);
+        service.release(session, "hot");
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  ServiceStats stats = service.stats();
+  EXPECT_EQ(stats.grants, uint64_t{kThreads} * kIterations);
+  EXPECT_EQ(stats.locks, 0u);
+  EXPECT_EQ(stats.waiters, 0u);
+  EXPECT_EQ(stats.timeouts, 0u);
+  // Not an assertion of the service, but of the test: the waits did queue.
+  RecordProperty("queued_waits", queued.load());
+}
+
+}  // namespace
+}  // namespace lockcached::locks
