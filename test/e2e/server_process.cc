@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -29,6 +30,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kListeningPrefix = "Listening on ";
 constexpr std::string_view kListeningSuffix = " (memcached protocol)";
+
+// $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the compiled-in
+// binary: CI runs these tests against a sanitizer build of the server.
+std::string server_binary() {
+  const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
+  if (override_binary != nullptr && *override_binary != '\0') return override_binary;
+  return LOCKCACHED_BINARY;
+}
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -115,7 +124,7 @@ ServerProcess::~ServerProcess() {
                                                 std::chrono::milliseconds timeout) {
   if (pid_ > 0) return ::testing::AssertionFailure() << "ServerProcess::start called twice";
 
-  std::vector<std::string> args = {LOCKCACHED_BINARY, "--port=0", "--lock_port=0",
+  std::vector<std::string> args = {server_binary(), "--port=0", "--lock_port=0",
                                    "--listen=127.0.0.1"};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
@@ -219,10 +228,19 @@ void ServerProcess::drain_output() {
   while (true) {
     ssize_t n = read(output_, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
     std::lock_guard lock(log_mutex_);
+    if (n <= 0) {
+      output_ended_ = true;
+      output_ended_cv_.notify_all();
+      return;
+    }
     log_.append(chunk, static_cast<size_t>(n));
   }
+}
+
+bool ServerProcess::wait_for_output_end(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(log_mutex_);
+  return output_ended_cv_.wait_for(lock, timeout, [this] { return output_ended_; });
 }
 
 std::string ServerProcess::log() const {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <functional>
@@ -41,7 +42,7 @@ class ServerProcess {
   // by `flags` (gflags lets a later flag override an earlier one), and waits for
   // the "Listening on HOST:PORT (memcached protocol)" line. Fails, with the
   // server's output, when the line does not come within `timeout` or the child
-  // exits first.
+  // exits first. $LOCKCACHED_SERVER_BINARY, when set, replaces LOCKCACHED_BINARY.
   ::testing::AssertionResult start(const std::vector<std::string>& flags = {},
                                    std::chrono::milliseconds timeout = kStartTimeout);
 
@@ -57,6 +58,9 @@ class ServerProcess {
 
   // Everything the server wrote to stderr and stdout so far.
   std::string log() const;
+  // Waits up to `timeout` until the server's output has ended (it exited and
+  // everything it wrote is in log()); false on timeout.
+  bool wait_for_output_end(std::chrono::milliseconds timeout);
 
  private:
   void drain_output();
@@ -69,6 +73,8 @@ class ServerProcess {
   std::optional<int> wait_status_;
   mutable std::mutex log_mutex_;
   std::string log_;
+  bool output_ended_ = false;  // guarded by log_mutex_
+  std::condition_variable output_ended_cv_;
   std::thread drainer_;
 };
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Runs libmemcached's memccapable ASCII suite against a fresh lockcached.
+"""Runs libmemcached's memccapable suite against a fresh lockcached.
 
-usage: run_memccapable.py LOCKCACHED_BINARY [MEMCCAPABLE]
+usage: run_memccapable.py LOCKCACHED_BINARY [MEMCCAPABLE] [-a | -b]
 
-Passes only when memccapable exits 0, prints "All tests passed" and reports
-exactly EXPECTED_PASSES "[pass]" lines. memccapable (libmemcached 1.1.4)
-exits 1 and prints "N of 27 tests failed" when a test fails; its failure
-details go to stderr, so both streams are captured together.
+-a (the default) runs the ASCII tests, -b the binary-protocol tests, as
+memccapable's own options of those names do. Passes only when memccapable
+exits 0, prints "All tests passed" and reports exactly EXPECTED_PASSES
+"[pass]" lines. memccapable (libmemcached 1.1.4) exits 1 and prints "N of 27
+tests failed" when a test fails; its failure details go to stderr, so both
+streams are captured together.
 """
 
 import subprocess
@@ -14,14 +16,16 @@ import sys
 
 from lockcached_server import binary_from_argv, lockcached
 
-EXPECTED_PASSES = 27  # the ASCII tests of libmemcached 1.1.4's memccapable
+# libmemcached 1.1.4's memccapable has 27 ASCII and 27 binary tests.
+EXPECTED_PASSES = 27
 TIMEOUT_S = 120
+MODES = {"-a": "ASCII", "-b": "binary"}
 
 
-def run_memccapable(memccapable, port):
+def run_memccapable(memccapable, port, mode="-a"):
     """Returns (exit status, stdout and stderr together)."""
     try:
-        result = subprocess.run([memccapable, "-h", "127.0.0.1", "-p", str(port), "-a"],
+        result = subprocess.run([memccapable, "-h", "127.0.0.1", "-p", str(port), mode],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as timeout:
@@ -43,19 +47,35 @@ def problems_in(status, output):
     return problems
 
 
+def parse_arguments(argv):
+    """(memccapable path, mode) from the arguments after LOCKCACHED_BINARY."""
+    memccapable = "memccapable"
+    mode = "-a"
+    for argument in argv:
+        if argument in MODES:
+            mode = argument
+        elif argument.startswith("-"):
+            sys.exit(f"unknown option {argument}; usage: {sys.argv[0]} LOCKCACHED_BINARY"
+                     " [MEMCCAPABLE] [-a | -b]")
+        else:
+            memccapable = argument
+    return memccapable, mode
+
+
 def main():
     binary = binary_from_argv()
-    memccapable = sys.argv[1] if len(sys.argv) > 1 else "memccapable"
+    memccapable, mode = parse_arguments(sys.argv[1:])
+    suite = MODES[mode]
     with lockcached(binary) as port:
-        status, output = run_memccapable(memccapable, port)
+        status, output = run_memccapable(memccapable, port, mode)
         print(output)  # before the server stops: its exit status is checked then
     problems = problems_in(status, output)
     if problems:
-        print("FAILED: memccapable ASCII suite against lockcached:", file=sys.stderr)
+        print(f"FAILED: memccapable {suite} suite against lockcached:", file=sys.stderr)
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
         return 1
-    print(f"OK: {EXPECTED_PASSES} memccapable ASCII tests passed")
+    print(f"OK: {EXPECTED_PASSES} memccapable {suite} tests passed")
     return 0
 
 
