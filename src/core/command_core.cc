@@ -27,7 +27,8 @@ store::MetaGetResult CommandCore::meta_get(std::string_view key,
                                            const store::MetaGetRequest& request) {
   store::MetaGetResult result = store_.meta_get(key, request);
   bool hit = static_cast<bool>(result.item);
-  if (request.touch) {
+  // As memcached: a touch that misses counts as a get.
+  if (request.touch && hit) {
     stats_.cmd_touch.add();
     (hit ? stats_.touch_hits : stats_.touch_misses).add();
   } else {
@@ -70,7 +71,7 @@ void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) 
 
 store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {
   store::DeleteStatus status = store_.remove(key, compare_cas, owner_);
-  (status == store::DeleteStatus::kNotFound ? stats_.delete_misses : stats_.delete_hits).add();
+  (status == store::DeleteStatus::kDeleted ? stats_.delete_hits : stats_.delete_misses).add();
   // Deleting a locked item also ends the lock.
   if (status == store::DeleteStatus::kDeleted && !held_.empty()) held_.erase(std::string(key));
   return status;
@@ -78,11 +79,12 @@ store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_c
 
 store::ArithResult CommandCore::arith(std::string_view key, const store::ArithRequest& request) {
   store::ArithResult result = store_.arith(key, request, owner_);
-  bool miss = result.status == store::ArithStatus::kNotFound;
-  if (request.increment) {
-    (miss ? stats_.incr_misses : stats_.incr_hits).add();
-  } else {
-    (miss ? stats_.decr_misses : stats_.decr_hits).add();
+  // As memcached: a hit is a change of an existing number; a creation, a
+  // CAS mismatch or a non-number counts as neither.
+  if (result.status == store::ArithStatus::kNotFound) {
+    (request.increment ? stats_.incr_misses : stats_.decr_misses).add();
+  } else if (result.status == store::ArithStatus::kOk && !result.created) {
+    (request.increment ? stats_.incr_hits : stats_.decr_hits).add();
   }
   return result;
 }

@@ -196,6 +196,12 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
   if (!flags.base64 && !valid_key(key))
     return out.append("CLIENT_ERROR bad command line format\r\n");
 
+  // Refuse before any side effect (memcached would have used up the win
+  // token or touched the item first).
+  std::string echo_check;
+  if (!append_echo(words, 2, key, flags.base64, echo_check)) {
+    return out.append("CLIENT_ERROR opaque token too long\r\n");
+  }
   store::MetaGetRequest request;
   request.bump = !flags.no_bump;
   request.touch = flags.has_ttl;
@@ -218,13 +224,22 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
   const store::Item& item = *result.item;
   line = flags.value ? "VA " + std::to_string(item.value_len) : "HD";
   store::RelTime now = core_.now();
+  // The key comes back as it was stored (base64 if stored that way).
+  std::string stored_key = result.key_binary ? key : std::string(item.key());
+  bool ttl_changed = false;  // memcached applies T and N in request order
   for (size_t i = 2; i < words.count; ++i) {
     switch (words[i][0]) {
+      case 'T':
+        ttl_changed = true;
+        break;
+      case 'N':
+        ttl_changed |= result.created;
+        break;
       case 's':
         add_unsigned(line, 's', item.value_len);
         break;
       case 't':
-        add_number(line, 't', ttl_left(result.exptime, now));
+        add_number(line, 't', ttl_left(ttl_changed ? result.exptime : result.exptime_before, now));
         break;
       case 'c':
         add_unsigned(line, 'c', item.cas);
@@ -240,9 +255,7 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
         break;
       case 'O':
       case 'k':
-        if (!echo(words[i], key, flags.base64, line)) {
-          return out.append("CLIENT_ERROR opaque token too long\r\n");
-        }
+        echo(words[i], stored_key, result.key_binary, line);
         break;
     }
   }
@@ -321,6 +334,7 @@ MetaCommands::DataBlock MetaCommands::set(const Words& words, OutputQueue& out) 
     core_.drop_stale(StoreCommand::kSet, key);
     return swallow;
   }
+  item->key_binary = flags.base64;  // mg k and me answer with the key as stored
   pending_.command = command;
   pending_.flags = flags;
   pending_.key = std::move(key);
@@ -418,6 +432,10 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
   }
   if (!flags.base64 && !valid_key(key))
     return out.append("CLIENT_ERROR bad command line format\r\n");
+  std::string echo_check;
+  if (!append_echo(words, 2, key, flags.base64, echo_check)) {
+    return out.append("CLIENT_ERROR opaque token too long\r\n");
+  }
   store::ArithRequest request;
   switch (flags.mode) {
     case 0:
@@ -453,28 +471,32 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
     case store::ArithStatus::kExists:
     case store::ArithStatus::kLocked:  // see docs/locking.md
       line = result.status == store::ArithStatus::kNotFound ? "NF" : "EX";
-      if (!append_echo(words, 2, key, flags.base64, line)) {
-        return out.append("CLIENT_ERROR opaque token too long\r\n");
-      }
+      append_echo(words, 2, key, flags.base64, line);
       return finish_line(line, out);
   }
   // memcached quiets a plain success but still answers a creation.
   if (flags.quiet && !result.created) return;
   std::string number = std::to_string(result.value);
   line = flags.value ? "VA " + std::to_string(number.size()) : "HD";
+  bool ttl_changed = false;  // memcached applies T and N in request order
   for (size_t i = 2; i < words.count; ++i) {
     switch (words[i][0]) {
+      case 'T':
+        ttl_changed = true;
+        break;
+      case 'N':
+        ttl_changed |= result.created;
+        break;
       case 'c':
         add_unsigned(line, 'c', result.cas);
         break;
       case 't':
-        add_number(line, 't', ttl_left(result.exptime, core_.now()));
+        add_number(line, 't',
+                   ttl_left(ttl_changed ? result.exptime : result.exptime_before, core_.now()));
         break;
       case 'O':
       case 'k':
-        if (!echo(words[i], key, flags.base64, line)) {
-          return out.append("CLIENT_ERROR opaque token too long\r\n");
-        }
+        echo(words[i], key, flags.base64, line);
         break;
     }
   }
@@ -494,15 +516,14 @@ void MetaCommands::debug(const Words& words, OutputQueue& out) {
     if (!decoded) return out.append("CLIENT_ERROR bad command line format\r\n");
     key = std::move(*decoded);
   }
-  store::MetaGetRequest peek;
-  peek.bump = false;
-  store::MetaGetResult result = core_.meta_get(key, peek);
+  store::MetaGetResult result = core_.peek(key);
   if (!result.item) return out.append("EN\r\n");
   const store::Item& item = *result.item;
-  // memcached prints exp as now - exptime (negative while the item lives).
-  std::string line = "ME " + (base64 ? base64_encode(key) : key);
+  // memcached prints exp as now - exptime (negative while the item lives),
+  // and the key as it was stored.
+  std::string line = "ME " + (result.key_binary ? base64_encode(key) : key);
   line += " exp=" +
-          std::to_string(item.exptime == 0 ? -1 : int64_t{core_.now()} - int64_t{item.exptime});
+          std::to_string(result.exptime == 0 ? -1 : int64_t{core_.now()} - int64_t{result.exptime});
   line += " la=" + std::to_string(result.last_access);
   line += " cas=" + std::to_string(item.cas);
   line += result.fetched_before ? " fetch=yes" : " fetch=no";

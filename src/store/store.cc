@@ -303,7 +303,9 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   }
   if (!item) return result;
   result.fetched_before = item->fetched;
+  result.key_binary = item->key_binary;
   result.last_access = now - item->atime;
+  result.exptime_before = result.created ? 0 : item->exptime;
   if (request.touch) item->exptime = request.exptime;
   result.token_was_sent = item->token_sent;
   result.stale = item->stale;
@@ -336,6 +338,7 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   std::memcpy(copy->value(), item->value(), item->value_len);
   copy->stale = true;  // the next reader is told to recache (W), the rest Z
   copy->fetched = item->fetched;
+  copy->key_binary = item->key_binary;
   copy->cas = next_cas();
   replace(shard, hash, item, copy.get());
   return DeleteStatus::kDeleted;
@@ -425,6 +428,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   size_t min_length = 0;
   uint32_t flags = 0;
   RelTime exptime = request.exptime;
+  RelTime exptime_before = 0;
   if (!old_item) {
     if (!request.create) return {ArithStatus::kNotFound};
     value = request.initial;
@@ -442,7 +446,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     // memcached rewrites a shorter number in place, padded with spaces.
     min_length = old_item->value_len;
     flags = old_item->flags;
-    exptime = old_item->exptime;
+    exptime = exptime_before = old_item->exptime;
   }
   if (request.set_exptime) exptime = request.new_exptime;
 
@@ -454,6 +458,15 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   ItemRef fresh = allocate(key, flags, exptime, min_length);
   if (!fresh) return {ArithStatus::kNoMemory};
   std::memcpy(fresh->value(), digits, length);
+  if (old_item && length <= old_item->value_len) {
+    // memcached rewrites a number that still fits in place, so the item's
+    // meta state (stale, win token, binary key) carries over; a longer one
+    // is a new, plain item there too.
+    fresh->stale = old_item->stale;
+    fresh->token_sent = old_item->token_sent;
+    fresh->fetched = old_item->fetched;
+    fresh->key_binary = old_item->key_binary;
+  }
   std::memset(fresh->value() + length, ' ', min_length - length);
   size_t freed = old_item ? old_item->total_size() : 0;
   if (!make_room(shard, fresh->total_size() > freed ? fresh->total_size() - freed : 0, now,
@@ -462,7 +475,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   }
   fresh->cas = next_cas();
   replace(shard, hash, old_item, fresh.get());
-  return {ArithStatus::kOk, value, fresh->cas, exptime, old_item == nullptr};
+  return {ArithStatus::kOk, value, fresh->cas, exptime, exptime_before, old_item == nullptr};
 }
 
 void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {

@@ -10,7 +10,15 @@ compares the two. Only what must differ is normalized:
   * the version string ("VERSION 1.6.18" versus lockcached's);
   * CAS uniques, compared structurally: a unique that a scenario fetched
     with gets beforehand is shown as <cas of KEY>, any other as <cas #N> in
-    order of first appearance, so equal/unequal relations must hold;
+    order of first appearance, so equal/unequal relations must hold. This
+    covers gets/gats VALUE lines, "c<number>" tokens of meta reply lines
+    (HD, VA, EN, NS, EX, NF; "c0" is kept) and me's "cas=";
+  * clock readings of the meta commands: the "t" (TTL left) and "l" (since
+    last access) tokens of meta reply lines and me's "exp=" and "la=" are
+    rounded to the nearest 10 seconds (written ~N), so that a second
+    ticking between two commands changes nothing; "t-1" and "exp=-1"
+    ("never expires") are kept;
+  * me's "size=" and "cls=" (item layout);
   * stats: values are dropped except for the command counters listed in
     COUNTER_STATS (each scenario starts after "stats reset"), and only the
     names in COUNTER_STATS and NAMED_STATS are compared.
@@ -48,8 +56,12 @@ _VERSION_AT_END = re.compile(rb"(?:^|\r\n)VERSION [^\r\n]*\r\n\Z")
 _PLACEHOLDER = re.compile(rb"\{cas:([^}]*)\}")
 _VALUE_WITH_CAS = re.compile(rb"^(VALUE \S+ \d+ \d+) (\d+)$")
 _STAT = re.compile(rb"^STAT (\S+) (.*)$")
-# "me" reports the item's size in memory and its CAS, which differ by design.
-_META_DEBUG = re.compile(rb"^(ME \S+ exp=\S+ la=\S+) cas=(\d+) (fetch=\S+ cls=\S+) size=\d+$")
+# "me" reports the item's size in memory and slab class, which differ by
+# design, its CAS and two clock readings.
+_META_DEBUG = re.compile(
+    rb"^ME (\S+) exp=(-?\d+) la=(-?\d+) cas=(\d+) fetch=(\S+) cls=\S+ size=\d+$")
+# A meta reply line: its code, then flags ("VA" has the size first).
+_META_REPLY = re.compile(rb"^(HD|EN|NS|EX|NF|VA \d+)((?: \S+)*)$")
 
 # Command counters: deterministic since each scenario starts with "stats reset",
 # so their values are compared.
@@ -471,6 +483,12 @@ def meta_scenarios():
         scenario("mg t", b"mg forever t\r\nmg k t v\r\n",
                  setup=b"set forever 0 0 1\r\na\r\nset k 0 1000 1\r\nb\r\n"),
         scenario("mg T touch", b"mg k T1000 t v\r\nmg k t\r\nmg k T0 t\r\nmg k t\r\n", setup=k),
+        # memcached applies T and N where they stand among the flags: a t
+        # written before them shows the TTL the item had before.
+        scenario("mg t before T", b"mg k t T1000\r\nmg k t\r\nmg k T0 t\r\n",
+                 setup=b"set k 0 0 1\r\na\r\n"),
+        scenario("mg t before N", b"mg k t N1000\r\nmg k t\r\n"),
+        scenario("ma t before N", b"ma n t N1000\r\nma n t N1000\r\n"),
         scenario("mg T-1 expires", b"mg k T-1 v\r\nmg k v\r\n", setup=k),
         scenario("mg q", b"mg a q v\r\nmg k q\r\nmg k q k\r\nmg k q v\r\nmg k q s\r\n"
                  b"mg b q k O1\r\nmn\r\n", setup=k),
@@ -490,7 +508,7 @@ def meta_scenarios():
                  b"mg x q " + OPAQUE_32 + b"\r\n", setup=k),
         scenario("mg flag count", b"mg k " + FLAGS_17 + b"\r\nmg k " + FLAGS_18 + b"\r\n"
                  b"mg a b c d e f g h i j k l m n o p q r s t u v\r\n"),
-        scenario("mg sixteen valid flags", b"mg k s t c f h l u v O1 k q P L N100 R1\r\n"),
+        scenario("mg sixteen valid flags", b"mg k N100 R1 s t c f h l u v O1 k q P L\r\n"),
         # --- vivify (N), recache (R), stale (md I), win (W, Z)
         scenario("mg N vivify twice",
                  b"mg k N30 v t\r\nmg k N30 v t\r\nmg k v\r\nmg k\r\nget k\r\n"),
@@ -702,9 +720,20 @@ def meta_scenarios():
         scenario("meta split across packets", b"m", b"g k v\r\nms k 2 T0\r\nh", b"i\r\nmg k",
                  b" v\r\n"),
         scenario("meta LF line ends", b"mn\nmg k v\nms k 2\nhi\r\nmg k v\n"),
-        scenario("meta stats counters", b"mg a v\r\nmg k v\r\nmg k\r\nms k 1\r\nb\r\n"
-                 b"ms k 1 ME\r\nb\r\nms k 1 C1\r\nb\r\nmd k\r\nmd k\r\nma n\r\nma n N0\r\nma n MD\r\n"
-                 b"ma n C1\r\nmg n T10\r\nmg x T10\r\nstats\r\n", setup=k),
+        # --- the command counters of "stats"
+        scenario("meta stats mg", b"mg a v\r\nmg k v\r\nmg k\r\nmg k u\r\nmg k T1000\r\n"
+                 b"mg n N30\r\nmg n N30\r\nstats\r\n", setup=k),
+        scenario("meta stats mg T miss", b"mg x T1000\r\nstats\r\n"),
+        scenario("meta stats ms", b"ms k 1\r\nb\r\nms k 1 ME\r\nb\r\nms k 1 C" + BAD_CAS +
+                 b"\r\nb\r\nms x 1 C1\r\nb\r\nms k 1 C{cas:k}\r\nb\r\nms k 1 MA\r\nb\r\n"
+                 b"stats\r\n", setup=k),
+        scenario("meta stats md", b"md x\r\nmd k I\r\nmd k\r\nstats\r\n", setup=k),
+        scenario("meta stats md C mismatch", b"md k C" + BAD_CAS + b"\r\nstats\r\n", setup=k),
+        scenario("meta stats ma", b"ma x\r\nma n\r\nma n MD\r\nma n T1000\r\nstats\r\n",
+                 setup=n10),
+        scenario("meta stats ma N creates", b"ma x N0\r\nma y MD N0\r\nstats\r\n"),
+        scenario("meta stats ma C mismatch", b"ma n C" + BAD_CAS + b"\r\nstats\r\n", setup=n10),
+        scenario("meta stats me", b"me k\r\nme x\r\nstats\r\n", setup=k),
     ]
 
 
@@ -752,6 +781,20 @@ INTENTIONAL_DIFFERENCES = {
          "CLIENT_ERROR bad command line format", "VERSION <version>", "[open]"]),
     # (c) needs no entry: the final bytes are the same, only the moment of
     # "SERVER_ERROR object too large for cache" differs ("set too large*").
+    # (e) a meta request refused for a too-long opaque changes nothing in
+    # lockcached; memcached checks the opaque while writing the reply, after
+    # ma has counted, mg N has created or mg T has touched.
+    "mg N opaque too long": (
+        "(e) a refused meta request changes nothing",
+        ["CLIENT_ERROR opaque token too long", "EN", "VERSION <version>", "[open]"]),
+    "mg opaque too long after touch": (
+        "(e) a refused meta request changes nothing",
+        ["CLIENT_ERROR opaque token too long", "HD t-1 h0", "VERSION <version>", "[open]"]),
+    "ma opaque too long": (
+        "(e) a refused meta request changes nothing",
+        ["CLIENT_ERROR opaque token too long", "VA 1", "1", "CLIENT_ERROR opaque token too long",
+         "CLIENT_ERROR opaque token too long", "EN", "CLIENT_ERROR opaque token too long",
+         "VA 1", "1", "VERSION <version>", "[open]"]),
     # (d) not implemented yet. (The meta commands are: they must match; see
     # meta_scenarios.)
     "stats detail": (_UNIMPLEMENTED, ["ERROR", "ERROR", "ERROR", "VERSION <version>", "[open]"]),
@@ -880,8 +923,13 @@ def normalize_line(line, labels):
         return f"{show(match.group(1))} {cas_label(match.group(2), labels)}"
     match = _META_DEBUG.match(line)
     if match:
-        return (f"{show(match.group(1))} cas={cas_label(match.group(2), labels)} "
-                f"{show(match.group(3))} size=<size>")
+        key, exp, la, cas, fetch = match.groups()
+        exp = "-1" if exp == b"-1" else about_seconds(exp)
+        return (f"ME {show(key)} exp={exp} la={about_seconds(la)} "
+                f"cas={cas_label(cas, labels)} fetch={show(fetch)} cls=<cls> size=<size>")
+    match = _META_REPLY.match(line)
+    if match:
+        return normalize_meta_line(match.group(1), match.group(2), labels)
     match = _STAT.match(line)
     if match:
         name = match.group(1).decode(errors="replace")
@@ -891,6 +939,26 @@ def normalize_line(line, labels):
             return f"STAT {name} <value>"
         return None
     return show(line)
+
+
+def about_seconds(number):
+    """A clock reading to the nearest 10 seconds: b"-99" -> "~-100"."""
+    value = int(number)
+    rounded = (abs(value) + 5) // 10 * 10
+    return f"~{-rounded if value < 0 else rounded}"
+
+
+def normalize_meta_line(code, flags, labels):
+    """A meta reply line: CAS tokens labelled, clock tokens rounded."""
+    words = [show(code)]
+    for flag in flags.split():
+        if re.fullmatch(rb"c\d+", flag) and flag != b"c0":
+            words.append("c" + cas_label(flag[1:], labels))
+        elif re.fullmatch(rb"[tl]\d+", flag):
+            words.append(chr(flag[0]) + about_seconds(flag[1:]))
+        else:
+            words.append(show(flag))
+    return " ".join(words)
 
 
 def normalize(reply, labels):

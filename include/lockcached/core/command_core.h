@@ -41,6 +41,12 @@ class CommandCore {
     return store_.invalidate(key, compare_cas, owner_, exptime);
   }
   store::RelTime now() const { return store_.now(); }
+  // A look at an item's meta state that changes and counts nothing ("me").
+  store::MetaGetResult peek(std::string_view key) {
+    store::MetaGetRequest request;
+    request.bump = false;
+    return store_.meta_get(key, request);
+  }
   // A set that cannot be stored (too large, no memory) must not leave the old
   // value behind: clients would read stale data (memcached does the same).
   void drop_stale(store::StoreCommand command, std::string_view key);

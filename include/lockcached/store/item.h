@@ -37,6 +37,7 @@ struct Item {
   bool fetched : 1 = false;     // read at least once (meta "h")
   bool stale : 1 = false;       // invalidated by "md KEY I" or "ms ... I"
   bool token_sent : 1 = false;  // a client was told it won the recache (W)
+  bool key_binary : 1 = false;  // stored with a base64 key ("ms ... b")
 
   char* key_data() { return reinterpret_cast<char*>(this + 1); }
   const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }

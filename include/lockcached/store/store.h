@@ -63,6 +63,7 @@ struct ArithResult {
   uint64_t value = 0;
   uint64_t cas = 0;
   RelTime exptime = 0;
+  RelTime exptime_before = 0;  // before a new TTL or the creation's TTL
   bool created = false;
 };
 
@@ -85,8 +86,10 @@ struct MetaGetResult {
   bool token_was_sent = false;  // Z: another client already won
   bool stale = false;           // X
   bool fetched_before = false;  // h
+  bool key_binary = false;      // the key was stored in base64 form
   RelTime last_access = 0;      // l, before this access
-  RelTime exptime = 0;          // t, after this access
+  RelTime exptime_before = 0;   // t, before T or N applied
+  RelTime exptime = 0;          // t, after them
 };
 
 struct StoreStats {
