@@ -97,11 +97,15 @@ Store::Shard& Store::shard_for(uint64_t hash) const {
 // A delayed flush_all takes effect when the first lookup after its moment
 // turns it into a CAS bound: everything stored until then has a lower CAS.
 bool Store::is_flushed(const Item& item, RelTime now) {
+  apply_due_flush(now);
+  return item.cas < flush_cas_.load(std::memory_order_relaxed);
+}
+
+void Store::apply_due_flush(RelTime now) {
   RelTime due = flush_time_.load(std::memory_order_relaxed);
   if (due != 0 && due <= now && flush_time_.compare_exchange_strong(due, 0)) {
     raise_flush_cas(next_cas());
   }
-  return item.cas < flush_cas_.load(std::memory_order_relaxed);
 }
 
 void Store::raise_flush_cas(uint64_t cas) {
@@ -117,6 +121,7 @@ bool Store::is_live(const Item& item, RelTime now) {
 }
 
 Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
+  apply_due_flush(now);  // before anything can be stored after the moment
   for (Item* item = *shard.bucket_of(hash); item; item = item->hash_next) {
     if (item->key_len == key.size() && std::memcmp(item->key_data(), key.data(), key.size()) == 0) {
       if (is_live(*item, now)) return item;
@@ -185,35 +190,36 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
   link(shard, hash, new_item);
 }
 
-// CLOCK: the hand walks the buckets; an item used since the hand last
-// passed loses its `accessed` bit and stays, one that was not is evicted.
-// Locked items and `keep` are passed over. Two turns of the hand clear every
-// bit, so finding nothing in two turns means nothing can go.
+// CLOCK: the hand walks the buckets and visits every item of a bucket once
+// per turn. An item used since the hand last passed loses its `accessed` bit
+// and stays; one that was not is evicted. Locked items and `keep` are passed
+// over. Two turns clear every bit, so finding nothing to evict in two turns
+// means nothing can go.
 bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
   if (bytes > shard.limit) return false;
-  size_t moves = 0;
+  size_t empty_moves = 0;
   while (shard.bytes + bytes > shard.limit) {
-    Item* victim = nullptr;
-    for (Item* item = shard.buckets[shard.hand]; item && !victim; item = item->hash_next) {
-      if (item == keep || item->locked) continue;
-      if (!is_live(*item, now)) {
-        victim = item;
+    bool evicted = false;
+    Item* item = shard.buckets[shard.hand];
+    while (item) {
+      Item* next = item->hash_next;  // unlink() frees what it takes out
+      if (item == keep || item->locked) {
+        // passed over
+      } else if (!is_live(*item, now)) {
+        reclaim(shard, item);
+        evicted = true;
       } else if (item->accessed) {
         item->accessed = false;
       } else {
-        victim = item;
+        ++shard.evictions;
+        if (!item->fetched) ++shard.evicted_unfetched;
+        unlink(shard, item);
+        evicted = true;
       }
+      item = next;
     }
-    if (victim == nullptr) {
-      if (++moves > 2 * shard.buckets.size()) return false;
-      shard.hand = (shard.hand + 1) & (shard.buckets.size() - 1);
-    } else if (!is_live(*victim, now)) {
-      reclaim(shard, victim);
-    } else {
-      ++shard.evictions;
-      if (!victim->fetched) ++shard.evicted_unfetched;
-      unlink(shard, victim);
-    }
+    shard.hand = (shard.hand + 1) & (shard.buckets.size() - 1);
+    if (!evicted && ++empty_moves > 2 * shard.buckets.size()) return false;
   }
   return true;
 }

@@ -185,6 +185,7 @@ class Store {
 
   Shard& shard_for(uint64_t hash) const;
   bool is_flushed(const Item& item, RelTime now);
+  void apply_due_flush(RelTime now);
   void raise_flush_cas(uint64_t cas);
   static void note_access(Item* item, RelTime now);
   bool is_live(const Item& item, RelTime now);
