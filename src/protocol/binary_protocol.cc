@@ -225,6 +225,9 @@ store::StoreCommand store_command(uint8_t opcode) {
     case kPrepend:
     case kPrependQ:
       return store::StoreCommand::kPrepend;
+    case kRaU:  // replaces (and unlocks); a refused one leaves the item be
+    case kRaUQ:
+      return store::StoreCommand::kReplace;
     default:
       return store::StoreCommand::kSet;
   }
@@ -447,7 +450,8 @@ void BinaryProtocol::stat(const Request& request, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kSettings, list);
   } else if (request.key == "reset") {
     core_.reset_stats();
-  } else {
+  } else if (request.key != "items" && request.key != "slabs" && request.key != "sizes") {
+    // No slab allocator: those groups exist but are empty (as text "stats items").
     return respond_error(out, h, kNotFound);
   }
   for (const auto& [name, value] : list)

@@ -459,7 +459,6 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
   request.new_exptime = core_.rel_time(flags.ttl);
   store::ArithResult result = core_.arith(key, request);
 
-  std::string line;
   switch (result.status) {
     case store::ArithStatus::kOk:
       break;
@@ -469,15 +468,16 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
       return out.append("SERVER_ERROR out of memory\r\n");
     case store::ArithStatus::kNotFound:
     case store::ArithStatus::kExists:
-    case store::ArithStatus::kLocked:  // see docs/locking.md
-      line = result.status == store::ArithStatus::kNotFound ? "NF" : "EX";
-      append_echo(words, 2, key, flags.base64, line);
-      return finish_line(line, out);
+    case store::ArithStatus::kLocked: {  // see docs/locking.md
+      std::string failure(result.status == store::ArithStatus::kNotFound ? "NF" : "EX");
+      append_echo(words, 2, key, flags.base64, failure);
+      return finish_line(failure, out);
+    }
   }
   // memcached quiets a plain success but still answers a creation.
   if (flags.quiet && !result.created) return;
   std::string number = std::to_string(result.value);
-  line = flags.value ? "VA " + std::to_string(number.size()) : "HD";
+  std::string line = flags.value ? "VA " + std::to_string(number.size()) : "HD";
   bool ttl_changed = false;  // memcached applies T and N in request order
   for (size_t i = 2; i < words.count; ++i) {
     switch (words[i][0]) {
