@@ -35,15 +35,15 @@ int64_t ttl_left(store::RelTime exptime, store::RelTime now) {
   return exptime == 0 ? -1 : int64_t{exptime} - int64_t{now};
 }
 
-void finish_line(std::string& line, OutputQueue& out) {
+void finish_line(std::string line, OutputQueue& out) {
   line += "\r\n";
   out.append(line);
 }
 
 }  // namespace
 
-MetaCommands::FlagError MetaCommands::parse_flags(const Words& words, size_t first, Flags& flags,
-                                                  std::string& key) const {
+std::string_view MetaCommands::parse_flags(const Words& words, size_t first, Flags& flags,
+                                           std::string& key) {
   bool seen[128] = {};
   bool failed = false;
   std::string_view error = kBadFormat;
@@ -54,7 +54,7 @@ MetaCommands::FlagError MetaCommands::parse_flags(const Words& words, size_t fir
   for (size_t i = first; i < words.count; ++i) {
     std::string_view word = words[i];
     unsigned char flag = static_cast<unsigned char>(word[0]);
-    if (flag >= 127 || seen[flag]) return {"CLIENT_ERROR duplicate flag"};
+    if (flag >= 127 || seen[flag]) return "CLIENT_ERROR duplicate flag";
     seen[flag] = true;
     std::string_view token = word.substr(1);
     int32_t number;
@@ -126,10 +126,29 @@ MetaCommands::FlagError MetaCommands::parse_flags(const Words& words, size_t fir
       case 'l':
         break;
       default:
-        return {"CLIENT_ERROR invalid flag"};
+        return "CLIENT_ERROR invalid flag";
     }
   }
-  if (failed) return {error};
+  return failed ? error : std::string_view();
+}
+
+std::string_view MetaCommands::parse_request(const Words& words, bool is_get, Flags& flags,
+                                             std::string& key, std::string& echoed) {
+  if (words.count < 2) return "ERROR";
+  if (words[1].size() > store::kMaxKeyLength) return kBadFormat;
+  if (words.count > kMaxWordsWithFlags) {
+    return is_get ? "CLIENT_ERROR options flags are too long"
+                  : "CLIENT_ERROR options flags too long";
+  }
+  key.assign(words[1]);
+  std::string_view error = parse_flags(words, 2, flags, key);
+  if (!error.empty()) return is_get ? error : "CLIENT_ERROR invalid or duplicate flag";
+  if (!flags.base64 && !valid_key(key)) return kBadFormat;
+  // Refused before any side effect (memcached would have done some of the
+  // work first; see compare_memcached.py, difference (e)).
+  if (!append_echo(words, 2, key, flags.base64, echoed)) {
+    return "CLIENT_ERROR opaque token too long";
+  }
   return {};
 }
 
@@ -181,26 +200,11 @@ MetaCommands::DataBlock MetaCommands::execute(const Words& words, OutputQueue& o
 }
 
 void MetaCommands::get(const Words& words, OutputQueue& out) {
-  if (words.count < 2) return out.append("ERROR\r\n");
-  if (words[1].size() > store::kMaxKeyLength)
-    return out.append("CLIENT_ERROR bad command line format\r\n");
-  if (words.count > kMaxWordsWithFlags) {
-    return out.append("CLIENT_ERROR options flags are too long\r\n");
-  }
   Flags flags;
-  std::string key(words[1]);
-  if (FlagError error = parse_flags(words, 2, flags, key); !error.text.empty()) {
-    out.append(error.text);
-    return out.append("\r\n");
-  }
-  if (!flags.base64 && !valid_key(key))
-    return out.append("CLIENT_ERROR bad command line format\r\n");
-
-  // Refuse before any side effect (memcached would have used up the win
-  // token or touched the item first).
-  std::string echo_check;
-  if (!append_echo(words, 2, key, flags.base64, echo_check)) {
-    return out.append("CLIENT_ERROR opaque token too long\r\n");
+  std::string key;
+  std::string echoed;
+  if (std::string_view error = parse_request(words, true, flags, key, echoed); !error.empty()) {
+    return finish_line(std::string(error), out);
   }
   store::MetaGetRequest request;
   request.bump = !flags.no_bump;
@@ -212,17 +216,12 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
   request.recache_before = core_.rel_time(flags.recache_ttl);
   store::MetaGetResult result = core_.meta_get(key, request);
 
-  std::string line;
   if (!result.item) {
-    line = "EN";
-    if (!append_echo(words, 2, key, flags.base64, line)) {
-      return out.append("CLIENT_ERROR opaque token too long\r\n");
-    }
-    if (!flags.quiet) finish_line(line, out);
+    if (!flags.quiet) finish_line("EN" + echoed, out);
     return;
   }
   const store::Item& item = *result.item;
-  line = flags.value ? "VA " + std::to_string(item.value_len) : "HD";
+  std::string line = flags.value ? "VA " + std::to_string(item.value_len) : "HD";
   store::RelTime now = core_.now();
   // The key comes back as it was stored (base64 if stored that way).
   std::string stored_key = result.key_binary ? key : std::string(item.key());
@@ -263,7 +262,7 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
   if (result.token_was_sent) line += " Z";
   if (result.stale) line += " X";
   if (result.won) line += " W";
-  finish_line(line, out);
+  finish_line(std::move(line), out);
   if (flags.value) out.append_item(result.item.get(), item.value(), item.value_len + 2);
 }
 
@@ -289,7 +288,7 @@ MetaCommands::DataBlock MetaCommands::set(const Words& words, OutputQueue& out) 
   DataBlock swallow{{}, static_cast<size_t>(length) + 2};
   Flags flags;
   std::string key(words[1]);
-  std::string_view error = parse_flags(words, 3, flags, key).text;
+  std::string_view error = parse_flags(words, 3, flags, key);
   StoreCommand command = StoreCommand::kSet;
   if (error.empty()) {
     switch (flags.mode) {
@@ -375,25 +374,15 @@ void MetaCommands::finish_set(const store::ItemRef& item, OutputQueue& out) {
     if (words[i][0] == 'c') add_unsigned(line, 'c', result.cas);
     echo(words[i], pending_.key, flags.base64, line);
   }
-  finish_line(line, out);
+  finish_line(std::move(line), out);
 }
 
 void MetaCommands::remove(const Words& words, OutputQueue& out) {
-  if (words.count < 2) return out.append("ERROR\r\n");
-  if (words[1].size() > store::kMaxKeyLength)
-    return out.append("CLIENT_ERROR bad command line format\r\n");
-  if (words.count > kMaxWordsWithFlags)
-    return out.append("CLIENT_ERROR options flags too long\r\n");
   Flags flags;
-  std::string key(words[1]);
-  if (!parse_flags(words, 2, flags, key).text.empty()) {
-    return out.append("CLIENT_ERROR invalid or duplicate flag\r\n");
-  }
-  if (!flags.base64 && !valid_key(key))
-    return out.append("CLIENT_ERROR bad command line format\r\n");
-  std::string line;
-  if (!append_echo(words, 2, key, flags.base64, line)) {
-    return out.append("CLIENT_ERROR opaque token too long\r\n");
+  std::string key;
+  std::string line;  // the echoed tokens, then the code in front
+  if (std::string_view error = parse_request(words, false, flags, key, line); !error.empty()) {
+    return finish_line(std::string(error), out);
   }
   uint64_t cas = flags.has_cas ? flags.cas : 0;
   store::DeleteStatus status;
@@ -416,25 +405,15 @@ void MetaCommands::remove(const Words& words, OutputQueue& out) {
       line = "EX" + line;
       break;
   }
-  finish_line(line, out);
+  finish_line(std::move(line), out);
 }
 
 void MetaCommands::arith(const Words& words, OutputQueue& out) {
-  if (words.count < 2) return out.append("ERROR\r\n");
-  if (words[1].size() > store::kMaxKeyLength)
-    return out.append("CLIENT_ERROR bad command line format\r\n");
-  if (words.count > kMaxWordsWithFlags)
-    return out.append("CLIENT_ERROR options flags too long\r\n");
   Flags flags;
-  std::string key(words[1]);
-  if (!parse_flags(words, 2, flags, key).text.empty()) {
-    return out.append("CLIENT_ERROR invalid or duplicate flag\r\n");
-  }
-  if (!flags.base64 && !valid_key(key))
-    return out.append("CLIENT_ERROR bad command line format\r\n");
-  std::string echo_check;
-  if (!append_echo(words, 2, key, flags.base64, echo_check)) {
-    return out.append("CLIENT_ERROR opaque token too long\r\n");
+  std::string key;
+  std::string echoed;
+  if (std::string_view error = parse_request(words, false, flags, key, echoed); !error.empty()) {
+    return finish_line(std::string(error), out);
   }
   store::ArithRequest request;
   switch (flags.mode) {
@@ -468,11 +447,9 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
       return out.append("SERVER_ERROR out of memory\r\n");
     case store::ArithStatus::kNotFound:
     case store::ArithStatus::kExists:
-    case store::ArithStatus::kLocked: {  // see docs/locking.md
-      std::string failure(result.status == store::ArithStatus::kNotFound ? "NF" : "EX");
-      append_echo(words, 2, key, flags.base64, failure);
-      return finish_line(failure, out);
-    }
+    case store::ArithStatus::kLocked:  // see docs/locking.md
+      return finish_line((result.status == store::ArithStatus::kNotFound ? "NF" : "EX") + echoed,
+                         out);
   }
   // memcached quiets a plain success but still answers a creation.
   if (flags.quiet && !result.created) return;
@@ -501,7 +478,7 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
     }
   }
   if (flags.value) line += "\r\n" + number;
-  finish_line(line, out);
+  finish_line(std::move(line), out);
 }
 
 // "me KEY [b]": memcached's human-readable item dump.
@@ -528,7 +505,7 @@ void MetaCommands::debug(const Words& words, OutputQueue& out) {
   line += " cas=" + std::to_string(item.cas);
   line += result.fetched_before ? " fetch=yes" : " fetch=no";
   line += " cls=1 size=" + std::to_string(item.total_size());
-  finish_line(line, out);
+  finish_line(std::move(line), out);
 }
 
 }  // namespace lockcached::protocol

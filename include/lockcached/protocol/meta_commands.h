@@ -51,13 +51,15 @@ class MetaCommands {
     uint64_t delta = 1;
     uint64_t initial = 0;
   };
-  // Why a request's flags were refused; empty when they were fine.
-  struct FlagError {
-    std::string_view text;
-    bool generic = false;  // md and ma report every flag error alike
-  };
-
-  FlagError parse_flags(const Words& words, size_t first, Flags& flags, std::string& key) const;
+  // The error line for the request's flags (from `first` on), or empty.
+  // Decodes `key` in place for the b flag.
+  static std::string_view parse_flags(const Words& words, size_t first, Flags& flags,
+                                      std::string& key);
+  // The checks mg, md and ma start with, in memcached's order: fills flags,
+  // the (decoded) key and the O/k tokens to echo; returns the error line to
+  // answer, or empty.
+  static std::string_view parse_request(const Words& words, bool is_get, Flags& flags,
+                                        std::string& key, std::string& echoed);
   // Appends what an O or k flag sends back (the opaque; the key, base64
   // with " b" for binary keys); false when an opaque is too long.
   static bool echo(std::string_view word, std::string_view key, bool base64, std::string& line);
