@@ -34,7 +34,7 @@ for i in range(N):
     batch.append(b"lock name%d\r\n"%i)
     if len(batch)==20000: h.sendall(b"".join(batch)); batch=[]
 h.sendall(b"".join(batch)+b"stats\r\n"); rt.join(); buf=b"200 Acquired"*got["n"]
-print("1M locks in %.1fs, RSS %d MB"%(time.time()-t, rss()), buf.count(b"200 Acquired"))
+print("%d locks in %.1fs, RSS %d MB"%(N, time.time()-t, rss()), buf.count(b"200 Acquired"))
 ws=[]
 for i in range(W):
     c=socket.create_connection(("127.0.0.1",P)); c.sendall(b"lock name%d 60\r\n"%(i%1000)); ws.append(c)
