@@ -1,5 +1,11 @@
 // lockcached: flags in, server up, wait for SIGTERM/SIGINT, server down.
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <random>
@@ -20,6 +26,8 @@ DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
 DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes");
 DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections");
+DEFINE_int32(idle_timeout, 0, "Close connections idle for this many seconds (0: never)");
+DEFINE_string(user, "", "Run as this user once the ports are bound (when started as root)");
 
 #ifdef LOCKCACHED_WITH_JEMALLOC
 // jemalloc reads this at start-up. Give freed pages back at once: a cache
@@ -54,6 +62,7 @@ std::string check_flags() {
     return "--max_item_size must be 1024..1073741824";
   }
   if (FLAGS_max_connections < 1) return "--max_connections must be at least 1";
+  if (FLAGS_idle_timeout < 0) return "--idle_timeout must be 0 or more";
   if (split_commas(FLAGS_listen).empty()) return "--listen needs at least one address";
   return "";
 }
@@ -68,8 +77,44 @@ lockcached::server::Settings settings_from_flags() {
   settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;
   settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
   settings.max_connections = FLAGS_max_connections;
+  settings.idle_timeout_seconds = FLAGS_idle_timeout;
   settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   return settings;
+}
+
+// Every connection is a descriptor: make sure --max_connections can be
+// reached, as far as the hard limit allows.
+void raise_descriptor_limit(int max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  rlim_t wanted = static_cast<rlim_t>(max_connections) + 64;  // listeners, epoll, spares
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < wanted) {
+    LOG(WARNING) << "open files limited to " << limit.rlim_cur
+                 << ": fewer than --max_connections=" << max_connections
+                 << " connections will be accepted";
+  }
+}
+
+// After the ports are bound: a cache needs no privileges to serve.
+bool drop_privileges(const std::string& user) {
+  if (user.empty()) {
+    if (geteuid() == 0) LOG(WARNING) << "running as root; use --user to drop privileges";
+    return true;
+  }
+  const passwd* entry = getpwnam(user.c_str());
+  if (entry == nullptr) {
+    LOG(ERROR) << "--user: no such user: " << user;
+    return false;
+  }
+  if (initgroups(entry->pw_name, entry->pw_gid) != 0 || setgid(entry->pw_gid) != 0 ||
+      setuid(entry->pw_uid) != 0) {
+    PLOG(ERROR) << "--user: cannot become " << user;
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -96,10 +141,15 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  raise_descriptor_limit(FLAGS_max_connections);
   lockcached::server::Server server(settings_from_flags());
   std::string error;
   if (!server.start(&error)) {
     LOG(ERROR) << "cannot start: " << error;
+    return EXIT_FAILURE;
+  }
+  if (!drop_privileges(FLAGS_user)) {
+    server.stop();
     return EXIT_FAILURE;
   }
   LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";

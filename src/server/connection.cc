@@ -32,6 +32,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
     : worker_(worker),
       fd_(fd),
       core_(worker.state().store, worker.stats(), worker.stats_source(), id) {
+  last_read_ms_ = net::monotonic_ms();
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); }});
@@ -62,6 +63,10 @@ void Connection::on_event(uint32_t events) {
   if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) return close();
   if (events & EPOLLOUT) on_writable();
   if (!closed() && (events & EPOLLIN)) on_readable();
+}
+
+bool Connection::idle_since(int64_t since) const {
+  return !closed() && last_read_ms_ < since && !(protocol_ && protocol_->blocked());
 }
 
 // Replies already queued are still owed (after quit, or when the client
@@ -116,6 +121,7 @@ void Connection::on_readable() {
     return close();
   }
   worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
+  last_read_ms_ = net::monotonic_ms();
 
   if (!protocol_) choose_protocol(destination[0]);
   std::string_view input = from_scratch

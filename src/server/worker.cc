@@ -54,6 +54,7 @@ void Worker::add_listener(int fd, PortKind kind) {
 }
 
 void Worker::start() {
+  if (state_.settings.idle_timeout_seconds > 0) schedule_idle_check();
   thread_ = std::thread([this] {
     reactor_.run();
     shut_down();
@@ -112,6 +113,25 @@ void Worker::shed_one(int listen_fd) {
 
 void Worker::retire(Connection* connection) {
   retired_.push_back(connection);
+}
+
+// Once a second is fine-grained enough for a timeout counted in seconds,
+// and a pass over this thread's connections costs microseconds per thousand.
+void Worker::schedule_idle_check() {
+  reactor_.add_timer(1000, [this] {
+    close_idle();
+    schedule_idle_check();
+  });
+}
+
+void Worker::close_idle() {
+  int64_t since = net::monotonic_ms() - int64_t{state_.settings.idle_timeout_seconds} * 1000;
+  std::vector<Connection*> idle;
+  for (Connection* connection : connections_) {
+    if (connection->idle_since(since)) idle.push_back(connection);
+  }
+  for (Connection* connection : idle)
+    connection->close();
 }
 
 void Worker::free_retired() {

@@ -52,22 +52,6 @@ std::optional<uint64_t> parse_u64(std::string_view text) {
   return value;
 }
 
-// The port of the "Listening on HOST:PORT (lock service)" line.
-std::optional<uint16_t> find_lock_port(const std::string& log) {
-  constexpr std::string_view kSuffix = " (lock service)";
-  size_t suffix = log.find(kSuffix);
-  if (suffix == std::string::npos) return std::nullopt;
-  size_t colon = log.rfind(':', suffix);
-  size_t line_start = log.rfind('\n', suffix);
-  if (colon == std::string::npos || (line_start != std::string::npos && colon < line_start)) {
-    return std::nullopt;
-  }
-  std::optional<uint64_t> port =
-      parse_u64(std::string_view(log).substr(colon + 1, suffix - colon - 1));
-  if (!port || *port == 0 || *port > 65535) return std::nullopt;
-  return static_cast<uint16_t>(*port);
-}
-
 // The token of a "200 Acquired <token>" reply.
 std::optional<uint64_t> acquired_token(std::string_view reply) {
   constexpr std::string_view kPrefix = "200 Acquired ";
@@ -118,13 +102,8 @@ class LockServiceE2eTest : public ::testing::Test {
     // A later flag overrides the harness's --lock_port=0 (off).
     flags.insert(flags.begin(), "--lock_port=-1");
     ASSERT_TRUE(server_.start(flags));
-    ASSERT_TRUE(eventually(
-        [&] {
-          lock_port_ = find_lock_port(server_.log()).value_or(0);
-          return lock_port_ != 0;
-        },
-        10s))
-        << "no \"Listening on ...(lock service)\" line";
+    lock_port_ = server_.lock_port().value_or(0);
+    ASSERT_NE(lock_port_, 0) << "no \"Listening on ...(lock service)\" line";
     ASSERT_NE(lock_port_, server_.port());
   }
 

@@ -29,7 +29,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kListeningPrefix = "Listening on ";
-constexpr std::string_view kListeningSuffix = " (memcached protocol)";
+constexpr std::string_view kCacheSuffix = " (memcached protocol)";
+constexpr std::string_view kLockServiceSuffix = " (lock service)";
 
 // $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the compiled-in
 // binary: CI runs these tests against a sanitizer build of the server.
@@ -48,9 +49,9 @@ std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
 
-// The port of the first "Listening on HOST:PORT (memcached protocol)" line.
-std::optional<uint16_t> find_listening_port(const std::string& log) {
-  size_t suffix = log.find(kListeningSuffix);
+// The port of the first "Listening on HOST:PORT<suffix>" line.
+std::optional<uint16_t> find_listening_port(const std::string& log, std::string_view kind_suffix) {
+  size_t suffix = log.find(kind_suffix);
   if (suffix == std::string::npos) return std::nullopt;
   size_t line_start = log.rfind('\n', suffix);
   line_start = line_start == std::string::npos ? 0 : line_start + 1;
@@ -181,7 +182,7 @@ ServerProcess::~ServerProcess() {
   while (true) {
     {
       std::lock_guard lock(log_mutex_);
-      if (std::optional<uint16_t> port = find_listening_port(log_)) {
+      if (std::optional<uint16_t> port = find_listening_port(log_, kCacheSuffix)) {
         port_ = *port;
         break;
       }
@@ -246,6 +247,13 @@ bool ServerProcess::wait_for_output_end(std::chrono::milliseconds timeout) {
 std::string ServerProcess::log() const {
   std::lock_guard lock(log_mutex_);
   return log_;
+}
+
+std::optional<uint16_t> ServerProcess::lock_port(std::chrono::milliseconds timeout) const {
+  std::optional<uint16_t> port;
+  eventually([&] { return (port = find_listening_port(log(), kLockServiceSuffix)).has_value(); },
+             timeout);
+  return port;
 }
 
 std::optional<int> ServerProcess::wait_for_exit(std::chrono::milliseconds timeout) {

@@ -58,6 +58,9 @@ class ServerProcess {
 
   // Everything the server wrote to stderr and stdout so far.
   std::string log() const;
+  // The lock-service port (start with --lock_port=-1), from its "Listening
+  // on HOST:PORT (lock service)" line; nullopt if it is not logged in time.
+  std::optional<uint16_t> lock_port(std::chrono::milliseconds timeout = kStartTimeout) const;
   // Waits up to `timeout` until the server's output has ended (it exited and
   // everything it wrote is in log()); false on timeout.
   bool wait_for_output_end(std::chrono::milliseconds timeout);

@@ -25,6 +25,9 @@ class Connection final : public net::EventHandler {
   Connection& operator=(const Connection&) = delete;
 
   void on_event(uint32_t events) override;
+  // Idle: nothing read since `since` (monotonic ms), and not waiting for a
+  // lock (a lock wait is quiet by nature).
+  bool idle_since(int64_t since) const;
   // Closes the socket at once; the worker frees the object after the batch.
   void close();
   bool closed() const { return fd_ < 0; }
@@ -46,6 +49,7 @@ class Connection final : public net::EventHandler {
   Worker& worker_;
   int fd_;
   uint32_t interest_ = 0;
+  int64_t last_read_ms_;
   bool draining_ = false;  // closing once the queued replies are sent
   core::CommandCore core_;
   std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte

@@ -22,6 +22,7 @@ struct Settings {
   size_t memory_limit = size_t{1024} << 20;
   size_t max_item_size = size_t{1} << 20;
   int max_connections = 4096;
+  int idle_timeout_seconds = 0;  // close connections idle this long; 0: never
   uint64_t hash_seed = 0;
 };
 

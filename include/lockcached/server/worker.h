@@ -47,6 +47,9 @@ class Worker {
   void reject(int fd);
   void shed_one(int listen_fd);
   void free_retired();
+  // --idle_timeout: a timer that closes connections idle for that long.
+  void schedule_idle_check();
+  void close_idle();
   void shut_down();
 
   ServerState& state_;

@@ -1,0 +1,81 @@
+// Operational flags against the real binary: --idle_timeout and --user.
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "server_process.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using e2e::Client;
+using e2e::ServerProcess;
+
+TEST(OperationsE2e, IdleTimeoutClosesIdleConnectionsOnly) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--idle_timeout=1", "--lock_port=-1"}));
+  std::optional<uint16_t> lock_port = server.lock_port();
+  ASSERT_TRUE(lock_port);
+
+  Client idle, busy, holder, waiter;
+  ASSERT_TRUE(idle.connect(server.port()));
+  ASSERT_TRUE(busy.connect(server.port()));
+  ASSERT_TRUE(holder.connect(*lock_port));
+  ASSERT_TRUE(waiter.connect(*lock_port));
+  ASSERT_EQ(idle.request("version").rfind("VERSION", 0), 0u);
+  ASSERT_EQ(holder.request("lock quiet").rfind("200 Acquired", 0), 0u);
+  // A lock wait is quiet by nature: it must outlive the idle timeout.
+  ASSERT_TRUE(waiter.send("lock quiet 10\r\n"));
+
+  // The idle client is closed within a few seconds; the busy one, which
+  // keeps talking, is not.
+  auto deadline = std::chrono::steady_clock::now() + 6s;
+  bool idle_closed = false;
+  while (!idle_closed && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(busy.request("version").rfind("VERSION", 0), 0u);
+    ASSERT_EQ(holder.request("conn_id").rfind("200 ", 0), 0u);
+    idle_closed = idle.wait_for_close(200ms);
+  }
+  EXPECT_TRUE(idle_closed);
+  EXPECT_EQ(busy.request("version").rfind("VERSION", 0), 0u);
+
+  // The waiter is still there and gets the lock when it is released.
+  ASSERT_EQ(holder.request("unlock quiet"), "200 Released");
+  EXPECT_EQ(waiter.read_line().rfind("200 Acquired", 0), 0u);
+}
+
+uid_t uid_of(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) == 0) return static_cast<uid_t>(std::stoul(line.substr(4)));
+  }
+  return static_cast<uid_t>(-1);
+}
+
+// As root, --user drops to that user after binding; as anyone else the
+// switch is impossible and the server must refuse to start rather than run
+// as someone it was not asked to be.
+TEST(OperationsE2e, UserDropsPrivilegesAfterBinding) {
+  ServerProcess server;
+  if (geteuid() == 0) {
+    ASSERT_TRUE(server.start({"--user=nobody"}));
+    EXPECT_TRUE(e2e::eventually([&] { return server.log().find("ready") != std::string::npos; }));
+    EXPECT_NE(uid_of(server.pid()), 0u);
+    Client client;
+    ASSERT_TRUE(client.connect(server.port()));
+    EXPECT_EQ(client.store("set", "k", "v"), "STORED");
+    EXPECT_EQ(client.get("k"), "v");
+  } else {
+    ASSERT_TRUE(server.start({"--user=root"}));
+    std::optional<int> status = server.wait_for_exit(5s);
+    ASSERT_TRUE(status);
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0);
+  }
+}
+
+}  // namespace
