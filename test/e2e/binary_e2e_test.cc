@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "binary_client.h"
 #include "server_process.h"
 
 namespace {
@@ -29,206 +30,8 @@ using namespace std::chrono_literals;
 using e2e::Client;
 using e2e::ServerProcess;
 
-// --- A small binary protocol codec ------------------------------------------
-
-namespace op {
-constexpr uint8_t kGet = 0x00, kSet = 0x01, kAdd = 0x02, kReplace = 0x03, kDelete = 0x04,
-                  kIncrement = 0x05, kDecrement = 0x06, kQuit = 0x07, kFlush = 0x08, kGetQ = 0x09,
-                  kNoop = 0x0a, kVersion = 0x0b, kGetK = 0x0c, kGetKQ = 0x0d, kAppend = 0x0e,
-                  kPrepend = 0x0f, kStat = 0x10, kSetQ = 0x11, kAddQ = 0x12, kReplaceQ = 0x13,
-                  kDeleteQ = 0x14, kIncrementQ = 0x15, kDecrementQ = 0x16, kQuitQ = 0x17,
-                  kFlushQ = 0x18, kAppendQ = 0x19, kPrependQ = 0x1a, kVerbosity = 0x1b,
-                  kTouch = 0x1c, kGat = 0x1d, kGatQ = 0x1e, kGatK = 0x23, kGatKQ = 0x24;
-}  // namespace op
-
-namespace st {
-constexpr uint16_t kSuccess = 0x00, kNotFound = 0x01, kExists = 0x02, kTooLarge = 0x03,
-                   kInvalid = 0x04, kNotStored = 0x05, kNonNumeric = 0x06, kUnknownCommand = 0x81;
-}  // namespace st
-
-constexpr uint32_t kNoAutoCreate = 0xffffffff;
-// An absolute unix time (over 30 days, so not relative) long past: memcached
-// treats it as already expired.
-constexpr uint32_t kPastAbsolute = 60 * 60 * 24 * 30 + 1;
-
-std::string be16(uint16_t v) {
-  return {static_cast<char>(v >> 8), static_cast<char>(v)};
-}
-std::string be32(uint32_t v) {
-  return be16(static_cast<uint16_t>(v >> 16)) + be16(static_cast<uint16_t>(v));
-}
-std::string be64(uint64_t v) {
-  return be32(static_cast<uint32_t>(v >> 32)) + be32(static_cast<uint32_t>(v));
-}
-uint64_t read_be(std::string_view bytes, size_t at, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i)
-    v = v << 8 | static_cast<uint8_t>(bytes[at + i]);
-  return v;
-}
-
-// Flags and exptime: the extras of Set/Add/Replace.
-std::string store_extras(uint32_t flags, uint32_t exptime) {
-  return be32(flags) + be32(exptime);
-}
-// Delta, initial value, exptime: the extras of Increment/Decrement.
-std::string arith_extras(uint64_t delta, uint64_t initial, uint32_t exptime) {
-  return be64(delta) + be64(initial) + be32(exptime);
-}
-
-// A header with every field given, for well-formed and malformed packets.
-std::string raw_header(uint8_t magic, uint8_t opcode, uint16_t key_length, uint8_t extras_length,
-                       uint32_t body_length, uint32_t opaque, uint64_t cas) {
-  std::string h;
-  h += static_cast<char>(magic);
-  h += static_cast<char>(opcode);
-  h += be16(key_length);
-  h += static_cast<char>(extras_length);
-  h += '\0';     // data type
-  h += be16(0);  // vbucket
-  h += be32(body_length);
-  h += be32(opaque);
-  h += be64(cas);
-  return h;
-}
-
-std::string encode(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                   std::string_view value = {}, uint64_t cas = 0, uint32_t opaque = 0) {
-  std::string packet = raw_header(
-      0x80, opcode, static_cast<uint16_t>(key.size()), static_cast<uint8_t>(extras.size()),
-      static_cast<uint32_t>(extras.size() + key.size() + value.size()), opaque, cas);
-  packet += extras;
-  packet += key;
-  packet += value;
-  return packet;
-}
-
-struct Response {
-  uint8_t magic = 0;
-  uint8_t opcode = 0;
-  uint8_t data_type = 0;
-  uint16_t status = 0xffff;
-  uint32_t opaque = 0;
-  uint64_t cas = 0;
-  std::string extras;
-  std::string key;
-  std::string value;
-};
-
-void PrintTo(const Response& r, std::ostream* os) {
-  char head[96];
-  std::snprintf(head, sizeof head, "{magic=0x%02x op=0x%02x status=0x%04x opaque=0x%08x cas=%llu",
-                r.magic, r.opcode, r.status, r.opaque, static_cast<unsigned long long>(r.cas));
-  *os << head << " extras=\"" << e2e::escape(r.extras) << "\" key=\"" << e2e::escape(r.key)
-      << "\" value=\"" << e2e::escape(r.value) << "\"}";
-}
-
-// Reads one reply packet; nullopt (and c.last_error()) when none comes.
-std::optional<Response> read_response(Client& c,
-                                      std::chrono::milliseconds timeout = e2e::kReplyTimeout) {
-  std::optional<std::string> header = c.read_exactly(24, timeout);
-  if (!header) return std::nullopt;
-  Response r;
-  r.magic = static_cast<uint8_t>((*header)[0]);
-  r.opcode = static_cast<uint8_t>((*header)[1]);
-  size_t key_length = read_be(*header, 2, 2);
-  size_t extras_length = static_cast<uint8_t>((*header)[4]);
-  r.data_type = static_cast<uint8_t>((*header)[5]);
-  r.status = static_cast<uint16_t>(read_be(*header, 6, 2));
-  size_t body_length = read_be(*header, 8, 4);
-  r.opaque = static_cast<uint32_t>(read_be(*header, 12, 4));
-  r.cas = read_be(*header, 16, 8);
-  if (extras_length + key_length > body_length) {
-    ADD_FAILURE() << "reply header with extras+key over its body length: " << e2e::escape(*header);
-    return std::nullopt;
-  }
-  std::optional<std::string> body = c.read_exactly(body_length, timeout);
-  if (!body) return std::nullopt;
-  r.extras = body->substr(0, extras_length);
-  r.key = body->substr(extras_length, key_length);
-  r.value = body->substr(extras_length + key_length);
-  return r;
-}
-
-// A binary-protocol connection: every request gets a distinct opaque, and
-// every reply is checked for magic 0x81, the request's opcode and opaque.
-class BinClient {
- public:
-  ::testing::AssertionResult connect(uint16_t port) {
-    ::testing::AssertionResult ok = c_.connect(port);
-    if (ok) c_.set_nodelay();
-    return ok;
-  }
-  Client& raw() { return c_; }
-
-  // Sends a request without waiting; returns the opaque it carries.
-  uint32_t send(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                std::string_view value = {}, uint64_t cas = 0) {
-    uint32_t opaque = next_opaque_++;
-    EXPECT_TRUE(c_.send(encode(opcode, key, extras, value, cas, opaque))) << c_.last_error();
-    return opaque;
-  }
-
-  // The next reply, which must answer (opcode, opaque).
-  Response expect_reply(uint8_t opcode, uint32_t opaque) {
-    std::optional<Response> r = read_response(c_);
-    if (!r) {
-      ADD_FAILURE() << "no reply to opcode 0x" << std::hex << int{opcode} << ": "
-                    << c_.last_error();
-      return {};
-    }
-    EXPECT_EQ(r->magic, 0x81) << ::testing::PrintToString(*r);
-    EXPECT_EQ(r->opcode, opcode) << ::testing::PrintToString(*r);
-    EXPECT_EQ(r->opaque, opaque) << ::testing::PrintToString(*r);
-    return *r;
-  }
-
-  // One request, one reply.
-  Response call(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                std::string_view value = {}, uint64_t cas = 0) {
-    uint32_t opaque = send(opcode, key, extras, value, cas);
-    return expect_reply(opcode, opaque);
-  }
-
-  // Sends a Noop and requires its reply to be the next packet: whatever was
-  // sent before it has been answered or was silent.
-  ::testing::AssertionResult noop_is_next() {
-    uint32_t opaque = send(op::kNoop);
-    std::optional<Response> r = read_response(c_);
-    if (!r) return ::testing::AssertionFailure() << "no Noop reply: " << c_.last_error();
-    if (r->opcode != op::kNoop || r->opaque != opaque || r->status != st::kSuccess) {
-      return ::testing::AssertionFailure()
-             << "expected the Noop reply, got " << ::testing::PrintToString(*r);
-    }
-    return ::testing::AssertionSuccess();
-  }
-
-  uint64_t set(std::string_view key, std::string_view value, uint32_t flags = 0,
-               uint32_t exptime = 0) {
-    Response r = call(op::kSet, key, store_extras(flags, exptime), value);
-    EXPECT_EQ(r.status, st::kSuccess) << "set " << key << ": " << ::testing::PrintToString(r);
-    return r.cas;
-  }
-
-  // Stat as name -> value, checking the empty terminator.
-  std::map<std::string, std::string> stats(std::string_view group = {}) {
-    uint32_t opaque = send(op::kStat, group);
-    std::map<std::string, std::string> stats;
-    while (true) {
-      Response r = expect_reply(op::kStat, opaque);
-      if (r.status != st::kSuccess) {
-        ADD_FAILURE() << "Stat " << group << ": " << ::testing::PrintToString(r);
-        return stats;
-      }
-      if (r.key.empty() && r.value.empty()) return stats;
-      stats[r.key] = r.value;
-    }
-  }
-
- private:
-  Client c_;
-  uint32_t next_opaque_ = 0xA1B2C301;
-};
+// op::, st::, the codec and BinClient: binary_client.h.
+using namespace e2e::binary;
 
 uint64_t rss_kb(pid_t pid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -535,7 +338,7 @@ TEST_F(e2eBinary, QuitQClosesSilently) {
   EXPECT_TRUE(c.noop_is_next());
   c.send(op::kQuitQ);
   // A request behind it is never answered.
-  c.raw().send(encode(op::kNoop));
+  c.raw().send(encode_request(op::kNoop));
   EXPECT_TRUE(c.raw().wait_for_close()) << c.raw().last_error();
   EXPECT_EQ(c.raw().buffered(), "");
 }
@@ -743,9 +546,9 @@ TEST_F(e2eBinary, OpaqueIsEchoedByteForByte) {
   std::string batch;
   const uint32_t opaques[] = {0, 1, 0x80000000u, 0xffffffffu, 0x01020304u};
   for (uint32_t opaque : opaques)
-    batch += encode(op::kGet, "missing", {}, {}, 0, opaque);
+    batch += encode_request(op::kGet, "missing", {}, {}, 0, opaque);
   for (uint32_t opaque : opaques)
-    batch += encode(op::kSet, "k", store_extras(0, 0), "v", 0, opaque);
+    batch += encode_request(op::kSet, "k", store_extras(0, 0), "v", 0, opaque);
   ASSERT_TRUE(c.raw().send(batch));
   for (uint8_t opcode : {op::kGet, op::kSet}) {
     for (uint32_t opaque : opaques) {
@@ -762,12 +565,13 @@ TEST_F(e2eBinary, RequestsSplitAtEveryByteAreAnsweredAlike) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   std::string value(3000, 'v');
-  std::string batch = encode(op::kSet, "k", store_extras(3, 0), value, 0, 1) +
-                      encode(op::kGetK, "k", {}, {}, 0, 2) +
-                      encode(op::kIncrement, "n", arith_extras(2, 40, 0), {}, 0, 3) +
-                      encode(op::kAppendQ, "k", {}, "+", 0, 4) +
-                      encode(op::kGet, "k", {}, {}, 0, 5) + encode(op::kDelete, "k", {}, {}, 0, 6) +
-                      encode(op::kNoop, {}, {}, {}, 0, 7);
+  std::string batch = encode_request(op::kSet, "k", store_extras(3, 0), value, 0, 1) +
+                      encode_request(op::kGetK, "k", {}, {}, 0, 2) +
+                      encode_request(op::kIncrement, "n", arith_extras(2, 40, 0), {}, 0, 3) +
+                      encode_request(op::kAppendQ, "k", {}, "+", 0, 4) +
+                      encode_request(op::kGet, "k", {}, {}, 0, 5) +
+                      encode_request(op::kDelete, "k", {}, {}, 0, 6) +
+                      encode_request(op::kNoop, {}, {}, {}, 0, 7);
   for (char byte : batch)
     ASSERT_TRUE(c.raw().send(std::string_view(&byte, 1))) << c.raw().last_error();
   std::vector<Response> replies;
@@ -800,20 +604,20 @@ TEST_F(e2eBinary, WrongExtrasLengthIsInvalidAndCloses) {
     std::string packet;
   };
   const Case cases[] = {
-      {"Get with extras", encode(op::kGet, "k", be32(0))},
-      {"Set without extras", encode(op::kSet, "k", {}, "value")},
-      {"Set with 4-byte extras", encode(op::kSet, "k", be32(0), "value")},
-      {"Increment with 8-byte extras", encode(op::kIncrement, "k", be64(1))},
-      {"Noop with a key", encode(op::kNoop, "k")},
-      {"Get without a key", encode(op::kGet)},
-      {"Flush with 8-byte extras", encode(op::kFlush, {}, be64(0))},
+      {"Get with extras", encode_request(op::kGet, "k", be32(0))},
+      {"Set without extras", encode_request(op::kSet, "k", {}, "value")},
+      {"Set with 4-byte extras", encode_request(op::kSet, "k", be32(0), "value")},
+      {"Increment with 8-byte extras", encode_request(op::kIncrement, "k", be64(1))},
+      {"Noop with a key", encode_request(op::kNoop, "k")},
+      {"Get without a key", encode_request(op::kGet)},
+      {"Flush with 8-byte extras", encode_request(op::kFlush, {}, be64(0))},
   };
   for (const Case& test : cases) {
     SCOPED_TRACE(test.what);
     BinClient c;
     ASSERT_TRUE(c.connect(port()));
     EXPECT_TRUE(c.noop_is_next());
-    ASSERT_TRUE(c.raw().send(test.packet + encode(op::kNoop)));
+    ASSERT_TRUE(c.raw().send(test.packet + encode_request(op::kNoop)));
     std::optional<Response> r = read_response(c.raw());
     ASSERT_TRUE(r) << c.raw().last_error();
     EXPECT_EQ(r->status, st::kInvalid);
@@ -849,7 +653,8 @@ TEST_F(e2eBinary, UnknownOpcodeSkipsItsBody) {
   ASSERT_TRUE(c.connect(port()));
   // The body of the unknown command holds what would be a Set and a Flush;
   // none of it may be taken for a request.
-  std::string inner = encode(op::kSet, "k", store_extras(0, 0), "evil") + encode(op::kFlush);
+  std::string inner =
+      encode_request(op::kSet, "k", store_extras(0, 0), "evil") + encode_request(op::kFlush);
   std::string body;
   while (body.size() < (1 << 20))
     body += inner;
@@ -908,7 +713,8 @@ TEST_F(e2eBinary, BadMagicCloses) {
     BinClient c;
     ASSERT_TRUE(c.connect(port()));
     EXPECT_TRUE(c.noop_is_next());  // the connection speaks binary from here on
-    ASSERT_TRUE(c.raw().send(raw_header(magic, op::kNoop, 0, 0, 0, 0, 0) + encode(op::kNoop)));
+    ASSERT_TRUE(
+        c.raw().send(raw_header(magic, op::kNoop, 0, 0, 0, 0, 0) + encode_request(op::kNoop)));
     EXPECT_TRUE(c.raw().wait_for_close()) << c.raw().last_error();
     EXPECT_EQ(c.raw().buffered(), "");
   }
@@ -934,7 +740,7 @@ TEST_F(e2eBinarySmallItems, ValueOverMaxItemSizeIsTooLargeAndSwallowed) {
   // request, "other" would be gone and the Noop reply would not come next.
   std::string value;
   while (value.size() < 4096)
-    value += encode(op::kFlush);
+    value += encode_request(op::kFlush);
   Response too_large = c.call(op::kSet, "k", store_extras(0, 0), value);
   EXPECT_EQ(too_large.status, st::kTooLarge);
   EXPECT_TRUE(c.noop_is_next());

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "binary_client.h"
 #include "server_process.h"
 
 namespace {
@@ -28,175 +29,8 @@ using e2e::stat_u64;
 
 constexpr std::string_view kNotLockedError = "CLIENT_ERROR object is not locked or not found";
 
-// --- A small binary protocol codec (as in binary_e2e_test.cc) -----------------
-
-namespace op {
-constexpr uint8_t kGet = 0x00, kSet = 0x01, kAdd = 0x02, kReplace = 0x03, kDelete = 0x04,
-                  kIncrement = 0x05, kDecrement = 0x06, kQuit = 0x07, kFlush = 0x08, kQuitQ = 0x17,
-                  kNoop = 0x0a, kGetK = 0x0c, kAppend = 0x0e, kPrepend = 0x0f, kStat = 0x10,
-                  kSetQ = 0x11, kAddQ = 0x12, kReplaceQ = 0x13, kDeleteQ = 0x14, kIncrementQ = 0x15,
-                  kDecrementQ = 0x16, kAppendQ = 0x19, kPrependQ = 0x1a, kTouch = 0x1c, kGat = 0x1d,
-                  kGatK = 0x23;
-constexpr uint8_t kLock = 0x40, kLockQ = 0x41, kUnlock = 0x42, kUnlockQ = 0x43, kUnlockAll = 0x44,
-                  kUnlockAllQ = 0x45, kLaG = 0x46, kLaGQ = 0x47, kLaGK = 0x48, kLaGKQ = 0x49,
-                  kRaU = 0x4a, kRaUQ = 0x4b, kKeys = 0x50;
-}  // namespace op
-
-namespace st {
-constexpr uint16_t kSuccess = 0x00, kNotFound = 0x01, kExists = 0x02, kTooLarge = 0x03,
-                   kInvalid = 0x04, kLocked = 0x10, kNotLocked = 0x11;
-}  // namespace st
-
-// An absolute unix time long past: already expired.
-constexpr uint32_t kPastAbsolute = 60 * 60 * 24 * 30 + 1;
-
-std::string be16(uint16_t v) {
-  return {static_cast<char>(v >> 8), static_cast<char>(v)};
-}
-std::string be32(uint32_t v) {
-  return be16(static_cast<uint16_t>(v >> 16)) + be16(static_cast<uint16_t>(v));
-}
-std::string be64(uint64_t v) {
-  return be32(static_cast<uint32_t>(v >> 32)) + be32(static_cast<uint32_t>(v));
-}
-uint64_t read_be(std::string_view bytes, size_t at, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i)
-    v = v << 8 | static_cast<uint8_t>(bytes[at + i]);
-  return v;
-}
-std::string store_extras(uint32_t flags, uint32_t exptime) {
-  return be32(flags) + be32(exptime);
-}
-std::string arith_extras(uint64_t delta, uint64_t initial, uint32_t exptime) {
-  return be64(delta) + be64(initial) + be32(exptime);
-}
-
-std::string encode(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                   std::string_view value = {}, uint64_t cas = 0, uint32_t opaque = 0) {
-  std::string p;
-  p += static_cast<char>(0x80);
-  p += static_cast<char>(opcode);
-  p += be16(static_cast<uint16_t>(key.size()));
-  p += static_cast<char>(extras.size());
-  p += '\0';
-  p += be16(0);
-  p += be32(static_cast<uint32_t>(extras.size() + key.size() + value.size()));
-  p += be32(opaque);
-  p += be64(cas);
-  p += extras;
-  p += key;
-  p += value;
-  return p;
-}
-
-struct Response {
-  uint8_t magic = 0;
-  uint8_t opcode = 0;
-  uint16_t status = 0xffff;
-  uint32_t opaque = 0;
-  uint64_t cas = 0;
-  std::string extras;
-  std::string key;
-  std::string value;
-};
-
-void PrintTo(const Response& r, std::ostream* os) {
-  char head[96];
-  std::snprintf(head, sizeof head, "{magic=0x%02x op=0x%02x status=0x%04x opaque=0x%08x cas=%llu",
-                r.magic, r.opcode, r.status, r.opaque, static_cast<unsigned long long>(r.cas));
-  *os << head << " extras=\"" << e2e::escape(r.extras) << "\" key=\"" << e2e::escape(r.key)
-      << "\" value=\"" << e2e::escape(r.value) << "\"}";
-}
-
-std::optional<Response> read_response(Client& c) {
-  std::optional<std::string> header = c.read_exactly(24);
-  if (!header) return std::nullopt;
-  Response r;
-  r.magic = static_cast<uint8_t>((*header)[0]);
-  r.opcode = static_cast<uint8_t>((*header)[1]);
-  size_t key_length = read_be(*header, 2, 2);
-  size_t extras_length = static_cast<uint8_t>((*header)[4]);
-  r.status = static_cast<uint16_t>(read_be(*header, 6, 2));
-  size_t body_length = read_be(*header, 8, 4);
-  r.opaque = static_cast<uint32_t>(read_be(*header, 12, 4));
-  r.cas = read_be(*header, 16, 8);
-  if (extras_length + key_length > body_length) {
-    ADD_FAILURE() << "malformed reply header " << e2e::escape(*header);
-    return std::nullopt;
-  }
-  std::optional<std::string> body = c.read_exactly(body_length);
-  if (!body) return std::nullopt;
-  r.extras = body->substr(0, extras_length);
-  r.key = body->substr(extras_length, key_length);
-  r.value = body->substr(extras_length + key_length);
-  return r;
-}
-
-class BinClient {
- public:
-  ::testing::AssertionResult connect(uint16_t port) {
-    ::testing::AssertionResult ok = c_.connect(port);
-    if (ok) c_.set_nodelay();
-    return ok;
-  }
-  Client& raw() { return c_; }
-
-  uint32_t send(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                std::string_view value = {}, uint64_t cas = 0) {
-    uint32_t opaque = next_opaque_++;
-    EXPECT_TRUE(c_.send(encode(opcode, key, extras, value, cas, opaque))) << c_.last_error();
-    return opaque;
-  }
-  Response expect_reply(uint8_t opcode, uint32_t opaque) {
-    std::optional<Response> r = read_response(c_);
-    if (!r) {
-      ADD_FAILURE() << "no reply to opcode 0x" << std::hex << int{opcode} << ": "
-                    << c_.last_error();
-      return {};
-    }
-    EXPECT_EQ(r->magic, 0x81) << ::testing::PrintToString(*r);
-    EXPECT_EQ(r->opcode, opcode) << ::testing::PrintToString(*r);
-    EXPECT_EQ(r->opaque, opaque) << ::testing::PrintToString(*r);
-    return *r;
-  }
-  Response call(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                std::string_view value = {}, uint64_t cas = 0) {
-    uint32_t opaque = send(opcode, key, extras, value, cas);
-    return expect_reply(opcode, opaque);
-  }
-  uint16_t status(uint8_t opcode, std::string_view key = {}, std::string_view extras = {},
-                  std::string_view value = {}, uint64_t cas = 0) {
-    return call(opcode, key, extras, value, cas).status;
-  }
-  ::testing::AssertionResult noop_is_next() {
-    uint32_t opaque = send(op::kNoop);
-    std::optional<Response> r = read_response(c_);
-    if (!r) return ::testing::AssertionFailure() << "no Noop reply: " << c_.last_error();
-    if (r->opcode != op::kNoop || r->opaque != opaque || r->status != st::kSuccess) {
-      return ::testing::AssertionFailure()
-             << "expected the Noop reply, got " << ::testing::PrintToString(*r);
-    }
-    return ::testing::AssertionSuccess();
-  }
-  std::map<std::string, std::string> stats() {
-    uint32_t opaque = send(op::kStat);
-    std::map<std::string, std::string> stats;
-    while (true) {
-      Response r = expect_reply(op::kStat, opaque);
-      if (r.status != st::kSuccess) {
-        ADD_FAILURE() << ::testing::PrintToString(r);
-        return stats;
-      }
-      if (r.key.empty()) return stats;
-      stats[r.key] = r.value;
-    }
-  }
-
- private:
-  Client c_;
-  uint32_t next_opaque_ = 0x10203001;
-};
+// op::, st::, the codec and BinClient: binary_client.h.
+using namespace e2e::binary;
 
 // "gets KEY" -> its CAS; nullopt on a miss.
 std::optional<uint64_t> gets_cas(Client& c, std::string_view key) {
@@ -1078,9 +912,9 @@ TEST_F(e2eKeys, BinaryKeysListsEveryKeyThenAnEmptyReply) {
   EXPECT_EQ(binary_keys(b, "nothing"), std::vector<std::string>{});
 
   // Pipelined behind the walk: answered after the empty reply.
-  std::string batch = encode(op::kKeys, "key:", {}, {}, 0, 77) +
-                      encode(op::kGetK, "key:00002", {}, {}, 0, 78) +
-                      encode(op::kNoop, {}, {}, {}, 0, 79);
+  std::string batch = encode_request(op::kKeys, "key:", {}, {}, 0, 77) +
+                      encode_request(op::kGetK, "key:00002", {}, {}, 0, 78) +
+                      encode_request(op::kNoop, {}, {}, {}, 0, 79);
   ASSERT_TRUE(b.raw().send(batch));
   size_t listed = 0;
   while (true) {

@@ -44,6 +44,7 @@
 
 #include <gtest/gtest.h>
 
+#include "binary_client.h"
 #include "server_process.h"
 
 namespace {
@@ -62,41 +63,8 @@ std::string key_name(int k) {
   return "stress:" + std::to_string(k);
 }
 
-// --- Binary protocol, the little that is needed --------------------------------
-
-std::string be16(uint16_t v) {
-  return {static_cast<char>(v >> 8), static_cast<char>(v)};
-}
-std::string be32(uint32_t v) {
-  return be16(static_cast<uint16_t>(v >> 16)) + be16(static_cast<uint16_t>(v));
-}
-std::string be64(uint64_t v) {
-  return be32(static_cast<uint32_t>(v >> 32)) + be32(static_cast<uint32_t>(v));
-}
-uint64_t read_be(std::string_view bytes, size_t at, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i)
-    v = v << 8 | static_cast<uint8_t>(bytes[at + i]);
-  return v;
-}
-
-std::string encode(uint8_t opcode, std::string_view key, std::string_view extras,
-                   std::string_view value, uint32_t opaque) {
-  std::string p;
-  p += static_cast<char>(0x80);
-  p += static_cast<char>(opcode);
-  p += be16(static_cast<uint16_t>(key.size()));
-  p += static_cast<char>(extras.size());
-  p += '\0';
-  p += be16(0);
-  p += be32(static_cast<uint32_t>(extras.size() + key.size() + value.size()));
-  p += be32(opaque);
-  p += be64(0);
-  p += extras;
-  p += key;
-  p += value;
-  return p;
-}
+// op::, st::, the codec and BinClient: binary_client.h.
+using namespace e2e::binary;
 
 // --- One client connection, either protocol ---------------------------------------
 
@@ -220,68 +188,63 @@ class BinaryConnection final : public Connection {
  public:
   const char* protocol() const override { return "binary"; }
 
-  Outcome lock(const std::string& key) override { return call(0x40, key); }
-  Outcome unlock(const std::string& key) override { return call(0x42, key); }
+  Outcome lock(const std::string& key) override { return call(op::kLock, key); }
+  Outcome unlock(const std::string& key) override { return call(op::kUnlock, key); }
   Outcome set(const std::string& key, const std::string& value) override {
-    return call(0x01, key, be32(0) + be32(0), value);
+    return call(op::kSet, key, store_extras(0, 0), value);
   }
   Outcome add(const std::string& key, const std::string& value) override {
-    Outcome o = call(0x02, key, be32(0) + be32(0), value);
-    return status_ == 0x02 ? Outcome::kNotStored : o;
+    Outcome o = call(op::kAdd, key, store_extras(0, 0), value);
+    return status_ == st::kExists ? Outcome::kNotStored : o;
   }
-  Outcome remove(const std::string& key) override { return call(0x04, key); }
+  Outcome remove(const std::string& key) override { return call(op::kDelete, key); }
   Outcome incr(const std::string& key) override {
-    // No auto-create (exptime 0xffffffff), as the text incr.
-    return call(0x05, key, be64(1) + be64(0) + be32(0xffffffff));
+    // No auto-create, as the text incr.
+    return call(op::kIncrement, key, arith_extras(1, 0, kNoAutoCreate));
   }
   Outcome get(const std::string& key, std::string* value) override {
-    Outcome o = call(0x00, key);
+    Outcome o = call(op::kGet, key);
     if (o == Outcome::kOk) *value = value_;
     return o;
   }
   // Replace and unlock (RaU); text has no counterpart.
   Outcome replace_and_unlock(const std::string& key, const std::string& value) {
-    return call(0x4a, key, be32(0) + be32(0), value);
+    return call(op::kRaU, key, store_extras(0, 0), value);
   }
-  bool quit() override { return call(0x07, "") == Outcome::kOk && client_.wait_for_close(); }
+  bool quit() override { return call(op::kQuit, "") == Outcome::kOk && client_.wait_for_close(); }
 
  private:
   Outcome call(uint8_t opcode, const std::string& key, const std::string& extras = {},
                const std::string& value = {}) {
     uint32_t opaque = ++opaque_;
     status_ = 0xffff;
-    if (!client_.send(encode(opcode, key, extras, value, opaque))) {
+    if (!client_.send(encode_request(opcode, key, extras, value, 0, opaque))) {
       last_ = "<send failed: " + client_.last_error() + ">";
       return Outcome::kBad;
     }
-    std::optional<std::string> header = client_.read_exactly(24);
-    std::optional<std::string> body;
-    if (header) body = client_.read_exactly(read_be(*header, 8, 4));
-    if (!header || !body) {
+    std::optional<Response> r = read_response(client_);
+    if (!r) {
       last_ = "<no reply to opcode " + std::to_string(opcode) + ": " + client_.last_error() + ">";
       return Outcome::kBad;
     }
-    status_ = static_cast<uint16_t>(read_be(*header, 6, 2));
-    size_t extras_length = static_cast<uint8_t>((*header)[4]);
-    size_t key_length = read_be(*header, 2, 2);
-    value_ = body->substr(std::min(body->size(), extras_length + key_length));
+    status_ = r->status;
+    value_ = r->value;
     last_ = "binary status " + std::to_string(status_) + " \"" + e2e::escape(value_, 40) + "\"";
-    if (static_cast<uint8_t>((*header)[0]) != 0x81 ||
-        static_cast<uint8_t>((*header)[1]) != opcode || read_be(*header, 12, 4) != opaque) {
-      last_ += " answering another request: " + e2e::escape(*header);
+    if (r->magic != kResponseMagic || r->opcode != opcode || r->opaque != opaque) {
+      last_ += " answering another request: " + ::testing::PrintToString(*r);
       return Outcome::kBad;
     }
     switch (status_) {
-      case 0x00:
+      case st::kSuccess:
         return Outcome::kOk;
-      case 0x01:
+      case st::kNotFound:
         return Outcome::kNotFound;
-      case 0x10:
+      case st::kLocked:
         return Outcome::kLocked;
-      case 0x11:
+      case st::kNotLocked:
         return Outcome::kNotLocked;
-      case 0x02:
-        return opcode == 0x02 ? Outcome::kNotStored : Outcome::kBad;
+      case st::kExists:
+        return opcode == op::kAdd ? Outcome::kNotStored : Outcome::kBad;
       default:
         return Outcome::kBad;
     }

@@ -1002,7 +1002,7 @@ TEST(e2eTextStandalone, ConcurrentAppendsLoseNothing) {
       go.arrive_and_wait();
       for (int i = 0; i < kAppends; ++i) {
         // Fixed-width records: "t:iii;".
-        char record[8];
+        char record[32];  // roomy: GCC checks the format against int ranges
         std::snprintf(record, sizeof record, "%d:%03d;", t, i);
         std::string reply = clients[t].store(i % 2 == 0 ? "append" : "prepend", "log", record);
         if (reply != "STORED") {
@@ -1027,7 +1027,7 @@ TEST(e2eTextStandalone, ConcurrentAppendsLoseNothing) {
   std::vector<std::string> expected;
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kAppends; ++i) {
-      char record[8];
+      char record[32];
       std::snprintf(record, sizeof record, "%d:%03d;", t, i);
       expected.push_back(record);
     }
