@@ -22,6 +22,7 @@
 #include "lockcached/protocol/text_protocol.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
+#include "text_connection.h"
 
 namespace lockcached::protocol {
 namespace {
@@ -37,33 +38,7 @@ class MetaFakeStatsSource : public core::StatsSource {
   void reset() override {}
 };
 
-// One client connection: a command core and a text protocol of its own.
-struct MetaConnection {
-  MetaConnection(store::Store& store, core::StatsSource& source, store::OwnerId owner)
-      : core(store, stats, source, owner), protocol(core) {}
-
-  // Appends `bytes` to what the protocol left unconsumed, offers it all and
-  // returns the replies produced.
-  std::string feed(std::string_view bytes) {
-    pending.append(bytes);
-    for (;;) {
-      size_t consumed = protocol.consume(pending, out);
-      EXPECT_LE(consumed, pending.size());
-      pending.erase(0, consumed);
-      if (!protocol.has_unfinished_work()) break;
-      while (protocol.has_unfinished_work())
-        protocol.continue_work(out);
-      if (pending.empty() || protocol.wants_close()) break;
-    }
-    return out.take_all();
-  }
-
-  core::ThreadStats stats;
-  core::CommandCore core;
-  TextProtocol protocol;
-  OutputQueue out;
-  std::string pending;
-};
+using MetaConnection = TextConnection;
 
 struct MetaServer {
   static store::StoreConfig config() {

@@ -17,6 +17,7 @@
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
 #include "lockcached/version.h"
+#include "text_connection.h"
 
 namespace lockcached::protocol {
 namespace {
@@ -50,34 +51,7 @@ class FakeStatsSource : public core::StatsSource {
   int resets_ = 0;
 };
 
-// One client connection: a command core and a protocol of its own.
-struct Connection {
-  Connection(store::Store& store, core::StatsSource& source, store::OwnerId owner)
-      : core(store, stats, source, owner), protocol(core) {}
-
-  // Appends `bytes` to what the protocol left unconsumed, offers it all, and
-  // returns the replies produced (the consume() contract of a connection:
-  // unfinished work is continued before more requests are offered).
-  std::string feed(std::string_view bytes) {
-    pending.append(bytes);
-    for (;;) {
-      size_t consumed = protocol.consume(pending, out);
-      EXPECT_LE(consumed, pending.size());
-      pending.erase(0, consumed);
-      if (!protocol.has_unfinished_work()) break;
-      while (protocol.has_unfinished_work())
-        protocol.continue_work(out);
-      if (pending.empty() || protocol.wants_close()) break;
-    }
-    return out.take_all();
-  }
-
-  core::ThreadStats stats;
-  core::CommandCore core;
-  TextProtocol protocol;
-  OutputQueue out;
-  std::string pending;
-};
+using Connection = TextConnection;
 
 // A store, a stats source and one connection: everything a script needs.
 struct Server {
