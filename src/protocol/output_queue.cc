@@ -6,6 +6,9 @@ namespace lockcached::protocol {
 namespace {
 
 constexpr size_t kCopyBelow = 512;
+// Copies stop once this much is buffered: a multi-get naming one small value
+// 100,000 times must cost a reference each, not 100,000 copies of it.
+constexpr size_t kMaxCopiedBytes = 256 * 1024;
 // A queue that once held a huge reply gives the memory back when it drains.
 constexpr size_t kKeepCapacity = 64 * 1024;
 
@@ -30,7 +33,7 @@ void OutputQueue::append_number(uint64_t value) {
 }
 
 void OutputQueue::append_item(store::Item* item, const char* data, size_t length) {
-  if (length < kCopyBelow) {
+  if (length < kCopyBelow && buffer_.size() < kMaxCopiedBytes) {
     append({data, length});
     return;
   }

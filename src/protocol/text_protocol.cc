@@ -33,7 +33,7 @@ std::string_view text_after(std::string_view line, std::string_view word) {
 
 size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   size_t pos = 0;
-  while (pos < input.size() && !close_ && !keys_.active()) {
+  while (pos < input.size() && !close_ && !has_unfinished_work()) {
     switch (state_) {
       case State::kValue:
         pos += fill_value(input.substr(pos), out);
@@ -141,23 +141,50 @@ void TextProtocol::get(const Words& words, std::string_view line, bool with_cas,
   for_each_word(keys, [&all_valid](std::string_view key) { all_valid &= valid_key(key); });
   if (!all_valid) return reply(out, kBadFormat);
 
-  for_each_word(keys, [&](std::string_view key) {
-    store::ItemRef item = touch ? core_.get_and_touch(key, exptime) : core_.get(key);
-    if (!item) return;
+  multi_get_.keys.assign(keys);
+  multi_get_.next = 0;
+  multi_get_.with_cas = with_cas;
+  multi_get_.touch = touch;
+  multi_get_.exptime = exptime;
+  get_step(out);
+}
+
+// Looks up to kGetKeysPerStep keys, then lets the connection serve others
+// (has_unfinished_work) before the next piece: a 256 KB line of 100,000
+// keys must not hold up the thread for the whole of it.
+void TextProtocol::get_step(OutputQueue& out) {
+  MultiGet& get = multi_get_;
+  size_t looked_up = 0;
+  std::string_view keys = get.keys;
+  while (get.next < keys.size() && looked_up < kGetKeysPerStep) {
+    size_t start = keys.find_first_not_of(' ', get.next);
+    if (start == std::string_view::npos) {
+      get.next = keys.size();
+      break;
+    }
+    size_t end = std::min(keys.find(' ', start), keys.size());
+    get.next = end;
+    ++looked_up;
+    std::string_view key = keys.substr(start, end - start);
+    store::ItemRef item = get.touch ? core_.get_and_touch(key, get.exptime) : core_.get(key);
+    if (!item) continue;
     out.append("VALUE ");
     out.append(item->key());
     out.append(" ");
     out.append_number(item->flags);
     out.append(" ");
     out.append_number(item->value_len);
-    if (with_cas) {
+    if (get.with_cas) {
       out.append(" ");
       out.append_number(item->cas);
     }
     out.append("\r\n");
     out.append_item(item.get(), item->value(), item->value_len + 2);
-  });
-  out.append("END\r\n");
+  }
+  if (get.next >= keys.size()) {
+    get.keys.clear();
+    out.append("END\r\n");
+  }
 }
 
 void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue& out) {
@@ -322,6 +349,7 @@ void TextProtocol::keys(const Words& words, OutputQueue& out) {
 }
 
 void TextProtocol::continue_work(OutputQueue& out) {
+  if (!multi_get_.keys.empty()) return get_step(out);
   bool done = keys_.step(core_, [&out](std::string_view key) {
     out.append("VALUE ");
     out.append(key);

@@ -133,6 +133,12 @@ void Connection::on_readable() {
 void Connection::run(std::string_view input, bool from_scratch) {
   size_t consumed = protocol_->consume(input, out_);
   keep_unconsumed(input.substr(consumed), from_scratch);
+  if (protocol_->blocked() && partial_size_ >= kMaxBlockedInput) {
+    // More than 64 KiB piled up behind a lock wait. Not reading it would hide
+    // a hang-up (its FIN queues behind the unread bytes) and leave a dead
+    // waiter in line to be granted; this client is cut off instead.
+    return close();
+  }
   flush();
   if (!closed() && protocol_->wants_close()) close_when_sent();
 }
@@ -186,10 +192,9 @@ void Connection::update_interest() {
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
   if (!out_.empty() || unfinished) wanted |= EPOLLOUT;
-  // A blocked protocol takes no requests, but keep reading a little so that
-  // a client that hangs up is noticed.
-  bool blocked = protocol_ && protocol_->blocked() && partial_size_ >= kMaxBlockedInput;
-  if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_ && !blocked) {
+  // A blocked protocol takes no requests, but reading goes on (up to
+  // kMaxBlockedInput) so that a client that hangs up is noticed.
+  if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_) {
     wanted |= EPOLLIN;
   }
   if (wanted == interest_) return;

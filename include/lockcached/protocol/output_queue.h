@@ -25,7 +25,9 @@ class OutputQueue {
   void append(std::string_view bytes);
   void append_number(uint64_t value);
   // Sends [data, data+length) from inside `item`, keeping it alive until sent.
-  // Small ranges are copied: cheaper than a reference and an iovec.
+  // Small ranges are copied (cheaper than a reference and an iovec) while
+  // the copy buffer is small; beyond that everything is referenced, so one
+  // request cannot make the queue copy a value thousands of times.
   void append_item(store::Item* item, const char* data, size_t length);
 
   bool empty() const { return pending_ == 0; }

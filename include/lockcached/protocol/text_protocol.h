@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "lockcached/core/command_core.h"
@@ -18,6 +19,7 @@ namespace lockcached::protocol {
 // newline, unless it is a multi-key get; we bound those too.
 constexpr size_t kMaxLineLength = 2048;
 constexpr size_t kMaxGetLineLength = 256 * 1024;
+constexpr size_t kGetKeysPerStep = 1024;
 
 class TextProtocol final : public ProtocolHandler {
  public:
@@ -25,7 +27,7 @@ class TextProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool has_unfinished_work() const override { return keys_.active(); }
+  bool has_unfinished_work() const override { return keys_.active() || !multi_get_.keys.empty(); }
   void continue_work(OutputQueue& out) override;
 
  private:
@@ -37,6 +39,7 @@ class TextProtocol final : public ProtocolHandler {
   void check_partial_line(std::string_view partial, OutputQueue& out);
 
   void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
+  void get_step(OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
   void meta(const Words& words, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
@@ -64,6 +67,14 @@ class TextProtocol final : public ProtocolHandler {
   size_t value_filled_ = 0;  // bytes of value and CRLF received so far
   size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
   KeyWalk keys_;
+  // A multi-get answered in steps (see get_step).
+  struct MultiGet {
+    std::string keys;  // the key list; empty when no get is in progress
+    size_t next = 0;   // where the next step starts
+    bool with_cas = false;
+    bool touch = false;
+    int32_t exptime = 0;
+  } multi_get_;
   MetaCommands meta_;
 };
 
