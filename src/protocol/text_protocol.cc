@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lockcached/protocol/base64.h"
 #include "lockcached/version.h"
 
 namespace lockcached::protocol {
@@ -352,7 +353,15 @@ void TextProtocol::continue_work(OutputQueue& out) {
   if (!multi_get_.keys.empty()) return get_step(out);
   bool done = keys_.step(core_, [&out](std::string_view key) {
     out.append("VALUE ");
-    out.append(key);
+    if (valid_key(key) && key.find(' ') == std::string_view::npos) {
+      out.append(key);
+    } else {
+      // Stored through the binary protocol or a base64 meta key: printed
+      // raw it would break the reply, so it comes base64-encoded, marked
+      // " b" as the meta protocol marks such keys.
+      out.append(base64_encode(key));
+      out.append(" b");
+    }
     out.append("\r\n");
   });
   if (done) out.append("END\r\n");

@@ -1418,3 +1418,27 @@ TEST(MetaSplitTest, ThousandQuietSetsThenNoOp) {
 
 }  // namespace
 }  // namespace lockcached::protocol
+
+namespace lockcached::protocol {
+namespace {
+
+// `keys` prints a key that is no valid text key (here a space and a CRLF,
+// stored base64) base64-encoded with " b", so the reply stays parseable.
+TEST(MetaKeysTest, KeysThatAreNoTextKeysComeBase64) {
+  store::ManualClock clock;
+  store::StoreConfig config;
+  config.memory_limit = size_t{8} << 20;
+  config.max_item_size = 4096;
+  config.shard_count = 1;
+  store::Store store(config, clock);
+  MetaFakeStatsSource source;
+  TextConnection connection(store, source, kFirstConnection);
+  ASSERT_EQ(connection.feed("ms YSBi 1 b\r\nx\r\nms DQo= 1 b\r\ny\r\n"), "HD\r\nHD\r\n");
+  std::string reply = connection.feed("keys\r\n");
+  EXPECT_NE(reply.find("VALUE YSBi b\r\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("VALUE DQo= b\r\n"), std::string::npos) << reply;
+  EXPECT_EQ(reply.size(), std::string("VALUE YSBi b\r\nVALUE DQo= b\r\nEND\r\n").size());
+}
+
+}  // namespace
+}  // namespace lockcached::protocol
