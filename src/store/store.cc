@@ -125,7 +125,7 @@ Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now
   for (Item* item = *shard.bucket_of(hash); item; item = item->hash_next) {
     if (item->key_len == key.size() && std::memcmp(item->key_data(), key.data(), key.size()) == 0) {
       if (is_live(*item, now)) return item;
-      reclaim(shard, item);
+      reclaim(shard, item, hash);
       return nullptr;
     }
   }
@@ -161,7 +161,10 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
 }
 
 void Store::unlink(Shard& shard, Item* item) {
-  uint64_t hash = hash_key(item->key(), hash_seed_);
+  unlink(shard, item, hash_key(item->key(), hash_seed_));
+}
+
+void Store::unlink(Shard& shard, Item* item, uint64_t hash) {
   for (Item** slot = shard.bucket_of(hash); *slot; slot = &(*slot)->hash_next) {
     if (*slot == item) {
       *slot = item->hash_next;
@@ -185,7 +188,7 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
       new_item->locked = true;
       shard.owners.emplace(new_item, shard.owner_of(old_item));
     }
-    unlink(shard, old_item);
+    unlink(shard, old_item, hash);
   }
   link(shard, hash, new_item);
 }
@@ -225,9 +228,13 @@ bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep)
 }
 
 void Store::reclaim(Shard& shard, Item* item) {
+  reclaim(shard, item, hash_key(item->key(), hash_seed_));
+}
+
+void Store::reclaim(Shard& shard, Item* item, uint64_t hash) {
   ++shard.reclaimed;
   if (!item->fetched) ++shard.expired_unfetched;
-  unlink(shard, item);
+  unlink(shard, item, hash);
 }
 
 uint64_t Store::crawl(uint64_t cursor, size_t budget) {
@@ -403,7 +410,7 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
   size_t freed = old_item ? old_item->total_size() : 0;
   if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
     // A set that fails must not leave the old value for readers to find.
-    if (old_item && command == StoreCommand::kSet) unlink(shard, old_item);
+    if (old_item && command == StoreCommand::kSet) unlink(shard, old_item, hash);
     return {StoreStatus::kNoMemory};
   }
   to_link->cas = next_cas();
@@ -419,7 +426,7 @@ DeleteStatus Store::remove(std::string_view key, uint64_t compare_cas, OwnerId o
   if (!item) return DeleteStatus::kNotFound;
   if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
   if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
-  unlink(shard, item);
+  unlink(shard, item, hash);
   return DeleteStatus::kDeleted;
 }
 

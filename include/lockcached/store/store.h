@@ -194,13 +194,17 @@ class Store {
   // Finds a live item; unlinks an expired or flushed one on the way.
   Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
   void link(Shard& shard, uint64_t hash, Item* item);
+  // Takes an item out of its shard. Callers that hold the key's hash pass
+  // it, sparing a second pass over the key.
   void unlink(Shard& shard, Item* item);
+  void unlink(Shard& shard, Item* item, uint64_t hash);
   // Links new_item in place of old_item (which may be null).
   void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
   // Evicts from the LRU tail until `bytes` more fit; never evicts `keep`.
   bool make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep);
   // Takes out an item that expired or was flushed.
   void reclaim(Shard& shard, Item* item);
+  void reclaim(Shard& shard, Item* item, uint64_t hash);
   uint64_t next_cas() { return next_cas_.fetch_add(1, std::memory_order_relaxed) + 1; }
   ItemRef combine(const Item& old_item, const Item& addition, bool append) const;
 
