@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole CI run, stage by stage (README's test command ends here).
+# Each stage is a script beside this one, run in its order from the
+# repository root; the first that fails stops the run. A stage installs the
+# Debian packages it needs beyond the README's base list itself.
+#
+#   test/ci/all.sh            every stage
+#   test/ci/all.sh 10 30      only the stages whose number is given
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export DEBIAN_FRONTEND=noninteractive
+stages=(test/ci/[0-9][0-9]-*.sh)
+for stage in "${stages[@]}"; do
+  number=$(basename "$stage" | cut -c1-2)
+  if [ $# -gt 0 ] && [[ " $* " != *" $number "* ]]; then continue; fi
+  echo "==== stage $(basename "$stage") ($(date -u +%T))"
+  start=$SECONDS
+  bash -euo pipefail "$stage"
+  echo "==== stage $(basename "$stage") passed in $((SECONDS - start)) s"
+done
