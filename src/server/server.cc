@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 
 #include "lockcached/net/socket.h"
+#include "lockcached/server/allocator_stats.h"
 #include "lockcached/server/worker.h"
 #include "lockcached/version.h"
 
@@ -30,7 +31,8 @@ std::string join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
-Server::Server(const Settings& settings) : state_(settings) {}
+Server::Server(const Settings& settings)
+    : state_(settings), governor_(state_.store, allocator_resident_bytes) {}
 
 Server::~Server() {
   stop();
@@ -50,6 +52,7 @@ bool Server::start(std::string* error) {
   for (auto& worker : workers_)
     worker->start();
   crawler_.start();
+  governor_.start();
   return true;
 }
 
@@ -74,6 +77,7 @@ bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
 }
 
 void Server::stop() {
+  governor_.stop();
   crawler_.stop();
   for (auto& worker : workers_)
     worker->stop();

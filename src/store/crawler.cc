@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace lockcached::store {
 namespace {
@@ -21,37 +22,14 @@ int64_t now_ms() {
 
 }  // namespace
 
-void Crawler::start() {
-  thread_ = std::thread([this] { run(); });
-}
-
-void Crawler::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+int64_t Crawler::pass() {
+  int64_t started = now_ms();
+  uint64_t cursor = 0;
+  while (cursor != Store::kScanDone && !loop_.stopping()) {
+    cursor = store_.crawl(cursor, kSliceItems);
+    std::this_thread::yield();  // let clients have the shard locks between slices
   }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-bool Crawler::pause(int64_t milliseconds) {
-  std::unique_lock lock(mutex_);
-  return !wake_.wait_for(lock, std::chrono::milliseconds(milliseconds),
-                         [this] { return stopping_.load(); });
-}
-
-void Crawler::run() {
-  do {
-    int64_t started = now_ms();
-    uint64_t cursor = 0;
-    while (cursor != Store::kScanDone) {
-      cursor = store_.crawl(cursor, kSliceItems);
-      std::this_thread::yield();  // let clients have the shard locks between slices
-      if (stopping_) return;
-    }
-    int64_t took = now_ms() - started;
-    if (!pause(std::clamp(took * 10, kMinRestMs, kMaxRestMs))) return;
-  } while (true);
+  return std::clamp((now_ms() - started) * 10, kMinRestMs, kMaxRestMs);
 }
 
 }  // namespace lockcached::store

@@ -36,6 +36,9 @@ struct Store::Shard {
   size_t count = 0;
   size_t bytes = 0;
   size_t limit = 0;
+  // Where eviction starts: the limit, or less while the allocator holds
+  // more memory than the items need (MemoryGovernor, after a size shift).
+  size_t target = 0;
   // The CLOCK hand: the bucket eviction looks at next. A read only sets the
   // item's `accessed` bit; the hand clears it (a second chance) and evicts
   // the item when it comes round again without the bit set.
@@ -200,8 +203,10 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
 // means nothing can go.
 bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
   if (bytes > shard.limit) return false;
+  // An item larger than a lowered target still fits once the rest is gone.
+  size_t room = std::max(shard.target, bytes);
   size_t empty_moves = 0;
-  while (shard.bytes + bytes > shard.limit) {
+  while (shard.bytes + bytes > room) {
     bool evicted = false;
     Item* item = shard.buckets[shard.hand];
     while (item) {
@@ -619,7 +624,15 @@ void Store::set_memory_limit(size_t bytes) {
   size_t shards = size_t{1} << shard_bits_;
   for (size_t i = 0; i < shards; ++i) {
     std::lock_guard lock(shards_[i].mutex);
-    shards_[i].limit = bytes / shards;
+    shards_[i].limit = shards_[i].target = bytes / shards;
+  }
+}
+
+void Store::set_eviction_target(size_t bytes) {
+  size_t shards = size_t{1} << shard_bits_;
+  for (size_t i = 0; i < shards; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    shards_[i].target = std::min(shards_[i].limit, bytes / shards);
   }
 }
 
@@ -638,6 +651,7 @@ StoreStats Store::stats() const {
     stats.evicted_unfetched += shard.evicted_unfetched;
     stats.crawler_reclaimed += shard.crawler_reclaimed;
     stats.limit_bytes += shard.limit;
+    stats.target_bytes += shard.target;
     stats.locked_items += shard.locked;
   }
   return stats;

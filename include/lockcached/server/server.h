@@ -10,6 +10,7 @@
 #include "lockcached/server/server_state.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/store/crawler.h"
+#include "lockcached/store/memory_governor.h"
 
 namespace lockcached::server {
 
@@ -40,6 +41,7 @@ class Server final : public core::StatsSource {
 
   ServerState state_;
   store::Crawler crawler_{state_.store};
+  store::MemoryGovernor governor_;
   std::vector<std::unique_ptr<Worker>> workers_;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;

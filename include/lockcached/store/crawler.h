@@ -3,12 +3,9 @@
 // memory comes back without a client touching them.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
-#include <thread>
 
+#include "lockcached/store/background_loop.h"
 #include "lockcached/store/store.h"
 
 namespace lockcached::store {
@@ -16,23 +13,18 @@ namespace lockcached::store {
 class Crawler {
  public:
   explicit Crawler(Store& store) : store_(store) {}
-  ~Crawler() { stop(); }
-  Crawler(const Crawler&) = delete;
-  Crawler& operator=(const Crawler&) = delete;
 
-  void start();
-  void stop();
+  void start() {
+    loop_.start([this] { return pass(); });
+  }
+  void stop() { loop_.stop(); }
 
  private:
-  void run();
-  // Waits up to `milliseconds`; false once stop() was called.
-  bool pause(int64_t milliseconds);
+  // One walk over every shard; returns how long to rest after it.
+  int64_t pass();
 
   Store& store_;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::atomic<bool> stopping_{false};
+  BackgroundLoop loop_;
 };
 
 }  // namespace lockcached::store

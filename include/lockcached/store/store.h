@@ -102,6 +102,7 @@ struct StoreStats {
   uint64_t evicted_unfetched = 0;
   uint64_t crawler_reclaimed = 0;
   uint64_t limit_bytes = 0;
+  uint64_t target_bytes = 0;  // eviction starts here (<= limit_bytes)
   uint64_t locked_items = 0;
   unsigned shards = 0;
 };
@@ -175,7 +176,12 @@ class Store {
 
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
+  // Sets the limit and the eviction target to `bytes`.
   void set_memory_limit(size_t bytes);
+  // Evicts down to `bytes` (at most the limit) from the next store on: how
+  // MemoryGovernor keeps the process near the limit while the allocator
+  // holds fragmented pages.
+  void set_eviction_target(size_t bytes);
 
   StoreStats stats() const;
   void reset_stats();

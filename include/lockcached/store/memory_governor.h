@@ -1,0 +1,58 @@
+// Keeps the process near --memory_limit_mb when the allocator, not the
+// items, holds the memory.
+//
+// The store counts item bytes exactly, but freed items leave holes: when
+// item sizes shift (small to large), evicting small items frees their
+// memory only once every item on an allocator page is gone, so for a while
+// the old pages and the new items both take memory (memcached's slab
+// calcification, in another form). The governor reads what the allocator
+// holds resident every few milliseconds and, while that is more than the
+// limit allows, lowers the store's eviction target by the excess, so that
+// eviction empties pages sooner; it raises the target back as memory comes
+// down. The store holds fewer items for a while instead of growing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "lockcached/store/background_loop.h"
+#include "lockcached/store/store.h"
+
+namespace lockcached::store {
+
+struct MemoryReading {
+  size_t limit = 0;          // the configured item memory
+  size_t item_bytes = 0;     // what the items take now
+  size_t target = 0;         // the eviction target now
+  size_t heap_resident = 0;  // what the allocator holds resident
+};
+
+// The heap may exceed the limit by this share (1/8) and a fixed slack:
+// allocator size classes, hash buckets and connection buffers.
+constexpr size_t kHeapSlackBytes = size_t{4} << 20;
+// The eviction target for the next interval: the pure control law, apart
+// from the thread so that it can be tested alone.
+size_t next_eviction_target(const MemoryReading& reading);
+
+class MemoryGovernor {
+ public:
+  // Bytes the allocator holds resident; 0 when it cannot tell.
+  using HeapResident = std::function<size_t()>;
+
+  MemoryGovernor(Store& store, HeapResident heap_resident)
+      : store_(store), heap_resident_(std::move(heap_resident)) {}
+
+  // Does nothing when the allocator cannot report its size.
+  void start();
+  void stop() { loop_.stop(); }
+
+ private:
+  int64_t round();
+
+  Store& store_;
+  HeapResident heap_resident_;
+  BackgroundLoop loop_;
+};
+
+}  // namespace lockcached::store

@@ -1,0 +1,44 @@
+#include "lockcached/store/memory_governor.h"
+
+#include <algorithm>
+
+namespace lockcached::store {
+namespace {
+
+// Often enough that a client storing at full speed over loopback adds only
+// a few megabytes between two readings; a reading costs microseconds.
+constexpr int64_t kRoundMs = 20;
+
+}  // namespace
+
+size_t next_eviction_target(const MemoryReading& reading) {
+  size_t allowed = reading.limit + reading.limit / 8 + kHeapSlackBytes;
+  size_t floor = reading.limit / 8;
+  if (reading.heap_resident > allowed) {
+    // From what the items take, not from the old target: while evictions
+    // have not caught up yet, the same excess must not lower it twice.
+    size_t excess = reading.heap_resident - allowed;
+    size_t wanted = reading.item_bytes > excess ? reading.item_bytes - excess : 0;
+    return std::max(floor, std::min(reading.target, wanted));
+  }
+  // Back up by half the room there is, once there is a fair amount, so
+  // the target does not swing with every reading.
+  size_t room = allowed - reading.heap_resident;
+  if (room > reading.limit / 16) return std::min(reading.limit, reading.target + room / 2);
+  return reading.target;
+}
+
+void MemoryGovernor::start() {
+  if (heap_resident_() == 0) return;
+  loop_.start([this] { return round(); });
+}
+
+int64_t MemoryGovernor::round() {
+  StoreStats stats = store_.stats();
+  MemoryReading reading{stats.limit_bytes, stats.bytes, stats.target_bytes, heap_resident_()};
+  size_t target = next_eviction_target(reading);
+  if (target != reading.target) store_.set_eviction_target(target);
+  return kRoundMs;
+}
+
+}  // namespace lockcached::store
