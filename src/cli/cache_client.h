@@ -1,0 +1,64 @@
+// The cache commands of lockcached-cli, spoken in either memcached protocol.
+// Answers the server may legitimately give come back as Answer; anything
+// else (an error reply, a malformed one, a lost connection) is a Failure.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "connection.h"
+
+namespace lockcached::cli {
+
+enum class Answer { kOk, kNotFound, kNotStored, kExists, kLocked, kNotLocked };
+std::string_view describe(Answer answer);
+
+struct Item {
+  std::string value;
+  uint32_t flags = 0;
+};
+
+using KeyCallback = std::function<void(std::string_view key)>;
+using StatCallback = std::function<void(std::string_view name, std::string_view value)>;
+
+class CacheClient {
+ public:
+  virtual ~CacheClient() = default;
+
+  // One entry per key, in the order given; nullopt for a miss.
+  virtual std::vector<std::optional<Item>> get(const std::vector<std::string>& keys) = 0;
+  virtual Answer set(const std::string& key, std::string_view value, uint32_t flags,
+                     int64_t exptime) = 0;
+  virtual Answer remove(const std::string& key) = 0;
+  virtual Answer lock(const std::string& key) = 0;
+  virtual Answer unlock(const std::string& key) = 0;
+  virtual void unlock_all() = 0;
+  // Every key starting with `prefix`, as the text protocol lists it: a key
+  // that is no valid text key comes base64-encoded and marked " b".
+  virtual void keys(const std::string& prefix, const KeyCallback& each) = 0;
+  virtual void stats(const std::string& group, const StatCallback& each) = 0;
+  // A request with a reply and no effect: keeps the connection from counting
+  // as idle and proves the server still answers.
+  virtual void ping() = 0;
+
+  virtual Connection& connection() = 0;
+};
+
+// `timeout` bounds connecting and each reply.
+std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port, double timeout);
+std::unique_ptr<CacheClient> connect_binary(const std::string& host, uint16_t port, double timeout);
+
+// Whether the text protocol can carry `key` as it is (1 to 250 bytes, no
+// spaces or control characters).
+bool valid_text_key(std::string_view key);
+// Throw UsageError for a key the protocol cannot carry.
+void require_text_key(const std::string& key);
+void require_binary_key(const std::string& key);
+std::string base64_encode(std::string_view bytes);
+
+}  // namespace lockcached::cli

@@ -1,0 +1,15 @@
+// The commands of lockcached-cli; each returns the exit status.
+#pragma once
+
+#include "options.h"
+
+namespace lockcached::cli {
+
+// The cache commands: get, set, delete, lock, unlock, unlock_all, keys, stats.
+int run_cache_command(const Options& options);
+// `run NAME -- COMMAND`: a distributed flock(1) on the lock service.
+int run_locked(const Options& options);
+// `locks [PREFIX]`: the lock service's held locks.
+int list_locks(const Options& options);
+
+}  // namespace lockcached::cli

@@ -1,0 +1,57 @@
+// A session of the named-lock service (docs/lock-service.md): one line per
+// request, every reply a status code.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "connection.h"
+
+namespace lockcached::cli {
+
+// One line of `stats locks`.
+struct LockInfo {
+  std::string name;
+  std::string session;
+  uint64_t held_ms = 0;
+  uint64_t waiters = 0;
+  uint64_t token = 0;
+};
+
+class LockServiceClient {
+ public:
+  // `timeout` bounds connecting and each reply (a lock wait gets its wait on
+  // top).
+  LockServiceClient(const std::string& host, uint16_t port, double timeout);
+
+  // How long the server keeps this session's locks after a disconnect.
+  void set_grace_ms(uint64_t millis);
+  // The fencing token, or nullopt when the lock was not granted within
+  // `wait_seconds` (0: try once; infinity: wait for as long as it takes).
+  std::optional<uint64_t> lock(const std::string& name, double wait_seconds);
+  // False when this session did not hold it (any more).
+  bool unlock(const std::string& name);
+  // Every lock whose name starts with `prefix`.
+  void list(const std::string& prefix, const std::function<void(const LockInfo&)>& each);
+  // A request with a reply and no effect: keeps the connection from counting
+  // as idle and proves the server still answers.
+  void ping();
+  void quit();
+
+  Connection& connection() { return connection_; }
+
+ private:
+  std::string call(const std::string& request, double extra_wait = 0);
+  [[noreturn]] void unexpected(std::string_view request, const std::string& reply) const;
+
+  double timeout_;
+  Connection connection_;
+};
+
+// Lock names: 1 to 250 bytes, no spaces or control characters.
+bool valid_lock_name(std::string_view name);
+
+}  // namespace lockcached::cli

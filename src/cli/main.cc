@@ -1,0 +1,88 @@
+// lockcached-cli: a command-line client for everything lockcached serves,
+// and a distributed flock(1) on its named-lock service (docs/cli.md).
+#include <iostream>
+
+#include "commands.h"
+#include "failure.h"
+#include "lockcached/version.h"
+#include "options.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    R"(usage: lockcached-cli [--host H] [--port P] [--binary] COMMAND [ARGS...]
+
+Cache commands (memcached text protocol on --port, default 11211; --binary
+speaks the binary protocol instead):
+  get KEY...                  print each value followed by a newline
+  set KEY VALUE [--flags F] [--exptime E]
+                              store VALUE; VALUE - reads standard input
+  delete KEY
+  lock KEY                    lock an object; the lock ends when this program
+                              does, so alone it only shows whether it could
+  lock KEY -- COMMAND [ARGS...]
+                              hold the cache lock on KEY while COMMAND runs
+  unlock KEY
+  unlock_all                  (only this connection's locks: none)
+  keys [PREFIX]               list keys, one a line
+  stats [GROUP]               print "name value" lines
+
+Named-lock service (--lock-port, default 11400):
+  run NAME [--wait SECONDS] -- COMMAND [ARGS...]
+                              distributed flock: take lock NAME, run COMMAND
+                              with $LOCKCACHED_FENCING_TOKEN set, release it
+                              when COMMAND ends; exit with COMMAND's status
+  locks [PREFIX]              list held locks: NAME SESSION HELD_MS WAITERS TOKEN
+
+Options:
+  --host H          server name or address (default localhost)
+  --port P          cache port (default 11211)
+  --lock-port P     lock service port (default 11400)
+  --binary          use the memcached binary protocol for cache commands
+  --timeout S       seconds to connect and for each reply (default 10)
+  --flags F         set: client flags (default 0)
+  --exptime E       set: expiration, memcached style (default 0: never)
+  --wait S          run: seconds to wait for the lock (fractions allowed,
+                    "forever" waits as long as it takes; default 0: try once)
+  --ping S          run, lock -- COMMAND: seconds between keep-alive requests
+                    while COMMAND runs (default 10; 0: none)
+  --kill-on-loss    run, lock -- COMMAND: send COMMAND SIGTERM if the lock is
+                    lost (server gone, or lockcached-cli killed)
+  -h, --help        print this help
+  --version         print the version
+
+Exit status: 0 done; 1 the server said no (miss, not stored, locked...);
+64 usage error; 69 server unreachable or failing; 75 lock busy (run, lock);
+run and lock -- COMMAND: COMMAND's status (128+N if killed by signal N,
+126 not executable, 127 not found).
+)";
+
+int execute(const lockcached::cli::Options& options) {
+  const std::string& command = options.args[0];
+  if (command == "run") return lockcached::cli::run_locked(options);
+  if (command == "locks") return lockcached::cli::list_locks(options);
+  return lockcached::cli::run_cache_command(options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    lockcached::cli::Options options = lockcached::cli::parse_options(argc, argv);
+    if (options.help) {
+      std::cout << kUsage;
+      return EX_OK;
+    }
+    if (options.version) {
+      std::cout << "lockcached-cli " LOCKCACHED_VERSION "\n";
+      return EX_OK;
+    }
+    return execute(options);
+  } catch (const lockcached::cli::UsageError& error) {
+    std::cerr << "lockcached-cli: " << error.what() << "\nTry 'lockcached-cli --help'.\n";
+    return error.exit_code();
+  } catch (const lockcached::cli::Failure& error) {
+    std::cerr << "lockcached-cli: " << error.what() << "\n";
+    return error.exit_code();
+  }
+}

@@ -1,0 +1,190 @@
+#include "options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string_view>
+
+#include "failure.h"
+
+namespace lockcached::cli {
+namespace {
+
+// Commands that speak to the cache port, and those that speak to the lock
+// service port.
+constexpr std::string_view kCacheCommands = "get set delete lock unlock unlock_all keys stats";
+constexpr std::string_view kLockServiceCommands = "run locks";
+
+template <typename Number>
+Number parse_integer(std::string_view option, std::string_view text, Number min, Number max) {
+  Number value{};
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw UsageError("--" + std::string(option) + " wants a whole number from " +
+                     std::to_string(min) + " to " + std::to_string(max) + ", not \"" +
+                     std::string(text) + "\"");
+  }
+  return value;
+}
+
+double parse_seconds(std::string_view option, std::string_view text, bool forever_allowed) {
+  if (forever_allowed && (text == "forever" || text == "inf")) {
+    return std::numeric_limits<double>::infinity();
+  }
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
+      value < 0) {
+    throw UsageError("--" + std::string(option) + " wants seconds (fractions allowed" +
+                     (forever_allowed ? ", or \"forever\"" : "") + "), not \"" + std::string(text) +
+                     "\"");
+  }
+  return value;
+}
+
+struct OptionSpec {
+  std::string_view name;
+  // The commands that take it, space-separated; empty: every command.
+  std::string_view commands;
+  bool takes_value;
+  std::function<void(Options&, std::string_view)> apply;
+};
+
+const std::vector<OptionSpec>& option_specs() {
+  static const std::vector<OptionSpec> specs = {
+      {"help", "", false, [](Options& o, std::string_view) { o.help = true; }},
+      {"version", "", false, [](Options& o, std::string_view) { o.version = true; }},
+      {"host", "", true, [](Options& o, std::string_view v) { o.host = v; }},
+      {"timeout", "", true,
+       [](Options& o, std::string_view v) {
+         o.timeout = parse_seconds("timeout", v, false);
+         if (o.timeout == 0) throw UsageError("--timeout must be more than 0 seconds");
+       }},
+      {"port", kCacheCommands, true,
+       [](Options& o, std::string_view v) {
+         o.port = parse_integer<uint16_t>("port", v, 1, 65535);
+       }},
+      {"binary", kCacheCommands, false, [](Options& o, std::string_view) { o.binary = true; }},
+      {"flags", "set", true,
+       [](Options& o, std::string_view v) {
+         o.flags = parse_integer<uint32_t>("flags", v, 0, std::numeric_limits<uint32_t>::max());
+       }},
+      {"exptime", "set", true,
+       [](Options& o, std::string_view v) {
+         o.exptime = parse_integer<int64_t>("exptime", v, std::numeric_limits<int32_t>::min(),
+                                            std::numeric_limits<uint32_t>::max());
+       }},
+      {"lock-port", kLockServiceCommands, true,
+       [](Options& o, std::string_view v) {
+         o.lock_port = parse_integer<uint16_t>("lock-port", v, 1, 65535);
+       }},
+      {"wait", "run", true,
+       [](Options& o, std::string_view v) { o.wait = parse_seconds("wait", v, true); }},
+      {"ping", "run lock", true,
+       [](Options& o, std::string_view v) { o.ping = parse_seconds("ping", v, false); }},
+      {"kill-on-loss", "run lock", false,
+       [](Options& o, std::string_view) { o.kill_on_loss = true; }},
+  };
+  return specs;
+}
+
+bool lists(std::string_view commands, std::string_view command) {
+  size_t start = 0;
+  while (start <= commands.size()) {
+    size_t space = std::min(commands.find(' ', start), commands.size());
+    if (commands.substr(start, space - start) == command) return true;
+    start = space + 1;
+  }
+  return false;
+}
+
+// "--name=value", "--name value", "--name"; "-h" is --help. Underscores
+// count as dashes, so --lock_port works as the server spells it.
+size_t parse_option(Options& options, int argc, char** argv, int at) {
+  std::string_view word = argv[at];
+  if (word == "-h") word = "--help";
+  if (!word.starts_with("--")) throw UsageError("unknown option " + std::string(word));
+  std::string name(word.substr(2));
+  std::optional<std::string> value;
+  if (size_t equals = name.find('='); equals != std::string::npos) {
+    value = name.substr(equals + 1);
+    name.resize(equals);
+  }
+  std::replace(name.begin(), name.end(), '_', '-');
+  auto spec = std::find_if(option_specs().begin(), option_specs().end(),
+                           [&name](const OptionSpec& s) { return s.name == name; });
+  if (spec == option_specs().end()) throw UsageError("unknown option --" + name);
+  size_t used = 1;
+  if (spec->takes_value && !value) {
+    if (at + 1 >= argc) throw UsageError("--" + name + " wants a value");
+    value = argv[at + 1];
+    used = 2;
+  } else if (!spec->takes_value && value) {
+    throw UsageError("--" + name + " takes no value");
+  }
+  spec->apply(options, value.value_or(""));
+  options.given.insert(name);
+  return used;
+}
+
+void check_options_fit(const Options& options) {
+  if (options.help || options.version) return;
+  if (options.args.empty()) throw UsageError("no command given");
+  const std::string& command = options.args[0];
+  if (!lists(kCacheCommands, command) && !lists(kLockServiceCommands, command)) {
+    throw UsageError("unknown command \"" + command + "\"");
+  }
+  for (const OptionSpec& spec : option_specs()) {
+    if (options.given.contains(std::string(spec.name)) && !spec.commands.empty() &&
+        !lists(spec.commands, command)) {
+      throw UsageError("--" + std::string(spec.name) + " is not an option of " + command +
+                       " (it belongs to: " + std::string(spec.commands) + ")");
+    }
+  }
+  if (options.program && options.program->empty()) {
+    throw UsageError("no command after \"--\"");
+  }
+  bool tunes_holding = options.given.contains("ping") || options.given.contains("kill-on-loss");
+  if (command == "lock" && !options.program && tunes_holding) {
+    throw UsageError("--ping and --kill-on-loss apply to lock KEY -- COMMAND only");
+  }
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  int at = 1;
+  bool dash_dash = false;
+  while (at < argc && !dash_dash) {
+    std::string_view word = argv[at];
+    if (word == "--") {
+      dash_dash = true;
+      ++at;
+      continue;
+    }
+    // "-" alone is an argument: set's VALUE read from stdin.
+    if (word.size() > 1 && word[0] == '-') {
+      at += static_cast<int>(parse_option(options, argc, argv, at));
+    } else {
+      options.args.emplace_back(word);
+      ++at;
+    }
+  }
+  if (dash_dash) {
+    std::vector<std::string> rest(argv + at, argv + argc);
+    bool holds_lock =
+        !options.args.empty() && (options.args[0] == "run" || options.args[0] == "lock");
+    if (holds_lock) {
+      options.program = std::move(rest);
+    } else {
+      options.args.insert(options.args.end(), rest.begin(), rest.end());
+    }
+  }
+  check_options_fit(options);
+  return options;
+}
+
+}  // namespace lockcached::cli

@@ -1,0 +1,37 @@
+// lockcached-cli's command line: options may come anywhere before "--";
+// after "--" come the command that `run` and `lock` hold their lock for (for
+// the other commands, plain arguments that may start with "-").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace lockcached::cli {
+
+struct Options {
+  std::string host = "localhost";
+  uint16_t port = 11211;
+  uint16_t lock_port = 11400;
+  bool binary = false;
+  double timeout = 10;  // seconds for connecting and for each reply
+  uint32_t flags = 0;
+  int64_t exptime = 0;
+  double wait = 0;   // run: seconds to wait for the lock; infinity: forever
+  double ping = 10;  // seconds between keep-alive requests while a command runs
+  bool kill_on_loss = false;
+  bool help = false;
+  bool version = false;
+
+  std::vector<std::string> args;                    // the command word and its arguments
+  std::optional<std::vector<std::string>> program;  // after "--", for run and lock
+  std::set<std::string> given;                      // the options named, without their dashes
+};
+
+// Throws UsageError for anything it cannot make sense of, including an
+// option given to a command that does not take it.
+Options parse_options(int argc, char** argv);
+
+}  // namespace lockcached::cli

@@ -1,0 +1,675 @@
+// End-to-end tests of lockcached-cli (docs/cli.md): the real client binary,
+// run as a subprocess against the real server on ports the kernel picks.
+//
+// Commands run under `lockcached-cli run` talk back through files and fifos:
+// a job appends to a log file, and a job that must stay inside its lock
+// blocks reading a fifo until the test writes to it. Where the test needs a
+// job to be queued on a lock, it asks the lock service (`stats locks`) instead
+// of sleeping.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server_process.h"
+
+#ifndef LOCKCACHED_CLI_BINARY
+#error "LOCKCACHED_CLI_BINARY must name the lockcached-cli executable"
+#endif
+
+namespace {
+
+using namespace std::chrono_literals;
+using e2e::Client;
+using e2e::eventually;
+using e2e::ServerProcess;
+namespace fs = std::filesystem;
+
+// How long a CLI run may take before the test gives up on it; only reached
+// when the test is failing anyway.
+constexpr auto kRunTimeout = 30s;
+
+constexpr int kExitNo = 1;
+constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
+constexpr int kExitTempFail = 75;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+std::optional<uint64_t> parse_u64(std::string_view text) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return {};
+  return value;
+}
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+// One lockcached-cli process in a process group of its own (so that the
+// command it runs can be cleaned up with it), its stdin read from a file and
+// its stdout and stderr written to files in `dir`.
+class CliProcess {
+ public:
+  CliProcess(const fs::path& dir, const std::string& tag, const std::vector<std::string>& args,
+             std::string_view input = "")
+      : out_(dir / (tag + ".out")), err_(dir / (tag + ".err")) {
+    fs::path in = dir / (tag + ".in");
+    write_file(in, input);
+    std::vector<std::string> words = {LOCKCACHED_CLI_BINARY};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& word : words)
+      argv.push_back(word.data());
+    argv.push_back(nullptr);
+    int in_fd = open(in.c_str(), O_RDONLY | O_CLOEXEC);
+    int out_fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err_fd = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      dup2(in_fd, STDIN_FILENO);
+      dup2(out_fd, STDOUT_FILENO);
+      dup2(err_fd, STDERR_FILENO);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      signal(SIGPIPE, SIG_DFL);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // Both sides set the group, so that it exists before anyone signals it.
+    if (pid_ > 0) setpgid(pid_, pid_);
+    close(in_fd);
+    close(out_fd);
+    close(err_fd);
+    pidfd_ = pid_ > 0 ? open_pidfd(pid_) : -1;
+  }
+
+  // Kills what is left of the group: the CLI and any command it started.
+  ~CliProcess() {
+    if (pid_ <= 0) return;
+    kill(-pid_, SIGKILL);
+    if (!status_) waitpid(pid_, nullptr, 0);
+    if (pidfd_ >= 0) close(pidfd_);
+  }
+
+  CliProcess(const CliProcess&) = delete;
+  CliProcess& operator=(const CliProcess&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+  // The exit status as a shell reports it (128+N for signal N); nullopt if
+  // it is still running after `timeout`.
+  std::optional<int> wait(std::chrono::milliseconds timeout = kRunTimeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!status_) {
+      int status = 0;
+      pid_t reaped = waitpid(pid_, &status, WNOHANG);
+      if (reaped == pid_) {
+        status_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        break;
+      }
+      if (reaped < 0 && errno != EINTR) break;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left <= 0ms) break;
+      if (pidfd_ >= 0) {
+        pollfd poll_fd{pidfd_, POLLIN, 0};
+        poll(&poll_fd, 1, static_cast<int>(left.count()));
+      } else {
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    return status_;
+  }
+
+  std::string out() const { return read_file(out_); }
+  std::string err() const { return read_file(err_); }
+
+ private:
+  fs::path out_;
+  fs::path err_;
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  std::optional<int> status_;
+};
+
+struct CliResult {
+  int status = -1;  // -1: did not end in time
+  std::string out;
+  std::string err;
+};
+
+void PrintTo(const CliResult& r, std::ostream* os) {
+  *os << "{status=" << r.status << " out=\"" << e2e::escape(r.out) << "\" err=\""
+      << e2e::escape(r.err) << "\"}";
+}
+
+// One "LOCK <name> <session> <held_ms> <waiters> <token>" line of the lock
+// service's `stats locks`.
+struct LockLine {
+  std::string session;
+  uint64_t waiters = 0;
+  uint64_t token = 0;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/lockcached-cli-test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr) << std::strerror(errno);
+    dir_ = pattern;
+    ASSERT_TRUE(server_.start({"--lock_port=-1", "--threads=2"}));
+    std::optional<uint16_t> lock_port = server_.lock_port();
+    ASSERT_TRUE(lock_port) << "no lock-service port in the server's log";
+    lock_port_ = *lock_port;
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  std::vector<std::string> cache_args(std::vector<std::string> args, bool binary = false) {
+    std::vector<std::string> all = {"--host", "127.0.0.1", "--port",
+                                    std::to_string(server_.port())};
+    if (binary) all.push_back("--binary");
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
+
+  std::vector<std::string> run_args(const std::string& name, std::vector<std::string> options,
+                                    std::vector<std::string> command) {
+    std::vector<std::string> all = {
+        "--host", "127.0.0.1", "--lock-port", std::to_string(lock_port_), "run", name};
+    all.insert(all.end(), options.begin(), options.end());
+    all.push_back("--");
+    all.insert(all.end(), command.begin(), command.end());
+    return all;
+  }
+
+  std::unique_ptr<CliProcess> start(const std::vector<std::string>& args,
+                                    std::string_view input = "") {
+    auto process = std::make_unique<CliProcess>(dir_, "cli" + std::to_string(++runs_), args, input);
+    EXPECT_TRUE(process->started());
+    return process;
+  }
+
+  CliResult run(const std::vector<std::string>& args, std::string_view input = "") {
+    std::unique_ptr<CliProcess> process = start(args, input);
+    CliResult result;
+    result.status = process->wait().value_or(-1);
+    result.out = process->out();
+    result.err = process->err();
+    return result;
+  }
+
+  CliResult cache(std::vector<std::string> args, bool binary = false, std::string_view input = "") {
+    return run(cache_args(std::move(args), binary), input);
+  }
+
+  Client connect_cache() {
+    Client client;
+    EXPECT_TRUE(client.connect(server_.port()));
+    return client;
+  }
+
+  Client connect_lock_service() {
+    Client client;
+    EXPECT_TRUE(client.connect(lock_port_));
+    return client;
+  }
+
+  // The lock service's view of lock `name`; nullopt while nobody holds it.
+  std::optional<LockLine> lock_line(const std::string& name) {
+    Client client = connect_lock_service();
+    EXPECT_EQ(client.request("stats locks " + name), "200 LOCKS");
+    std::optional<LockLine> found;
+    for (std::string line = client.read_line(); line != "END"; line = client.read_line()) {
+      std::istringstream words(line);
+      std::string tag, lock_name;
+      uint64_t held_ms = 0;
+      LockLine lock;
+      if (!(words >> tag >> lock_name >> lock.session >> held_ms >> lock.waiters >> lock.token) ||
+          tag != "LOCK") {
+        ADD_FAILURE() << "unexpected stats locks line \"" << e2e::escape(line) << "\"";
+        return std::nullopt;
+      }
+      if (lock_name == name) found = lock;
+    }
+    return found;
+  }
+
+  fs::path make_fifo(const std::string& name) {
+    fs::path path = dir_ / name;
+    EXPECT_EQ(mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+    return path;
+  }
+
+  // Lets a job blocked reading `fifo` go on: waits (bounded) for its reader
+  // to open the fifo, then writes a line and closes it.
+  ::testing::AssertionResult open_fifo(const fs::path& fifo) {
+    int fd = -1;
+    // Opening for writing without blocking fails (ENXIO) until a reader
+    // has it open: the job's own state, not a timing guess.
+    eventually([&] { return (fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0; },
+               10s, 10ms);
+    if (fd < 0) return ::testing::AssertionFailure() << "nobody opened " << fifo << " to read";
+    ssize_t written = write(fd, "go\n", 3);
+    close(fd);
+    if (written != 3) return ::testing::AssertionFailure() << "write to " << fifo << " failed";
+    return ::testing::AssertionSuccess();
+  }
+
+  // Waits (bounded) until `path` holds `text`; the job wrote it.
+  bool file_contains(const fs::path& path, std::string_view text) {
+    return eventually([&] { return read_file(path).find(text) != std::string::npos; }, 10s, 10ms);
+  }
+
+  ServerProcess server_;
+  uint16_t lock_port_ = 0;
+  fs::path dir_;
+  int runs_ = 0;
+};
+
+// --- cache commands ------------------------------------------------------------
+
+class CliCacheTest : public CliTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool binary() const { return GetParam(); }
+  CliResult cache(std::vector<std::string> args, std::string_view input = "") {
+    return CliTest::cache(std::move(args), binary(), input);
+  }
+};
+
+TEST_P(CliCacheTest, SetGetDeleteRoundTrip) {
+  CliResult set = cache({"set", "greeting", "hello", "--flags", "7", "--exptime", "3600"});
+  ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
+
+  CliResult get = cache({"get", "greeting"});
+  EXPECT_EQ(get.status, 0) << ::testing::PrintToString(get);
+  EXPECT_EQ(get.out, "hello\n");
+
+  // The flags arrived: another client sees them.
+  Client client = connect_cache();
+  ASSERT_TRUE(client.send("get greeting\r\n"));
+  std::optional<std::vector<e2e::Value>> values = client.read_values();
+  ASSERT_TRUE(values) << client.last_error();
+  ASSERT_EQ(values->size(), 1u);
+  EXPECT_EQ((*values)[0], (e2e::Value{"greeting", 7, "hello", std::nullopt}));
+
+  CliResult removed = cache({"delete", "greeting"});
+  EXPECT_EQ(removed.status, 0) << ::testing::PrintToString(removed);
+  EXPECT_EQ(client.get("greeting"), std::nullopt);
+
+  CliResult miss = cache({"get", "greeting"});
+  EXPECT_EQ(miss.status, kExitNo);
+  EXPECT_EQ(miss.out, "");
+  EXPECT_NE(miss.err.find("not found"), std::string::npos) << miss.err;
+
+  CliResult removed_again = cache({"delete", "greeting"});
+  EXPECT_EQ(removed_again.status, kExitNo);
+}
+
+TEST_P(CliCacheTest, SetReadsTheValueFromStandardInputByteForByte) {
+  std::string value = "line 1\nline 2\r\n\x01\xff end";
+  CliResult set = cache({"set", "blob", "-"}, value);
+  ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
+  Client client = connect_cache();
+  EXPECT_EQ(client.get("blob"), value);
+  EXPECT_EQ(cache({"get", "blob"}).out, value + "\n");
+}
+
+TEST_P(CliCacheTest, GetPrintsEveryHitInOrderAndFailsOnAMiss) {
+  Client client = connect_cache();
+  ASSERT_EQ(client.store("set", "a", "1"), "STORED");
+  ASSERT_EQ(client.store("set", "b", "2"), "STORED");
+  CliResult get = cache({"get", "b", "missing", "a"});
+  EXPECT_EQ(get.status, kExitNo);
+  EXPECT_EQ(get.out, "2\n1\n");
+  EXPECT_NE(get.err.find("missing"), std::string::npos) << get.err;
+}
+
+TEST_P(CliCacheTest, KeysListsTheKeysWithThePrefix) {
+  Client client = connect_cache();
+  for (const char* key : {"job:1", "job:2", "other"})
+    ASSERT_EQ(client.store("set", key, "x"), "STORED");
+  CliResult keys = cache({"keys", "job:"});
+  ASSERT_EQ(keys.status, 0) << ::testing::PrintToString(keys);
+  std::vector<std::string> listed = lines_of(keys.out);
+  EXPECT_EQ(std::multiset<std::string>(listed.begin(), listed.end()),
+            (std::multiset<std::string>{"job:1", "job:2"}));
+
+  CliResult all = cache({"keys"});
+  EXPECT_EQ(lines_of(all.out).size(), 3u) << all.out;
+}
+
+TEST_P(CliCacheTest, StatsPrintsTheServersNumbers) {
+  CliResult stats = cache({"stats"});
+  ASSERT_EQ(stats.status, 0) << ::testing::PrintToString(stats);
+  std::vector<std::string> lines = lines_of(stats.out);
+  std::string pid_line = "pid " + std::to_string(server_.pid());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), pid_line), lines.end()) << stats.out;
+  EXPECT_NE(stats.out.find("\ncurr_locks "), std::string::npos) << stats.out;
+}
+
+TEST_P(CliCacheTest, LockRefusesWhatAnotherConnectionHolds) {
+  Client holder = connect_cache();
+  ASSERT_EQ(holder.store("set", "account", "100"), "STORED");
+  ASSERT_EQ(holder.request("lock account"), "OK");
+
+  CliResult lock = cache({"lock", "account"});
+  EXPECT_EQ(lock.status, kExitTempFail) << ::testing::PrintToString(lock);
+  CliResult set = cache({"set", "account", "0"});
+  EXPECT_EQ(set.status, kExitNo) << ::testing::PrintToString(set);
+  EXPECT_NE(set.err.find("locked"), std::string::npos) << set.err;
+  EXPECT_EQ(cache({"lock", "missing"}).status, kExitNo);
+
+  CliResult unlock = cache({"unlock", "account"});
+  EXPECT_EQ(unlock.status, kExitNo) << "only the holder can unlock";
+  EXPECT_EQ(holder.request("unlock account"), "OK");
+  EXPECT_EQ(cache({"lock", "account"}).status, 0);
+  EXPECT_EQ(cache({"unlock_all"}).status, 0);
+}
+
+TEST_P(CliCacheTest, LockHoldsTheObjectWhileTheCommandRuns) {
+  Client client = connect_cache();
+  ASSERT_EQ(client.store("set", "config", "v1"), "STORED");
+  // The command's own client is another connection: it can read the object
+  // but not change it.
+  std::vector<std::string> inner = {LOCKCACHED_CLI_BINARY};
+  std::vector<std::string> inner_set = cache_args({"set", "config", "v2"}, binary());
+  inner.insert(inner.end(), inner_set.begin(), inner_set.end());
+  std::vector<std::string> args = cache_args({"lock", "config", "--"}, binary());
+  args.insert(args.end(), inner.begin(), inner.end());
+  CliResult locked = run(args);
+  EXPECT_EQ(locked.status, kExitNo) << ::testing::PrintToString(locked);
+  EXPECT_NE(locked.err.find("locked"), std::string::npos) << locked.err;
+  EXPECT_EQ(client.get("config"), "v1");
+  // Released when the command ended.
+  EXPECT_EQ(client.request("lock config"), "OK");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, CliCacheTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Binary" : "Text";
+                         });
+
+// --- run: the distributed flock --------------------------------------------------
+
+TEST_F(CliTest, RunExportsTheFencingTokenAndReturnsTheCommandsStatus) {
+  CliResult job =
+      run(run_args("nightly", {}, {"sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\"; exit 3"}));
+  EXPECT_EQ(job.status, 3) << ::testing::PrintToString(job);
+  std::optional<uint64_t> token = parse_u64(job.out);
+  ASSERT_TRUE(token) << "no token in \"" << job.out << "\"";
+
+  // Released when the command ended: free at once, with a later token.
+  Client client = connect_lock_service();
+  std::string reply = client.request("lock nightly");
+  ASSERT_TRUE(reply.starts_with("200 Acquired ")) << reply;
+  EXPECT_GT(parse_u64(reply.substr(13)).value_or(0), *token);
+}
+
+TEST_F(CliTest, RunReportsTheCommandsFateLikeAShell) {
+  EXPECT_EQ(run(run_args("job", {}, {"sh", "-c", "kill -TERM $$"})).status, 128 + SIGTERM);
+  CliResult missing = run(run_args("job", {}, {"/nonexistent/command"}));
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_NE(missing.err.find("/nonexistent/command"), std::string::npos) << missing.err;
+  EXPECT_FALSE(lock_line("job").has_value()) << "the lock outlived the command";
+}
+
+TEST_F(CliTest, ConcurrentRunsAreSerializedAndTheSecondGetsALargerToken) {
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  // sh -c SCRIPT sh LOG FIFO: the paths arrive as $1 and $2.
+  std::string first_job =
+      "echo \"start $LOCKCACHED_FENCING_TOKEN\" >> \"$1\"; cat \"$2\" > /dev/null; "
+      "echo end >> \"$1\"";
+  std::string second_job = "echo \"start $LOCKCACHED_FENCING_TOKEN\" >> \"$1\"; echo end >> \"$1\"";
+
+  auto first = start(run_args("deploy", {}, {"sh", "-c", first_job, "sh", log, fifo}));
+  ASSERT_TRUE(file_contains(log, "start ")) << "the first job never started: " << first->err();
+  auto second =
+      start(run_args("deploy", {"--wait", "60"}, {"sh", "-c", second_job, "sh", log, fifo}));
+  ASSERT_TRUE(eventually([&] {
+    std::optional<LockLine> lock = lock_line("deploy");
+    return lock && lock->waiters == 1;
+  })) << "the second job never queued: "
+      << second->err();
+  EXPECT_EQ(lines_of(read_file(log)).size(), 1u) << "the second job ran inside the first's lock";
+
+  ASSERT_TRUE(open_fifo(fifo));
+  EXPECT_EQ(first->wait(), 0) << first->err();
+  EXPECT_EQ(second->wait(), 0) << second->err();
+
+  std::vector<std::string> lines = lines_of(read_file(log));
+  ASSERT_EQ(lines.size(), 4u) << read_file(log);
+  ASSERT_TRUE(lines[0].starts_with("start ") && lines[2].starts_with("start ")) << read_file(log);
+  EXPECT_EQ(lines[1], "end");
+  EXPECT_EQ(lines[3], "end");
+  std::optional<uint64_t> first_token = parse_u64(lines[0].substr(6));
+  std::optional<uint64_t> second_token = parse_u64(lines[2].substr(6));
+  ASSERT_TRUE(first_token && second_token) << read_file(log);
+  EXPECT_GT(*second_token, *first_token);
+}
+
+TEST_F(CliTest, RunExitsTempFailWhenTheLockIsBusy) {
+  Client holder = connect_lock_service();
+  ASSERT_TRUE(holder.request("lock backup").starts_with("200 Acquired "));
+  fs::path marker = dir_ / "ran";
+
+  CliResult at_once = run(run_args("backup", {"--wait", "0"}, {"touch", marker}));
+  EXPECT_EQ(at_once.status, kExitTempFail) << ::testing::PrintToString(at_once);
+  EXPECT_NE(at_once.err.find("busy"), std::string::npos) << at_once.err;
+  CliResult waited = run(run_args("backup", {"--wait", "0.2"}, {"touch", marker}));
+  EXPECT_EQ(waited.status, kExitTempFail) << ::testing::PrintToString(waited);
+  EXPECT_FALSE(fs::exists(marker)) << "the command ran without the lock";
+}
+
+TEST_F(CliTest, AnUnreachableServerExitsUnavailable) {
+  // A bound socket that does not listen: connecting to it is refused.
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::string port = std::to_string(ntohs(address.sin_port));
+  fs::path marker = dir_ / "ran";
+
+  CliResult get = run({"--host", "127.0.0.1", "--port", port, "get", "x"});
+  EXPECT_EQ(get.status, kExitUnavailable) << ::testing::PrintToString(get);
+  EXPECT_NE(get.err.find("cannot connect"), std::string::npos) << get.err;
+  CliResult job =
+      run({"--host", "127.0.0.1", "--lock-port", port, "run", "x", "--", "touch", marker.string()});
+  EXPECT_EQ(job.status, kExitUnavailable) << ::testing::PrintToString(job);
+  EXPECT_FALSE(fs::exists(marker));
+  close(fd);
+}
+
+TEST_F(CliTest, KillingTheCliReleasesItsLockAtOnce) {
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  auto first =
+      start(run_args("cron", {},
+                     {"sh", "-c", "echo \"$LOCKCACHED_FENCING_TOKEN\" >> \"$1\"; exec cat \"$2\"",
+                      "sh", log, fifo}));
+  ASSERT_TRUE(file_contains(log, "\n")) << first->err();
+  std::optional<uint64_t> first_token = parse_u64(lines_of(read_file(log))[0]);
+  ASSERT_TRUE(first_token);
+
+  ASSERT_EQ(kill(first->pid(), SIGKILL), 0);
+  EXPECT_EQ(first->wait(), 128 + SIGKILL);
+  // No grace period: the next job gets the lock although the first job's
+  // command (the orphaned cat) still runs.
+  CliResult second =
+      run(run_args("cron", {"--wait", "20"}, {"sh", "-c", "printf %s $LOCKCACHED_FENCING_TOKEN"}));
+  EXPECT_EQ(second.status, 0) << ::testing::PrintToString(second);
+  EXPECT_GT(parse_u64(second.out).value_or(0), *first_token);
+}
+
+TEST_F(CliTest, ASignalToTheCliIsPassedOnToTheCommand) {
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  // The command traps SIGTERM and exits 7: the CLI's status then tells a
+  // signal passed on (7) from the CLI itself killed by it (143).
+  auto job = start(run_args(
+      "cron", {},
+      {"sh", "-c",
+       "trap 'echo caught >> \"$1\"; exit 7' TERM; echo started >> \"$1\"; cat \"$2\" & wait", "sh",
+       log, fifo}));
+  ASSERT_TRUE(file_contains(log, "started")) << job->err();
+  ASSERT_EQ(kill(job->pid(), SIGTERM), 0);
+  EXPECT_EQ(job->wait(), 7) << job->err();
+  EXPECT_TRUE(file_contains(log, "caught"));
+  EXPECT_FALSE(lock_line("cron").has_value()) << "released when the command ended";
+}
+
+TEST_F(CliTest, LosingTheServerWarnsAndLetsTheCommandFinish) {
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  auto job = start(run_args(
+      "cron", {},
+      {"sh", "-c", "echo started >> \"$1\"; cat \"$2\" > /dev/null; echo finished >> \"$1\"", "sh",
+       log, fifo}));
+  ASSERT_TRUE(file_contains(log, "started")) << job->err();
+  ASSERT_TRUE(server_.stop(SIGTERM));
+  EXPECT_TRUE(eventually([&] { return job->err().find("lost lock") != std::string::npos; }, 10s))
+      << job->err();
+  ASSERT_TRUE(open_fifo(fifo));
+  EXPECT_EQ(job->wait(), 0) << job->err();
+  EXPECT_TRUE(file_contains(log, "finished"));
+}
+
+TEST_F(CliTest, KillOnLossStopsTheCommandWhenTheServerGoes) {
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  auto job =
+      start(run_args("cron", {"--kill-on-loss"},
+                     {"sh", "-c", "echo started >> \"$1\"; exec cat \"$2\"", "sh", log, fifo}));
+  ASSERT_TRUE(file_contains(log, "started")) << job->err();
+  ASSERT_TRUE(server_.stop(SIGTERM));
+  EXPECT_EQ(job->wait(), 128 + SIGTERM) << job->err();
+  EXPECT_NE(job->err().find("SIGTERM"), std::string::npos) << job->err();
+}
+
+TEST_F(CliTest, PingsKeepTheLockPastTheServersIdleTimeout) {
+  // A server of its own, which closes connections idle for a second.
+  ServerProcess strict;
+  // One thread: the idle-connection sweep sees the CLI's connection and the
+  // test's idle one in the same pass.
+  ASSERT_TRUE(strict.start({"--lock_port=-1", "--idle_timeout=1", "--threads=1"}));
+  std::optional<uint16_t> strict_lock_port = strict.lock_port();
+  ASSERT_TRUE(strict_lock_port);
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  auto job = start({"--host", "127.0.0.1", "--lock-port", std::to_string(*strict_lock_port), "run",
+                    "cron", "--ping", "0.1", "--", "sh", "-c",
+                    "echo started >> \"$1\"; exec cat \"$2\" > /dev/null", "sh", log, fifo});
+  ASSERT_TRUE(file_contains(log, "started")) << job->err();
+
+  // Once an idle connection has been closed, an unpinged one would be too.
+  Client idle;
+  ASSERT_TRUE(idle.connect(*strict_lock_port));
+  ASSERT_TRUE(idle.wait_for_close(10s)) << "the server never closed an idle connection";
+  Client observer;
+  ASSERT_TRUE(observer.connect(*strict_lock_port));
+  EXPECT_EQ(observer.request("stats locks cron"), "200 LOCKS");
+  EXPECT_TRUE(observer.read_line().starts_with("LOCK cron ")) << "the lock was lost";
+
+  ASSERT_TRUE(open_fifo(fifo));
+  EXPECT_EQ(job->wait(), 0) << job->err();
+  EXPECT_EQ(job->err(), "");
+}
+
+// --- the command line ------------------------------------------------------------
+
+TEST_F(CliTest, UsageErrorsExit64) {
+  std::vector<std::vector<std::string>> mistakes = {
+      {},
+      {"frobnicate"},
+      {"get"},
+      {"set", "key"},
+      {"--port", "http", "get", "x"},
+      {"--port", "70000", "get", "x"},
+      {"get", "x", "--wait", "3"},
+      {"run", "job"},
+      {"run", "job", "--"},
+      {"run", "job", "--wait", "soon", "--", "true"},
+      {"run", "bad name", "--", "true"},
+      {"--bogus", "stats"},
+      {"get", "key with space"},
+  };
+  for (const std::vector<std::string>& args : mistakes) {
+    CliResult result = run(args);
+    EXPECT_EQ(result.status, kExitUsage)
+        << ::testing::PrintToString(args) << " " << ::testing::PrintToString(result);
+    EXPECT_NE(result.err.find("--help"), std::string::npos) << result.err;
+  }
+}
+
+TEST_F(CliTest, HelpPrintsTheUsage) {
+  CliResult help = run({"--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_TRUE(help.out.starts_with("usage: lockcached-cli")) << help.out;
+  EXPECT_NE(help.out.find("run NAME"), std::string::npos) << help.out;
+}
+
+}  // namespace
