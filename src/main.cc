@@ -8,14 +8,22 @@
 #include <algorithm>
 
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#ifdef LOCKCACHED_WITH_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
+#include "lockcached/server/command_line.h"
 #include "lockcached/server/server.h"
 #include "lockcached/version.h"
 
@@ -117,15 +125,58 @@ bool drop_privileges(const std::string& user) {
   return true;
 }
 
+// gflags accepts "-name" as well as "--name", "no" before a boolean, and
+// dashes for underscores; memcached's short options must not take those.
+bool is_gflag(std::string_view name) {
+  std::string normalized(name);
+  std::replace(normalized.begin(), normalized.end(), '-', '_');
+  gflags::CommandLineFlagInfo info;
+  if (gflags::GetCommandLineFlagInfo(normalized.c_str(), &info)) return true;
+  return normalized.starts_with("no") &&
+         gflags::GetCommandLineFlagInfo(normalized.c_str() + 2, &info) && info.type == "bool";
+}
+
+// Tells systemd (Type=notify in lockcached.service) how the service is
+// doing; without $NOTIFY_SOCKET, i.e. not under systemd, it does nothing.
+void notify_service_manager(const std::string& state) {
+#ifdef LOCKCACHED_WITH_SYSTEMD
+  if (int result = sd_notify(0, state.c_str()); result < 0) {
+    LOG(WARNING) << "sd_notify(" << state << "): " << strerror(-result);
+  }
+#else
+  if (std::getenv("NOTIFY_SOCKET") != nullptr && state.starts_with("READY=1")) {
+    LOG(ERROR) << "NOTIFY_SOCKET is set but lockcached was built without libsystemd: "
+                  "systemd will not learn that it is ready";
+  }
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // A service logs to stderr (the journal under systemd) unless told otherwise.
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   gflags::SetVersionString(LOCKCACHED_VERSION);
-  gflags::SetUsageMessage("memcached-compatible cache server with server-side locking");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gflags::SetUsageMessage(
+      "memcached-compatible cache server with server-side locking.\n"
+      "memcached's options -p -U -l -m -c -t -I -v -u (and --memory-limit, --conn-limit,\n"
+      "--max-item-size, --udp-port) are accepted too and mean what they mean to memcached.");
+  lockcached::server::TranslatedCommandLine command_line =
+      lockcached::server::translate_memcached_options({argv, argv + argc}, is_gflag);
+  if (!command_line.error.empty()) {
+    std::cerr << "lockcached: " << command_line.error << "\n";
+    return kUsageError;
+  }
+  std::vector<char*> translated;
+  for (std::string& arg : command_line.args)
+    translated.push_back(arg.data());
+  translated.push_back(nullptr);
+  int translated_count = static_cast<int>(command_line.args.size());
+  char** translated_args = translated.data();
+  gflags::ParseCommandLineFlags(&translated_count, &translated_args, true);
   google::InitGoogleLogging(argv[0]);
+  for (const std::string& warning : command_line.warnings)
+    LOG(WARNING) << warning;
 
   if (std::string problem = check_flags(); !problem.empty()) {
     LOG(ERROR) << problem;
@@ -153,10 +204,14 @@ int main(int argc, char** argv) {
     return EXIT_FAILURE;
   }
   LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";
+  std::string status = "STATUS=memcached protocols on port " + std::to_string(server.port());
+  if (server.lock_port() != 0) status += ", lock service on " + std::to_string(server.lock_port());
+  notify_service_manager("READY=1\n" + status);
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   LOG(INFO) << "Got " << strsignal(signal_number) << ", shutting down";
+  notify_service_manager("STOPPING=1");
   server.stop();
   return EXIT_SUCCESS;
 }

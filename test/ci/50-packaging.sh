@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The Debian package: build it with CPack (prefix /usr, with libsystemd),
+# install it with apt, check what it holds, verify its systemd unit, run the
+# service the way the unit does and check that it tells systemd READY=1 and
+# serves, rotate its glog files with the installed logrotate file, then
+# remove and purge it. CI runs in a container without systemd as PID 1, so
+# the unit is verified (systemd-analyze) and its ExecStart is run by hand,
+# as an unprivileged user, with a NOTIFY_SOCKET this script listens on.
+set -euo pipefail
+
+apt-get install -y --no-install-recommends \
+  libsystemd-dev dpkg-dev file systemd logrotate python3 >/dev/null
+
+build=build-pkg
+cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DLOCKCACHED_BUILD_TESTS=OFF \
+  -DLOCKCACHED_BUILD_BENCH=OFF -DLOCKCACHED_SYSTEMD=ON >/dev/null
+cmake --build "$build" -j2
+rm -f "$build"/lockcached_*.deb
+(cd "$build" && cpack -G DEB)
+deb=$(ls "$build"/lockcached_*.deb)
+echo "built $deb"
+
+work=$(mktemp -d)
+chmod 755 "$work"
+cleanup() {
+  # The server, should the check have failed while it ran.
+  if [ -s "$work/pid" ]; then kill "$(cat "$work/pid")" 2>/dev/null || true; fi
+  if dpkg-query -W lockcached >/dev/null 2>&1; then dpkg --purge lockcached >/dev/null || true; fi
+  rm -rf "$work" /var/log/lockcached
+}
+trap cleanup EXIT
+
+fail() {
+  echo "50-packaging: $*" >&2
+  exit 1
+}
+
+# --- install ----------------------------------------------------------------
+apt-get install -y "./$deb"
+
+for path in /usr/bin/lockcached /etc/lockcached/lockcached.conf \
+  /lib/systemd/system/lockcached.service /etc/logrotate.d/lockcached \
+  /usr/share/doc/lockcached/README.md /usr/share/doc/lockcached/copyright; do
+  dpkg -S "$path" >/dev/null || fail "the package does not hold $path"
+done
+if [ -f src/cli/CMakeLists.txt ]; then
+  dpkg -S /usr/bin/lockcached-cli >/dev/null || fail "the package does not hold lockcached-cli"
+fi
+dpkg-query -W -f='${Conffiles}\n' lockcached | grep -q '^ /etc/lockcached/lockcached.conf ' ||
+  fail "/etc/lockcached/lockcached.conf is not a conffile"
+depends=$(dpkg-query -W -f='${Depends}' lockcached)
+echo "Depends: $depends"
+for library in libsystemd0 libgoogle-glog0v6 libgflags2.2 libjemalloc2; do
+  [[ "$depends" == *"$library"* ]] || fail "Depends lacks $library (shlibdeps)"
+done
+# postinst enabled the unit (deb-systemd-helper works without systemd running).
+[ -L /etc/systemd/system/multi-user.target.wants/lockcached.service ] ||
+  fail "postinst did not enable lockcached.service"
+
+# --- the unit -----------------------------------------------------------------
+unit=/lib/systemd/system/lockcached.service
+verify=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $verify"
+# verify exits 0 on unknown or unparsable settings; it only warns.
+if grep -i lockcached <<<"$verify"; then fail "systemd-analyze verify warns about the unit"; fi
+grep -qx 'Type=notify' "$unit" || fail "the packaged unit is not Type=notify"
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+echo "ExecStart: $exec_start"
+
+# --- run it as the unit would -------------------------------------------------
+# As an unprivileged user (the unit's DynamicUser=) without new privileges;
+# ports: any free one, added after ExecStart's flags (a later flag wins).
+# Logs go to files in /var/log/lockcached (the unit's LogsDirectory=) so that
+# the installed logrotate file is exercised on what glog really writes.
+install -d -o nobody -g nogroup -m 755 /var/log/lockcached
+read -r -a command <<<"$exec_start"
+command=(setpriv --reuid=nobody --regid=nogroup --clear-groups --no-new-privs
+  "${command[@]}" --port=0 --lock_port=-1 --logtostderr=false
+  --log_dir=/var/log/lockcached --logbufsecs=0)
+
+WORK=$work python3 - "${command[@]}" <<'PYTHON'
+import os, re, signal, socket, subprocess, sys, time
+
+work = os.environ["WORK"]
+notify_path = os.path.join(work, "notify")
+notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+notify.bind(notify_path)
+os.chmod(notify_path, 0o777)  # the server runs as nobody
+notify.settimeout(20)
+
+def fail(message):
+    print("50-packaging:", message, file=sys.stderr)
+    sys.exit(1)
+
+def receive():
+    try:
+        return notify.recv(4096).decode()
+    except socket.timeout:
+        fail("no notification from the server within 20 s")
+
+def request(port, data, until):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(data)
+        reply = b""
+        while not reply.endswith(until):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        return reply
+
+server = subprocess.Popen(sys.argv[1:], env=dict(os.environ, NOTIFY_SOCKET=notify_path),
+                          stdin=subprocess.DEVNULL)
+with open(os.path.join(work, "pid"), "w") as f:
+    f.write(str(server.pid))
+ready = receive()
+print("notification:", ready.replace("\n", " | "))
+if "READY=1" not in ready.split("\n"):
+    fail("the first notification is not READY=1: " + ready)
+match = re.search(r"STATUS=memcached protocols on port (\d+), lock service on (\d+)", ready)
+if not match:
+    fail("no STATUS with the ports: " + ready)
+port, lock_port = int(match.group(1)), int(match.group(2))
+
+version = request(port, b"version\r\n", b"\r\n")
+if not version.startswith(b"VERSION "):
+    fail("version: %r" % version)
+if request(port, b"set stage50 0 0 5\r\nhello\r\n", b"\r\n") != b"STORED\r\n":
+    fail("set was not STORED")
+got = request(port, b"get stage50\r\n", b"END\r\n")
+if got != b"VALUE stage50 0 5\r\nhello\r\nEND\r\n":
+    fail("get: %r" % got)
+locked = request(lock_port, b"lock stage50 0\r\n", b"\r\n")
+if not locked.startswith(b"200 Acquired"):
+    fail("lock service: %r" % locked)
+print("served:", version.strip().decode(), "| set/get ok | lock service ok")
+
+# The installed logrotate file on glog's files, while the server writes.
+logs = [f for f in os.listdir("/var/log/lockcached") if ".log.INFO." in f]
+if len(logs) != 1:
+    fail("expected one glog INFO file, found %r" % os.listdir("/var/log/lockcached"))
+live = os.path.join("/var/log/lockcached", logs[0])
+subprocess.run(["logrotate", "--force", "--state", os.path.join(work, "logrotate.state"),
+                "/etc/logrotate.d/lockcached"], check=True)
+rotated = os.path.join("/var/log/lockcached/old", logs[0] + ".1")
+with open(rotated, "rb") as f:
+    if b"Listening on" not in f.read():
+        fail("the rotated copy lacks the start-up lines")
+if os.path.getsize(live) != 0:
+    fail("copytruncate left %d bytes in the live file" % os.path.getsize(live))
+
+server.send_signal(signal.SIGTERM)
+status = server.wait(timeout=20)
+if status != 0:
+    fail("exit status %d after SIGTERM" % status)
+if receive() != "STOPPING=1":
+    fail("no STOPPING=1")
+# glog went on writing into the truncated file, at its start: no hole.
+with open(live, "rb") as f:
+    after = f.read()
+if b"shutting down" not in after or after.startswith(b"\0"):
+    fail("after the rotation glog's file holds %r" % after[:200])
+print("SIGTERM: exit 0, STOPPING=1; logrotate copytruncate: rotated, glog writes on")
+PYTHON
+
+# --- remove -------------------------------------------------------------------
+dpkg -r lockcached
+[ ! -e /usr/bin/lockcached ] || fail "dpkg -r left /usr/bin/lockcached"
+[ -e /etc/lockcached/lockcached.conf ] || fail "dpkg -r removed the conffile (only purge may)"
+dpkg --purge lockcached
+[ ! -e /etc/lockcached/lockcached.conf ] || fail "dpkg --purge left the conffile"
+[ ! -e /etc/systemd/system/multi-user.target.wants/lockcached.service ] ||
+  fail "purge left the unit enabled"
+echo "50-packaging: package built, installed, verified, served, removed"

@@ -1,0 +1,162 @@
+// memcached's command-line options translated into lockcached's gflags flags.
+#include "lockcached/server/command_line.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace lockcached::server {
+namespace {
+
+using Args = std::vector<std::string>;
+
+// The gflags flags a single-dash argument may name in these tests.
+bool fake_gflag(std::string_view name) {
+  static const std::set<std::string_view> known = {
+      "port",          "listen", "threads",  "user",          "logtostderr",
+      "nologtostderr", "v",      "flagfile", "max-item-size", "help"};
+  return known.contains(name);
+}
+
+TranslatedCommandLine translate(Args args) {
+  args.insert(args.begin(), "lockcached");
+  return translate_memcached_options(args, fake_gflag);
+}
+
+// The translated arguments after the program name, or the error.
+Args translated(const Args& args) {
+  TranslatedCommandLine result = translate(args);
+  if (!result.error.empty()) return {"error: " + result.error};
+  EXPECT_EQ(result.args.at(0), "lockcached");
+  return Args(result.args.begin() + 1, result.args.end());
+}
+
+TEST(CommandLineTest, SeparateValuesMapOntoFlags) {
+  EXPECT_EQ(translated({"-p", "11311", "-m", "64", "-c", "100", "-t", "2", "-u", "nobody"}),
+            (Args{"--port=11311", "--memory_limit_mb=64", "--max_connections=100", "--threads=2",
+                  "--user=nobody"}));
+}
+
+TEST(CommandLineTest, JoinedValuesAsGetoptTakesThem) {
+  EXPECT_EQ(translated({"-p11211", "-m64", "-c100", "-t2", "-l127.0.0.1", "-unobody"}),
+            (Args{"--port=11211", "--memory_limit_mb=64", "--max_connections=100", "--threads=2",
+                  "--listen=127.0.0.1", "--user=nobody"}));
+}
+
+TEST(CommandLineTest, BundledLettersAndValueLast) {
+  EXPECT_EQ(translated({"-vp", "0"}), (Args{"--v=1", "--port=0"}));
+  EXPECT_EQ(translated({"-vvp11211"}), (Args{"--v=1", "--v=2", "--port=11211"}));
+}
+
+TEST(CommandLineTest, VerbosityCountsEveryV) {
+  EXPECT_EQ(translated({"-v"}), (Args{"--v=1"}));
+  EXPECT_EQ(translated({"-vv"}), (Args{"--v=1", "--v=2"}));
+  EXPECT_EQ(translated({"-v", "-vv"}), (Args{"--v=1", "--v=2", "--v=3"}));
+  EXPECT_EQ(translated({"--verbose"}), (Args{"--v=1"}));
+}
+
+TEST(CommandLineTest, ItemSizeTakesKAndMSuffixes) {
+  EXPECT_EQ(translated({"-I", "2m"}), (Args{"--max_item_size=2097152"}));
+  EXPECT_EQ(translated({"-I512k"}), (Args{"--max_item_size=524288"}));
+  EXPECT_EQ(translated({"-I", "4M"}), (Args{"--max_item_size=4194304"}));
+  EXPECT_EQ(translated({"-I", "1048576"}), (Args{"--max_item_size=1048576"}));
+  EXPECT_EQ(translated({"--max-item-size=1m"}), (Args{"--max_item_size=1048576"}));
+  EXPECT_EQ(translated({"-I", "2g"})[0].substr(0, 12), "error: -I 2g");
+  EXPECT_EQ(translated({"-I", "m"})[0].substr(0, 11), "error: -I m");
+}
+
+TEST(CommandLineTest, ListenAccumulatesLikeMemcached) {
+  EXPECT_EQ(translated({"-l", "127.0.0.1,::1"}), (Args{"--listen=127.0.0.1,::1"}));
+  EXPECT_EQ(translated({"-l", "127.0.0.1", "-l", "[::1]"}),
+            (Args{"--listen=127.0.0.1", "--listen=127.0.0.1,::1"}));
+  EXPECT_EQ(translated({"-l", "10.0.0.1;10.0.0.2"}), (Args{"--listen=10.0.0.1,10.0.0.2"}));
+}
+
+TEST(CommandLineTest, ListenRefusesAPortPerAddress) {
+  EXPECT_NE(translate({"-l", "127.0.0.1:11211"}).error.find("port per address"), std::string::npos);
+  EXPECT_NE(translate({"-l", "[::1]:11211"}).error.find("port per address"), std::string::npos);
+  EXPECT_FALSE(translate({"-l", ","}).error.empty());
+}
+
+TEST(CommandLineTest, UdpPortIsAcceptedAndWarnedAboutUnlessZero) {
+  TranslatedCommandLine off = translate({"-U", "0"});
+  EXPECT_TRUE(off.error.empty());
+  EXPECT_EQ(off.args, (Args{"lockcached"}));
+  EXPECT_TRUE(off.warnings.empty());
+
+  TranslatedCommandLine on = translate({"-U11211", "--udp-port=5"});
+  EXPECT_TRUE(on.error.empty());
+  EXPECT_EQ(on.args, (Args{"lockcached"}));
+  ASSERT_EQ(on.warnings.size(), 2u);
+  EXPECT_NE(on.warnings[0].find("-U 11211 ignored"), std::string::npos);
+  EXPECT_NE(on.warnings[1].find("--udp-port 5 ignored"), std::string::npos);
+}
+
+TEST(CommandLineTest, MemcachedLongOptions) {
+  EXPECT_EQ(translated({"--memory-limit=64", "--conn-limit", "10"}),
+            (Args{"--memory_limit_mb=64", "--max_connections=10"}));
+  // The same names and meaning as gflags flags: left to gflags.
+  EXPECT_EQ(translated({"--port=1", "--listen", "::1", "--threads=2", "--user=x"}),
+            (Args{"--port=1", "--listen", "::1", "--threads=2", "--user=x"}));
+}
+
+TEST(CommandLineTest, GflagsFormsPassThrough) {
+  Args gflags_style = {"--port=0",     "--lock_port=-1", "-logtostderr", "-nologtostderr",
+                       "-v=2",         "-port=5",        "-flagfile",    "/etc/x.conf",
+                       "--flagfile=y", "-help",          "positional"};
+  EXPECT_EQ(translated(gflags_style), gflags_style);
+}
+
+TEST(CommandLineTest, EverythingAfterDoubleDashPassesThrough) {
+  EXPECT_EQ(translated({"-p", "1", "--", "-d", "-x"}), (Args{"--port=1", "--", "-d", "-x"}));
+}
+
+TEST(CommandLineTest, DaemonIsRefusedWithAReason) {
+  for (const Args& args : {Args{"-d"}, Args{"-vd"}, Args{"--daemon"}}) {
+    std::string error = translate(args).error;
+    EXPECT_NE(error.find("does not daemonize"), std::string::npos) << args[0];
+    EXPECT_NE(error.find("systemd"), std::string::npos) << args[0];
+  }
+}
+
+TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
+  EXPECT_EQ(translate({"-x"}).error, "unknown option -x (see --help)");
+  EXPECT_EQ(translate({"-M"}).error,
+            "memcached's option -M (--disable-evictions) is not supported by lockcached");
+  EXPECT_EQ(translate({"--enable-sasl"}).error,
+            "memcached's option -S (--enable-sasl) is not supported by lockcached");
+  EXPECT_EQ(translate({"-o", "modern"}).error,
+            "memcached's option -o (--extended) is not supported by lockcached");
+}
+
+TEST(CommandLineTest, BadValuesAreErrors) {
+  EXPECT_EQ(translate({"-p"}).error, "-p needs a value");
+  EXPECT_EQ(translate({"-p", "abc"}).error, "-p abc: expected a whole number from 0 to 65535");
+  EXPECT_EQ(translate({"-p", "70000"}).error, "-p 70000: expected a whole number from 0 to 65535");
+  EXPECT_EQ(translate({"-m", "0"}).error, "-m 0: expected a whole number from 1 to 2147483647");
+  EXPECT_EQ(translate({"--conn-limit=x"}).error,
+            "--conn-limit x: expected a whole number from 1 to 2147483647");
+  EXPECT_EQ(translate({"--verbose=2"}).error, "--verbose takes no value");
+  EXPECT_EQ(translate({"-u", ""}).error, "-u needs a user name");
+}
+
+TEST(CommandLineTest, HelpAndVersionLetters) {
+  EXPECT_EQ(translated({"-h"}), (Args{"--help"}));
+  EXPECT_EQ(translated({"-V"}), (Args{"--version"}));
+}
+
+TEST(CommandLineTest, ParseItemSize) {
+  int64_t bytes = 0;
+  ASSERT_TRUE(parse_item_size("1k", &bytes));
+  EXPECT_EQ(bytes, 1024);
+  ASSERT_TRUE(parse_item_size("1024m", &bytes));
+  EXPECT_EQ(bytes, int64_t{1} << 30);
+  EXPECT_FALSE(parse_item_size("", &bytes));
+  EXPECT_FALSE(parse_item_size("-1k", &bytes));
+  EXPECT_FALSE(parse_item_size("1.5m", &bytes));
+}
+
+}  // namespace
+}  // namespace lockcached::server
