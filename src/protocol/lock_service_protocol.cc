@@ -18,6 +18,13 @@ bool parse_seconds(std::string_view word, double* seconds) {
          *seconds >= 0;
 }
 
+// 429, as HTTP's Too Many Requests: the request was fine, the client asked
+// for more than it may have (docs/lock-service.md, "Limits").
+std::string_view limit_reply(locks::Limit limit) {
+  return limit == locks::Limit::kSession ? "429 Too many locks for this session\r\n"
+                                         : "429 Too many locks in the server\r\n";
+}
+
 }  // namespace
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
@@ -76,13 +83,14 @@ void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
   if (words.count < 2) return out.append("400 Missing lock name\r\n");
   if (words.count > 3) return out.append("400 Too many arguments\r\n");
   std::string_view name = words[1];
-  if (!valid_key(name)) return out.append("400 Bad lock name\r\n");
+  if (!printable_key(name)) return out.append("400 Bad lock name\r\n");
   double seconds = 0;
   if (words.count == 3 && (!parse_seconds(words[2], &seconds) || seconds > kMaxWaitSeconds)) {
     return out.append("400 Bad timeout\r\n");
   }
   if (seconds == 0) {
     locks::LockService::Acquired acquired = context_.service.try_acquire(session_, name);
+    if (acquired.limit != locks::Limit::kNone) return out.append(limit_reply(acquired.limit));
     if (!acquired.granted) return out.append("409 Unavailable\r\n");
     out.append("200 Acquired ");
     out.append_number(acquired.token);
@@ -111,6 +119,7 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
     });
   };
   locks::LockService::Acquired acquired = context_.service.acquire_or_wait(ticket);
+  if (acquired.limit != locks::Limit::kNone) return out.append(limit_reply(acquired.limit));
   if (acquired.granted) {
     out.append("200 Acquired ");
     out.append_number(acquired.token);
@@ -142,7 +151,7 @@ void LockServiceProtocol::end_wait(std::string_view reply) {
 
 void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
   if (words.count != 2) return out.append("400 Missing lock name\r\n");
-  if (!valid_key(words[1])) return out.append("400 Bad lock name\r\n");
+  if (!printable_key(words[1])) return out.append("400 Bad lock name\r\n");
   if (context_.service.release(session_, words[1])) return out.append("200 Released\r\n");
   out.append("403 Not held\r\n");
 }
@@ -216,6 +225,7 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
   stat("sessions_in_grace", stats.sessions_in_grace);
   stat("grants", stats.grants);
   stat("timeouts", stats.timeouts);
+  stat("limit_refusals", stats.limit_refusals);
   out.append("END\r\n");
 }
 

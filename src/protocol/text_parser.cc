@@ -50,7 +50,11 @@ bool parse_u64(std::string_view word, uint64_t* value) {
 }
 
 bool valid_key(std::string_view key) {
-  if (key.empty() || key.size() > store::kMaxKeyLength) return false;
+  return !key.empty() && key.size() <= store::kMaxKeyLength;
+}
+
+bool printable_key(std::string_view key) {
+  if (!valid_key(key)) return false;
   for (unsigned char c : key) {
     if (c < 0x20 || c == 0x7f) return false;
   }

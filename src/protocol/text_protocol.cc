@@ -353,7 +353,7 @@ void TextProtocol::continue_work(OutputQueue& out) {
   if (!multi_get_.keys.empty()) return get_step(out);
   bool done = keys_.step(core_, [&out](std::string_view key) {
     out.append("VALUE ");
-    if (valid_key(key) && key.find(' ') == std::string_view::npos) {
+    if (printable_key(key) && key.find(' ') == std::string_view::npos) {
       out.append(key);
     } else {
       // Stored through the binary protocol or a base64 meta key: printed

@@ -266,20 +266,19 @@ TEST_F(TextProtocolTest, OneBadKeyInAMultiGetAnswersOnlyTheError) {
   EXPECT_EQ(feed("get a " + long_key + "\r\n"), kBadFormat);
 }
 
-// protocol.txt: keys must not include control characters (the header of
-// valid_key() says so). memcached 1.6.18 itself does not check this.
-TEST_F(TextProtocolTest, ControlCharactersInKeysAreRefused) {
+// protocol.txt says keys must not include control characters, but memcached
+// 1.6.18 takes them and clients send them (memcaslap): so does lockcached.
+TEST_F(TextProtocolTest, ControlCharactersInKeysAreTakenAsMemcachedTakesThem) {
   for (std::string key : {std::string("a\x01") + "b", std::string("a\tb"), std::string("a\x7f"),
-                          std::string("\x1f") + "x"}) {
+                          std::string("\x1f") + "x", std::string("a\rb")}) {
     SCOPED_TRACE(testing::PrintToString(key));
-    EXPECT_EQ(feed(set_command(key, "x")), kBadFormat + "ERROR\r\n");
-    EXPECT_EQ(feed("get " + key + "\r\n"), kBadFormat);
-    EXPECT_EQ(feed("delete " + key + "\r\n"), kBadFormat);
-    EXPECT_EQ(feed("incr " + key + " 1\r\n"), kBadFormat);
-    EXPECT_EQ(feed("touch " + key + " 1\r\n"), kBadFormat);
+    EXPECT_EQ(feed(set_command(key, "7")), "STORED\r\n");
+    EXPECT_EQ(get(key), value_reply(key, 0, "7") + "END\r\n");
+    EXPECT_EQ(feed("incr " + key + " 1\r\n"), "8\r\n");
+    EXPECT_EQ(feed("touch " + key + " 1\r\n"), "TOUCHED\r\n");
+    EXPECT_EQ(feed("delete " + key + "\r\n"), "DELETED\r\n");
   }
   EXPECT_EQ(server_.store.stats().curr_items, 0u);
-  // Bytes above 0x7f are fine.
   std::string utf8 = "caf\xc3\xa9";
   EXPECT_EQ(feed(set_command(utf8, "x")), "STORED\r\n");
   EXPECT_EQ(get(utf8), value_reply(utf8, 0, "x") + "END\r\n");
@@ -814,7 +813,8 @@ TEST_F(TextProtocolTest, LockSyntax) {
   EXPECT_EQ(feed("unlock a noreply\r\n"), "ERROR\r\n");
   EXPECT_EQ(feed("lock " + long_key + "\r\n"), kBadFormat);
   EXPECT_EQ(feed("unlock " + long_key + "\r\n"), kBadFormat);
-  EXPECT_EQ(feed("lock a\x01\r\n"), kBadFormat);
+  // A control character is part of a key, as in every other command.
+  EXPECT_EQ(feed("lock a\x01\r\n"), "NOT_FOUND\r\n");
 }
 
 TEST_F(TextProtocolTest, UnlockAllReleasesOnlyThisConnectionsLocks) {

@@ -57,8 +57,13 @@ bool parse_u32(std::string_view word, uint32_t* value);
 bool parse_i32(std::string_view word, int32_t* value);
 bool parse_u64(std::string_view word, uint64_t* value);
 
-// A text-protocol key: 1 to 250 bytes, no control characters (protocol.txt);
-// spaces cannot occur since they separate words.
+// A text-protocol key: 1 to 250 bytes; spaces cannot occur since they
+// separate words. protocol.txt also forbids control characters, but
+// memcached does not check, and clients rely on that (memcaslap's keys
+// carry 0x10 bytes): a drop-in replacement takes what memcached takes.
 bool valid_key(std::string_view key);
+// A valid key without control characters (0x00-0x1f, 0x7f): safe to print
+// raw in a reply line (`keys`) and the rule for lock-service names.
+bool printable_key(std::string_view key);
 
 }  // namespace lockcached::protocol
