@@ -1,0 +1,361 @@
+#include "engine.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace loadgen {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kPreloadDepth = 32;
+constexpr int64_t kStallNs = 10'000'000'000;  // no reply for this long: the server hangs
+constexpr Op kBinaryCycle[] = {Op::kLock, Op::kGet, Op::kRaU};
+constexpr Op kTextCycle[] = {Op::kLock, Op::kGet, Op::kSet, Op::kUnlock};
+constexpr Op kServiceCycle[] = {Op::kSvcLock, Op::kSvcUnlock};
+
+}  // namespace
+
+struct Worker::Conn {
+  Conn(int depth, int width)
+      : in(kReadChunk * 2), out(16 * 1024), pending(depth), multi(depth * width) {}
+
+  int fd = -1;
+  int index = 0;  // among all busy connections of the run
+  Buffer in;
+  Buffer out;
+  size_t need = 0;               // bytes the front reply needs, when known
+  std::vector<Request> pending;  // ring of requests in flight, oldest first
+  size_t head = 0;
+  size_t count = 0;
+  std::vector<uint64_t> multi;  // multi-get keys, `width` per ring slot
+  uint32_t opaque = 0;
+  size_t step = 0;  // lock modes: the next step of the cycle
+  uint64_t cycle_no = 0;
+  uint64_t cycle_key = 0;
+  int64_t cycle_start = 0;
+  bool writing = false;  // waiting for EPOLLOUT
+  bool dead = false;
+};
+
+void Stats::merge(const Stats& other) {
+  ops += other.ops;
+  cycles += other.cycles;
+  hits += other.hits;
+  misses += other.misses;
+  errors += other.errors;
+  mismatches += other.mismatches;
+  bytes_out += other.bytes_out;
+  bytes_in += other.bytes_in;
+  latency.merge(other.latency);
+  cycle_latency.merge(other.cycle_latency);
+  if (first_problem.empty()) first_problem = other.first_problem;
+}
+
+void Stats::problem(const std::string& what) {
+  if (first_problem.empty()) first_problem = what;
+}
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+int connect_to(const Options& options, std::string& error) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (inet_pton(AF_INET, options.host.c_str(), &address.sin_addr) != 1) {
+    error = "bad --host " + options.host;
+    return -1;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    error = std::string("connect: ") + std::strerror(errno);
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+Worker::Worker(const Options& options, const Codec& codec, int index)
+    : options_(options),
+      codec_(codec),
+      index_(index),
+      rng_(options.seed * 0x100000001b3ULL + static_cast<uint64_t>(index)),
+      chooser_(options.keys, options.zipf, options.zipf_theta) {}
+
+Worker::~Worker() {
+  for (auto& conn : conns_) {
+    if (conn->fd >= 0) close(conn->fd);
+  }
+  if (epoll_ >= 0) close(epoll_);
+}
+
+bool Worker::connect(std::string& error) {
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) {
+    error = std::string("epoll_create1: ") + std::strerror(errno);
+    return false;
+  }
+  const int depth = std::max(options_.depth, kPreloadDepth);
+  for (int c = index_; c < options_.connections; c += options_.threads) {
+    auto conn = std::make_unique<Conn>(depth, options_.multiget);
+    conn->index = c;
+    conn->fd = connect_to(options_, error);
+    if (conn->fd < 0) return false;
+    fcntl(conn->fd, F_SETFL, fcntl(conn->fd, F_GETFL) | O_NONBLOCK);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.ptr = conn.get();
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, conn->fd, &event);
+    conns_.push_back(std::move(conn));
+  }
+  live_ = static_cast<int>(conns_.size());
+  return true;
+}
+
+Stats Worker::run(Phase phase, int64_t deadline_ns, uint64_t quota) {
+  phase_ = phase;
+  quota_ = quota;
+  issued_ = 0;
+  next_preload_key_ = static_cast<uint64_t>(index_);
+  stats_ = Stats();
+  last_progress_ns_ = now_ns();
+  prime();
+  loop(deadline_ns);
+  return stats_;
+}
+
+void Worker::prime() {
+  const int64_t now = now_ns();
+  for (auto& conn : conns_) {
+    if (conn->dead) continue;
+    fill(*conn, now);
+    flush(*conn);
+  }
+}
+
+bool Worker::may_issue() const {
+  if (phase_ == Phase::kPreload) return next_preload_key_ < options_.keys;
+  return quota_ == 0 || issued_ < quota_;
+}
+
+void Worker::loop(int64_t deadline_ns) {
+  epoll_event events[128];
+  for (;;) {
+    const int64_t now = now_ns();
+    if (deadline_ns != 0 && now >= deadline_ns) return;
+    if (live_ == 0 || (outstanding_ == 0 && !may_issue())) return;
+    if (now - last_progress_ns_ > kStallNs) {
+      ++stats_.errors;
+      stats_.problem("no reply for 10 s with requests in flight");
+      return;
+    }
+    int timeout_ms = 100;
+    if (deadline_ns != 0) {
+      timeout_ms = static_cast<int>(std::min<int64_t>(100, (deadline_ns - now) / 1'000'000 + 1));
+    }
+    const int n = epoll_wait(epoll_, events, 128, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      Conn& conn = *static_cast<Conn*>(events[i].data.ptr);
+      if (conn.dead) continue;
+      if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_readable(conn);
+      if (!conn.dead && (events[i].events & EPOLLOUT)) flush(conn);
+    }
+  }
+}
+
+void Worker::on_readable(Conn& conn) {
+  conn.in.ensure(std::max(kReadChunk, conn.need > conn.in.size() ? conn.need - conn.in.size() : 0));
+  const ssize_t n = read(conn.fd, conn.in.tail(), conn.in.room());
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    kill(conn, n == 0 ? "the server closed a connection" : std::strerror(errno));
+    return;
+  }
+  conn.in.commit(static_cast<size_t>(n));
+  stats_.bytes_in += static_cast<uint64_t>(n);
+  const int64_t now = now_ns();
+  if (!take_replies(conn, now)) return;
+  fill(conn, now);
+  flush(conn);
+}
+
+// Checks every complete reply in the input; false when the stream broke.
+bool Worker::take_replies(Conn& conn, int64_t now) {
+  while (conn.count > 0 && !conn.in.empty()) {
+    const size_t slot = conn.head;
+    const Request& request = conn.pending[slot];
+    const uint64_t* multi = conn.multi.data() + slot * options_.multiget;
+    const Reply reply = codec_.parse(request, multi, conn.in.head(), conn.in.size());
+    if (reply.consumed == 0) {
+      conn.need = reply.need;
+      return true;
+    }
+    conn.need = 0;
+    conn.head = (conn.head + 1) % conn.pending.size();
+    --conn.count;
+    --outstanding_;
+    last_progress_ns_ = now;
+    account(conn, request, reply, now);
+    conn.in.consume(reply.consumed);
+    if (reply.verdict == Verdict::kMalformed) {
+      kill(conn, "a reply that cannot be parsed");
+      return false;
+    }
+  }
+  if (conn.count == 0 && !conn.in.empty()) {
+    ++stats_.mismatches;
+    kill(conn, "bytes that answer no request");
+    return false;
+  }
+  return true;
+}
+
+void Worker::account(Conn& conn, const Request& request, const Reply& reply, int64_t now) {
+  const bool measured = phase_ == Phase::kMeasure;
+  if (measured) {
+    ++stats_.ops;
+    stats_.hits += reply.hits;
+    stats_.misses += reply.misses;
+    stats_.latency.record(static_cast<uint64_t>(now - request.sent_ns));
+  }
+  if (reply.verdict == Verdict::kError || reply.verdict == Verdict::kMalformed) {
+    ++stats_.errors;
+    stats_.problem("an error reply: " +
+                   std::string(conn.in.head(), std::min<size_t>(reply.consumed, 80)));
+  } else if (reply.verdict == Verdict::kMismatch) {
+    ++stats_.mismatches;
+    stats_.problem("a reply with the wrong key, value or opaque");
+  }
+  if (options_.mode == Mode::kKv || phase_ == Phase::kPreload) return;
+  const size_t steps = options_.mode == Mode::kLockService      ? std::size(kServiceCycle)
+                       : options_.protocol == Protocol::kBinary ? std::size(kBinaryCycle)
+                                                                : std::size(kTextCycle);
+  if (conn.step < steps) return;
+  ++stats_.cycles;
+  stats_.cycle_latency.record(static_cast<uint64_t>(now - conn.cycle_start));
+  ++conn.cycle_no;
+  conn.step = 0;
+}
+
+void Worker::fill(Conn& conn, int64_t now) {
+  const size_t depth = phase_ == Phase::kPreload ? static_cast<size_t>(kPreloadDepth)
+                                                 : static_cast<size_t>(options_.depth);
+  while (conn.count < depth && may_issue()) {
+    const size_t slot = (conn.head + conn.count) % conn.pending.size();
+    Request& request = conn.pending[slot];
+    uint64_t* multi = conn.multi.data() + slot * options_.multiget;
+    request = Request();
+    request.opaque = ++conn.opaque;
+    request.sent_ns = now;
+    if (!next_request(conn, request, multi)) return;
+    const size_t before = conn.out.size();
+    codec_.write(request, multi, conn.out);
+    stats_.bytes_out += conn.out.size() - before;
+    ++conn.count;
+    ++outstanding_;
+    ++issued_;
+  }
+}
+
+bool Worker::next_request(Conn& conn, Request& request, uint64_t* multi) {
+  if (phase_ == Phase::kPreload) {
+    request.op = Op::kSet;
+    request.key = next_preload_key_;
+    next_preload_key_ += static_cast<uint64_t>(options_.threads);
+    return true;
+  }
+  if (options_.mode == Mode::kKv) {
+    next_kv(request, multi);
+    return true;
+  }
+  // A cycle's next step goes out only once the previous step is answered.
+  if (conn.count > 0) return false;
+  next_cycle_step(conn, request, request.sent_ns);
+  return true;
+}
+
+void Worker::next_kv(Request& request, uint64_t* multi) {
+  if (rng_.unit() >= options_.get_ratio) {
+    request.op = Op::kSet;
+    request.key = chooser_.next(rng_);
+    return;
+  }
+  request.op = Op::kGet;
+  request.width = static_cast<uint32_t>(options_.multiget);
+  if (request.width == 1) {
+    request.key = chooser_.next(rng_);
+    return;
+  }
+  for (uint32_t i = 0; i < request.width; ++i)
+    multi[i] = chooser_.next(rng_);
+  request.key = multi[0];
+}
+
+void Worker::next_cycle_step(Conn& conn, Request& request, int64_t now) {
+  if (conn.step == 0) {
+    conn.cycle_start = now;
+    const auto connections = static_cast<uint64_t>(options_.connections);
+    const uint64_t own_keys = std::max<uint64_t>(1, options_.keys / connections);
+    if (options_.mode == Mode::kLockService && options_.hot_names > 0) {
+      conn.cycle_key = rng_.below(static_cast<uint64_t>(options_.hot_names));
+    } else {
+      conn.cycle_key = static_cast<uint64_t>(conn.index) + connections * (conn.cycle_no % own_keys);
+    }
+  }
+  if (options_.mode == Mode::kLockService) {
+    request.op = kServiceCycle[conn.step];
+  } else if (options_.protocol == Protocol::kBinary) {
+    request.op = kBinaryCycle[conn.step];
+  } else {
+    request.op = kTextCycle[conn.step];
+  }
+  request.key = conn.cycle_key;
+  ++conn.step;
+}
+
+void Worker::flush(Conn& conn) {
+  while (!conn.out.empty()) {
+    const ssize_t n = write(conn.fd, conn.out.head(), conn.out.size());
+    if (n > 0) {
+      conn.out.consume(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    kill(conn, std::string("write: ") + std::strerror(errno));
+    return;
+  }
+  const bool want = !conn.out.empty();
+  if (want == conn.writing) return;
+  conn.writing = want;
+  epoll_event event{};
+  event.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+  event.data.ptr = &conn;
+  epoll_ctl(epoll_, EPOLL_CTL_MOD, conn.fd, &event);
+}
+
+void Worker::kill(Conn& conn, const std::string& why) {
+  ++stats_.errors;
+  stats_.problem(why);
+  outstanding_ -= conn.count;
+  conn.count = 0;
+  conn.dead = true;
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, conn.fd, nullptr);
+  --live_;
+}
+
+}  // namespace loadgen

@@ -1,0 +1,51 @@
+// What one load generator run does, read from the command line (gflags).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace loadgen {
+
+enum class Protocol { kText, kBinary };
+
+enum class Mode {
+  kKv,           // gets (single or multi) and sets, --get_ratio of them gets
+  kLockCycle,    // per connection, its own keys: lock, get, RaU (binary) / set + unlock (text)
+  kLockService,  // named-lock service: lock + unlock, distinct names or --hot_names
+};
+
+struct Options {
+  std::string host;
+  int port = 0;
+  Protocol protocol = Protocol::kText;
+  Mode mode = Mode::kKv;
+  int connections = 0;
+  int threads = 0;
+  int depth = 0;
+  double get_ratio = 0;
+  int multiget = 0;
+  uint64_t keys = 0;
+  std::string key_prefix;
+  bool zipf = false;
+  double zipf_theta = 0;
+  size_t value_size = 0;
+  double duration_s = 0;
+  uint64_t ops = 0;  // 0: run for duration_s
+  bool preload = false;
+  bool preload_only = false;
+  int idle_connections = 0;
+  int hot_names = 0;
+  double lock_wait_s = 0;
+  int server_pid = 0;
+  uint64_t seed = 0;
+  bool quiet = false;
+};
+
+// Parses and checks the flags; prints the problem and exits 2 when they do
+// not make sense together.
+Options parse_options(int* argc, char*** argv);
+
+const char* to_string(Protocol protocol);
+const char* to_string(Mode mode);
+
+}  // namespace loadgen
