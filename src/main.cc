@@ -38,12 +38,15 @@ DEFINE_int32(idle_timeout, 0, "Close connections idle for this many seconds (0: 
 DEFINE_string(user, "", "Run as this user once the ports are bound (when started as root)");
 
 #ifdef LOCKCACHED_WITH_JEMALLOC
-// jemalloc reads this at start-up. Give freed pages back at once: a cache
-// frees memory exactly when it has just stored something else, and holding
-// freed pages for jemalloc's default 10 s let RSS reach three times the
-// memory limit while item sizes shifted (measured; see docs/architecture.md).
+// jemalloc reads this at start-up. Freed pages stay for reuse about a
+// second: a cache frees memory exactly when it stores something else, and
+// giving a 100 KB item's pages back at once made every such store fault
+// them in again (3.5x the CPU per request, measured). Keeping them for
+// jemalloc's default 10 s let RSS reach three times the limit while item
+// sizes shifted, so the memory governor has them given back whenever the
+// heap is over its bound (docs/architecture.md, "Memory and eviction").
 extern "C" const char* malloc_conf;
-const char* malloc_conf = "dirty_decay_ms:0,muzzy_decay_ms:0";
+const char* malloc_conf = "dirty_decay_ms:1000,muzzy_decay_ms:0";
 #endif
 
 namespace {

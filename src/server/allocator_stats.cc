@@ -22,4 +22,10 @@ size_t allocator_resident_bytes() {
   return resident;
 }
 
+void allocator_release_free_pages() {
+  if (mallctl == nullptr) return;
+  // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages.
+  mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+}
+
 }  // namespace lockcached::server

@@ -32,7 +32,8 @@ std::string join(const std::vector<std::string>& parts) {
 }  // namespace
 
 Server::Server(const Settings& settings)
-    : state_(settings), governor_(state_.store, allocator_resident_bytes) {}
+    : state_(settings),
+      governor_(state_.store, {allocator_resident_bytes, allocator_release_free_pages}) {}
 
 Server::~Server() {
   stop();

@@ -11,8 +11,12 @@ constexpr int64_t kRoundMs = 20;
 
 }  // namespace
 
+size_t allowed_heap(size_t limit) {
+  return limit + limit / 8 + (size_t{4} << 20);
+}
+
 size_t next_eviction_target(const MemoryReading& reading) {
-  size_t allowed = reading.limit + reading.limit / 8 + kHeapSlackBytes;
+  size_t allowed = allowed_heap(reading.limit);
   size_t floor = reading.limit / 8;
   if (reading.heap_resident > allowed) {
     // From what the items take, not from the old target: while evictions
@@ -29,7 +33,7 @@ size_t next_eviction_target(const MemoryReading& reading) {
 }
 
 void MemoryGovernor::start() {
-  if (heap_resident_() == 0) return;
+  if (!allocator_.resident || allocator_.resident() == 0) return;
   loop_.start([this] { return round(); });
 }
 
@@ -41,7 +45,11 @@ int64_t MemoryGovernor::round() {
   if (stats.bytes < stats.limit_bytes / 2 && stats.target_bytes == stats.limit_bytes) {
     return kRoundMs;
   }
-  MemoryReading reading{stats.limit_bytes, stats.bytes, stats.target_bytes, heap_resident_()};
+  MemoryReading reading{stats.limit_bytes, stats.bytes, stats.target_bytes, allocator_.resident()};
+  if (reading.heap_resident > allowed_heap(reading.limit)) {
+    allocator_.release_free_pages();
+    reading.heap_resident = allocator_.resident();
+  }
   size_t target = next_eviction_target(reading);
   if (target != reading.target) store_.set_eviction_target(target);
   return kRoundMs;

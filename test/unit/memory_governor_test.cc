@@ -10,7 +10,7 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kLimit = 64 * kMiB;
 // What the heap may hold for a 64 MiB limit before the governor acts.
-constexpr size_t kAllowed = kLimit + kLimit / 8 + kHeapSlackBytes;
+const size_t kAllowed = allowed_heap(kLimit);
 
 TEST(MemoryGovernor, LeavesTheTargetAtTheLimitWhileTheHeapIsWithinBounds) {
   EXPECT_EQ(next_eviction_target({kLimit, 60 * kMiB, kLimit, 70 * kMiB}), kLimit);

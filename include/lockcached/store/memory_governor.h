@@ -10,6 +10,11 @@
 // limit allows, lowers the store's eviction target by the excess, so that
 // eviction empties pages sooner; it raises the target back as memory comes
 // down. The store holds fewer items for a while instead of growing.
+//
+// Free pages come first: the allocator keeps freed pages for a moment
+// (dirty_decay_ms in main.cc) because re-faulting a large item's pages on
+// every store cost several times the store itself; when memory is over,
+// the governor has those given back before it evicts anything.
 #pragma once
 
 #include <cstddef>
@@ -28,20 +33,25 @@ struct MemoryReading {
   size_t heap_resident = 0;  // what the allocator holds resident
 };
 
-// The heap may exceed the limit by this share (1/8) and a fixed slack:
-// allocator size classes, hash buckets and connection buffers.
-constexpr size_t kHeapSlackBytes = size_t{4} << 20;
+// What the heap may hold for a given item limit: the limit, an eighth more
+// and 4 MiB, for allocator size classes, hash buckets and connection buffers.
+size_t allowed_heap(size_t limit);
 // The eviction target for the next interval: the pure control law, apart
 // from the thread so that it can be tested alone.
 size_t next_eviction_target(const MemoryReading& reading);
 
+// What the governor needs of the memory allocator.
+struct AllocatorControl {
+  // Bytes the allocator holds resident; 0 when it cannot tell.
+  std::function<size_t()> resident;
+  // Returns the pages it keeps free for reuse to the system.
+  std::function<void()> release_free_pages;
+};
+
 class MemoryGovernor {
  public:
-  // Bytes the allocator holds resident; 0 when it cannot tell.
-  using HeapResident = std::function<size_t()>;
-
-  MemoryGovernor(Store& store, HeapResident heap_resident)
-      : store_(store), heap_resident_(std::move(heap_resident)) {}
+  MemoryGovernor(Store& store, AllocatorControl allocator)
+      : store_(store), allocator_(std::move(allocator)) {}
 
   // Does nothing when the allocator cannot report its size.
   void start();
@@ -51,7 +61,7 @@ class MemoryGovernor {
   int64_t round();
 
   Store& store_;
-  HeapResident heap_resident_;
+  AllocatorControl allocator_;
   BackgroundLoop loop_;
 };
 
