@@ -74,6 +74,33 @@ def F(*frames):
     return escape(b"".join(frames))
 
 
+def any_opcode(op):
+    """A request of the shape check_shape() accepts for `op`."""
+    if op in (GET, GETQ, GETK, GETKQ, DELETE, DELETEQ, LOCK, LOCKQ, UNLOCK, UNLOCKQ):
+        return frame(op, b"k")
+    if op in (SET, SETQ, ADD, ADDQ, REPLACE, REPLACEQ, RAU, RAUQ):
+        return store(op, b"k", b"%d" % op)
+    if op in (APPEND, APPENDQ, PREPEND, PREPENDQ):
+        return frame(op, b"k", value=b"7")
+    if op in (INCR, INCRQ, DECR, DECRQ):
+        return arith(op, b"n", 1, initial=5)
+    if op in (NOOP, VERSION, UNLOCKALL, UNLOCKALLQ):
+        return frame(op)
+    if op in (FLUSH, FLUSHQ):
+        return frame(op, extras=struct.pack(">I", 3600))
+    if op == VERBOSITY:
+        return frame(op, extras=struct.pack(">I", 0))
+    if op in (TOUCH, GAT, GATQ, GATK, GATKQ):
+        return touch(op, b"k", 100)
+    if op == STAT:
+        return frame(op, b"settings")
+    if op == KEYS:
+        return frame(op, b"k")
+    if op in (LAG, LAGQ, LAGK, LAGKQ):
+        return frame(op, b"k", extras=struct.pack(">I", 60))
+    return frame(op, b"k", value=b"unknown opcode body")
+
+
 # Header bytes (fuzz_util.h): bits 0-1 store config, 2-4 chunk mode,
 # 5 partial drains, 6 bounded keys steps, 7 hash seed.
 WHOLE = 0x00
@@ -188,6 +215,26 @@ SEEDS = {
     "pipeline_keys_then_set": seed(BOUNDED, F(
         *[store(SETQ, b"p%d" % i, b"p") for i in range(40)],
         frame(KEYS, b"p"), store(SET, b"after", b"1"), frame(GET, b"after"))),
+    # One well-formed request per opcode 0x00-0x50, known or not (unknown
+    # ones are answered 0x81 and their body skipped); quit last.
+    "every_opcode": seed(WHOLE_PARTIAL, F(store(SET, b"k", b"12", flags=3)),
+                         F(*[any_opcode(op) for op in range(0x00, 0x51)
+                             if op not in (QUIT, QUITQ)]),
+                         d("B"), F(frame(LOCK, b"k"), store(SET, b"k", b"no"),
+                                   frame(PREPENDQ, b"k", value=b"no"), frame(UNLOCKALLQ),
+                                   frame(QUITQ))),
+    # Every quiet lock opcode against another connection's lock, then the
+    # holder hangs up in the middle and a new client takes the key.
+    "quiet_locks_hangup": seed(SMALL_CHUNKS, F(
+        store(SET, b"q", b"v"), frame(LOCKQ, b"q"), frame(LAGQ, b"q"),
+        frame(LAGKQ, b"q", extras=struct.pack(">I", 30)), store(RAUQ, b"q", b"w"),
+        frame(LOCKQ, b"q"), frame(NOOP)),
+        d("B"), F(frame(LOCKQ, b"q"), frame(LAGKQ, b"q"), store(RAUQ, b"q", b"x"),
+                  frame(UNLOCKQ, b"q"), frame(UNLOCKALLQ), frame(DELETEQ, b"q"),
+                  arith(INCRQ, b"q", 1), frame(NOOP)),
+        d("A"), F(store(SET, b"q", b"mine")[:30]), d("X"),
+        d("B"), F(frame(LOCK, b"q"), frame(GET, b"q"), store(RAU, b"q", b"now mine"),
+                  frame(GETK, b"q"))),
 }
 
 

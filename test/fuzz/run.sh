@@ -40,6 +40,23 @@ cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" || {
   exit 2
 }
 
+# What CI logs keep of a finding: where the input is, how to replay it, and
+# the input itself (a reproducer can be rebuilt from the hex dump alone).
+show_reproducers() {
+  local name=$1 file
+  shift
+  for file in "$@"; do
+    echo "-- reproducer $file ($(stat -c %s "$file") bytes); replay:"
+    echo "   $build/${name}_fuzz $file"
+    echo "   LOCKCACHED_FUZZ_TRACE=1 $build/${name}_fuzz $file"
+    od -A x -t x1z -v "$file" | head -64
+    # The whole input as one hex string: `xxd -r -p` turns it back into the file.
+    echo "-- hex (xxd -r -p):"
+    od -A n -t x1 -v "$file" | tr -d ' \n'
+    echo
+  done
+}
+
 status=0
 summary=()
 for name in $fuzzers; do
@@ -72,6 +89,7 @@ for name in $fuzzers; do
     echo "-- $name failed; the report:"
     grep -E -A40 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ INVARIANT' \
       "$work/log" | head -80
+    show_reproducers "$name" $found
   else
     summary+=("$name: ok (corpus now $(find "$work/corpus" -type f | wc -l) inputs in $work/corpus)")
   fi
