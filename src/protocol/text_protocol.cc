@@ -1,6 +1,7 @@
 #include "lockcached/protocol/text_protocol.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 
@@ -153,6 +154,34 @@ void TextProtocol::get(const Words& words, std::string_view line, bool with_cas,
 // Looks up to kGetKeysPerStep keys, then lets the connection serve others
 // (has_unfinished_work) before the next piece: a 256 KB line of 100,000
 // keys must not hold up the thread for the whole of it.
+// "VALUE <key> <flags> <bytes>[ <cas>]\r\n", put together here and
+// appended once: appending its seven pieces one by one was most of what a
+// multi-get cost per key.
+// GCC 12 cannot see that the key is at most 250 bytes and three numbers at
+// most 20 digits each, so it warns about writes past `line` that the sizes
+// rule out.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+void TextProtocol::append_value_header(const store::Item& item, bool with_cas, OutputQueue& out) {
+  char line[6 + store::kMaxKeyLength + 3 * 21 + 2];
+  char* const end = line + sizeof line;
+  std::string_view key = item.key().substr(0, store::kMaxKeyLength);
+  char* at = std::copy_n("VALUE ", 6, line);
+  at = std::copy(key.begin(), key.end(), at);
+  *at++ = ' ';
+  at = std::to_chars(at, end, item.flags).ptr;
+  *at++ = ' ';
+  at = std::to_chars(at, end, item.value_len).ptr;
+  if (with_cas) {
+    *at++ = ' ';
+    at = std::to_chars(at, end, item.cas).ptr;
+  }
+  *at++ = '\r';
+  *at++ = '\n';
+  out.append({line, static_cast<size_t>(at - line)});
+}
+#pragma GCC diagnostic pop
+
 void TextProtocol::get_step(OutputQueue& out) {
   MultiGet& get = multi_get_;
   size_t looked_up = 0;
@@ -169,17 +198,7 @@ void TextProtocol::get_step(OutputQueue& out) {
     std::string_view key = keys.substr(start, end - start);
     store::ItemRef item = get.touch ? core_.get_and_touch(key, get.exptime) : core_.get(key);
     if (!item) continue;
-    out.append("VALUE ");
-    out.append(item->key());
-    out.append(" ");
-    out.append_number(item->flags);
-    out.append(" ");
-    out.append_number(item->value_len);
-    if (get.with_cas) {
-      out.append(" ");
-      out.append_number(item->cas);
-    }
-    out.append("\r\n");
+    append_value_header(*item, get.with_cas, out);
     out.append_item(item.get(), item->value(), item->value_len + 2);
   }
   if (get.next >= keys.size()) {

@@ -40,6 +40,7 @@ class TextProtocol final : public ProtocolHandler {
 
   void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
   void get_step(OutputQueue& out);
+  static void append_value_header(const store::Item& item, bool with_cas, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
   void meta(const Words& words, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
