@@ -36,6 +36,10 @@ DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections");
 DEFINE_int32(idle_timeout, 0, "Close connections idle for this many seconds (0: never)");
 DEFINE_string(user, "", "Run as this user once the ports are bound (when started as root)");
+DEFINE_uint64(lock_service_max_locks_per_session, 10000,
+              "Named locks one lock-service session may hold plus wait for (0: no limit)");
+DEFINE_uint64(lock_service_max_names, 1000000,
+              "Named locks that may exist in the lock service at once (0: no limit)");
 
 #ifdef LOCKCACHED_WITH_JEMALLOC
 // jemalloc reads this at start-up. Freed pages stay for reuse about a
@@ -89,6 +93,8 @@ lockcached::server::Settings settings_from_flags() {
   settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
   settings.max_connections = FLAGS_max_connections;
   settings.idle_timeout_seconds = FLAGS_idle_timeout;
+  settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
+  settings.lock_service_max_names = FLAGS_lock_service_max_names;
   settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   return settings;
 }

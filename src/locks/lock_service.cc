@@ -28,7 +28,8 @@ std::string make_session_id(uint64_t serial) {
 
 }  // namespace
 
-LockService::LockService() : shards_(std::make_unique<Shard[]>(kShards)) {}
+LockService::LockService(LockLimits limits)
+    : limits_(limits), shards_(std::make_unique<Shard[]>(kShards)) {}
 
 LockService::~LockService() = default;
 
@@ -94,8 +95,8 @@ void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detac
   release_all(session);
 }
 
-void LockService::take(Entry& entry, const std::shared_ptr<Session>& session,
-                       std::string_view name) {
+void LockService::take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
+                       bool was_waiting) {
   entry.owner = session;
   entry.token = next_token_.fetch_add(1, std::memory_order_relaxed) + 1;
   entry.acquired_ms = now_ms();
@@ -103,17 +104,48 @@ void LockService::take(Entry& entry, const std::shared_ptr<Session>& session,
   held_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard session_lock(session->mutex);
   session->held.emplace(name);
+  if (was_waiting) --session->waits;  // the wait became a lock: same count
+}
+
+bool LockService::session_full(const Session& session) const {
+  return limits_.max_locks_per_session != 0 &&
+         session.held.size() + session.waits >= limits_.max_locks_per_session;
+}
+
+Limit LockService::admit_new_name(Session& session) {
+  {
+    std::lock_guard session_lock(session.mutex);
+    if (session_full(session)) return Limit::kSession;
+  }
+  // A reservation, not a check: two shards creating names at once cannot
+  // both take the last one.
+  uint64_t names = names_.load(std::memory_order_relaxed);
+  do {
+    if (limits_.max_names != 0 && names >= limits_.max_names) return Limit::kNames;
+  } while (!names_.compare_exchange_weak(names, names + 1, std::memory_order_relaxed));
+  return Limit::kNone;
+}
+
+LockService::Acquired LockService::refuse(Limit limit) {
+  limit_refusals_.fetch_add(1, std::memory_order_relaxed);
+  return {false, 0, limit};
+}
+
+LockService::Acquired LockService::create(Shard& shard, std::string name,
+                                          const std::shared_ptr<Session>& session) {
+  if (Limit limit = admit_new_name(*session); limit != Limit::kNone) return refuse(limit);
+  auto entry = shard.entries.try_emplace(std::move(name)).first;
+  take(entry->second, session, entry->first, false);
+  return {true, entry->second.token};
 }
 
 LockService::Acquired LockService::try_acquire(const std::shared_ptr<Session>& session,
                                                std::string_view name) {
   Shard& shard = shard_for(name);
+  std::string key(name);
   std::lock_guard lock(shard.mutex);
-  auto [entry, created] = shard.entries.try_emplace(std::string(name));
-  if (created) {
-    take(entry->second, session, name);
-    return {true, entry->second.token};
-  }
+  auto entry = shard.entries.find(key);
+  if (entry == shard.entries.end()) return create(shard, std::move(key), session);
   if (entry->second.owner == session) return {true, entry->second.token};
   return {false, 0};
 }
@@ -121,12 +153,14 @@ LockService::Acquired LockService::try_acquire(const std::shared_ptr<Session>& s
 LockService::Acquired LockService::acquire_or_wait(const std::shared_ptr<WaitTicket>& ticket) {
   Shard& shard = shard_for(ticket->name);
   std::lock_guard lock(shard.mutex);
-  auto [entry, created] = shard.entries.try_emplace(ticket->name);
-  if (created) {
-    take(entry->second, ticket->session, ticket->name);
-    return {true, entry->second.token};
-  }
+  auto entry = shard.entries.find(ticket->name);
+  if (entry == shard.entries.end()) return create(shard, ticket->name, ticket->session);
   if (entry->second.owner == ticket->session) return {true, entry->second.token};
+  {
+    std::lock_guard session_lock(ticket->session->mutex);
+    if (session_full(*ticket->session)) return refuse(Limit::kSession);
+    ++ticket->session->waits;
+  }
   auto& waiters = entry->second.waiters;
   ticket->position = waiters.insert(waiters.end(), ticket);
   ticket->queued = true;
@@ -141,6 +175,10 @@ bool LockService::cancel_wait(WaitTicket& ticket, bool timed_out) {
   auto entry = shard.entries.find(ticket.name);
   entry->second.waiters.erase(ticket.position);
   ticket.queued = false;
+  {
+    std::lock_guard session_lock(ticket.session->mutex);
+    --ticket.session->waits;
+  }
   waiting_.fetch_sub(1, std::memory_order_relaxed);
   if (timed_out) timeouts_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -152,13 +190,14 @@ void LockService::pass_on(Shard& shard, std::unordered_map<std::string, Entry>::
   auto& waiters = entry->second.waiters;
   if (waiters.empty()) {
     shard.entries.erase(entry);
+    names_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   std::shared_ptr<WaitTicket> next = std::move(waiters.front());
   waiters.pop_front();
   next->queued = false;
   waiting_.fetch_sub(1, std::memory_order_relaxed);
-  take(entry->second, next->session, entry->first);
+  take(entry->second, next->session, entry->first, true);
   grants.push_back({std::move(next), entry->second.token});
 }
 
@@ -207,6 +246,7 @@ ServiceStats LockService::stats() const {
   stats.waiters = waiting_.load(std::memory_order_relaxed);
   stats.grants = grants_.load(std::memory_order_relaxed);
   stats.timeouts = timeouts_.load(std::memory_order_relaxed);
+  stats.limit_refusals = limit_refusals_.load(std::memory_order_relaxed);
   std::lock_guard lock(sessions_mutex_);
   stats.sessions = sessions_.size();
   stats.sessions_in_grace = in_grace_;

@@ -1,7 +1,34 @@
-# ThreadSanitizer: the concurrency unit tests, then the lock stress and
-# lock-service end-to-end suites against a TSan-built server.
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Tsan
-cmake --build build-tsan -j2 --target lockcached unit_tests
-build-tsan/test/unit_tests --gtest_filter='*Concurrency*:LockService*'
-LOCKCACHED_SERVER_BINARY=$PWD/build-tsan/lockcached TSAN_OPTIONS=halt_on_error=1 \
-  ctest --test-dir build -R 'LockStress|LockService' --output-on-failure
+# ThreadSanitizer: the whole ctest suite (unit, end-to-end, external clients
+# and peers: the same tests as stage 10) with the server, the CLI and the
+# tests built -DCMAKE_BUILD_TYPE=Tsan. The end-to-end and external tests
+# start the lockcached of this build directory, so every request of the
+# suite is served by the instrumented server.
+#
+# A report fails the stage wherever it happens. In a test it fails the test
+# (halt_on_error: the process exits at the first race); but a server can
+# also report after the test's last request, where no assertion looks. So
+# every report also goes to a file under $reports, and any file there fails
+# the stage (and is printed).
+#
+# Under a sanitizer the tests relax their RSS and latency bounds, never their
+# functional assertions (test/e2e/sanitizer.h). Nothing is excluded.
+# LOCKCACHED_TSAN_BUILD picks another build directory (to run this beside
+# other work on one machine).
+build=${LOCKCACHED_TSAN_BUILD:-build-tsan}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Tsan -DLOCKCACHED_BUILD_BENCH=OFF
+cmake --build "$build" -j2
+
+reports=$PWD/$build/sanitizer-reports
+rm -rf "$reports"
+mkdir -p "$reports"
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan
+status=0
+ctest --test-dir "$build" -j2 --output-on-failure || status=$?
+if compgen -G "$reports/*" >/dev/null; then
+  for report in "$reports"/*; do
+    echo "==== sanitizer report $report"
+    cat "$report"
+  done
+  status=1
+fi
+exit "$status"

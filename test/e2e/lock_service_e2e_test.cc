@@ -600,7 +600,7 @@ TEST_F(LockServiceE2eTest, StatsReportsCounters) {
   std::vector<std::pair<std::string, uint64_t>> fresh = stat_lines(observer);
   std::vector<std::pair<std::string, uint64_t>> expected = {
       {"clients", 1},           {"locks", 0},  {"monitoring", 0}, {"waiters", 0},
-      {"sessions_in_grace", 0}, {"grants", 0}, {"timeouts", 0}};
+      {"sessions_in_grace", 0}, {"grants", 0}, {"timeouts", 0},   {"limit_refusals", 0}};
   EXPECT_EQ(fresh, expected);
 
   Client a = connect();
@@ -783,6 +783,97 @@ TEST_F(LockServiceE2eTest, RequestsBehindAWaitingLockAreAnsweredAfterItInOrder) 
   EXPECT_EQ(waiter.read_line(), "409 Unavailable");
   expect_acquired(waiter.read_line());
   EXPECT_EQ(waiter.read_line(), "200 " + waiter_id);
+}
+
+// A connection waiting for a lock reads no further request, so it never has
+// more than one wait queued: the second of two pipelined waits queues only
+// once the first is answered.
+TEST_F(LockServiceE2eTest, AConnectionWaitsForOneLockAtATime) {
+  Client holder = connect();
+  Client observer = connect();
+  Client waiter = connect();
+  expect_acquired(holder.request("lock w1"));
+  expect_acquired(holder.request("lock w2"));
+
+  ASSERT_TRUE(waiter.send("lock w1 30\r\nlock w2 30\r\n"));
+  ASSERT_TRUE(stat_becomes(observer, "waiters", 1));
+  std::vector<LockLine> locks = lock_list(observer, "w");
+  ASSERT_EQ(locks.size(), 2u);
+  std::sort(locks.begin(), locks.end(),
+            [](const LockLine& x, const LockLine& y) { return x.name < y.name; });
+  EXPECT_EQ(locks[0].waiters, 1u) << "w1";
+  EXPECT_EQ(locks[1].waiters, 0u) << "w2 queued behind a wait of the same connection";
+
+  EXPECT_EQ(holder.request("unlock w1"), "200 Released");
+  expect_acquired(waiter.read_line());
+  ASSERT_TRUE(stat_becomes(observer, "waiters", 1)) << "the second wait, now read";
+  EXPECT_EQ(holder.request("unlock w2"), "200 Released");
+  expect_acquired(waiter.read_line());
+  EXPECT_EQ(stat(observer, "waiters"), 0u);
+}
+
+// --- limits --------------------------------------------------------------------------
+
+class LockServiceLimitsE2eTest : public LockServiceE2eTest {
+ protected:
+  void SetUp() override {
+    start_server(
+        {"--threads=2", "--lock_service_max_locks_per_session=3", "--lock_service_max_names=5"});
+  }
+};
+
+constexpr std::string_view kSessionFull = "429 Too many locks for this session";
+constexpr std::string_view kServerFull = "429 Too many locks in the server";
+
+TEST_F(LockServiceLimitsE2eTest, SessionLimitIsRefusedWith429AndTheConnectionStaysUsable) {
+  Client alice = connect();
+  Client bob = connect();
+  Client observer = connect();
+  for (const char* name : {"s1", "s2", "s3"})
+    expect_acquired(alice.request(std::string("lock ") + name));
+  EXPECT_EQ(alice.request("lock s4"), kSessionFull);
+  EXPECT_EQ(alice.request("lock s4 5"), kSessionFull) << "refused at once, not waited for";
+  expect_acquired(alice.request("lock s3"));  // held already: no new lock
+  expect_acquired(bob.request("lock s4"));    // another session has a count of its own
+
+  // A wait counts: two held and one waited for are three.
+  EXPECT_EQ(alice.request("unlock s1"), "200 Released");
+  ASSERT_TRUE(queue_wait(alice, observer, "s4", "30", 1));
+  EXPECT_EQ(bob.request("unlock s4"), "200 Released");
+  expect_acquired(alice.read_line());
+  EXPECT_EQ(alice.request("lock s5"), kSessionFull);
+  EXPECT_EQ(stat(observer, "limit_refusals"), 3u);
+  EXPECT_EQ(stat(observer, "locks"), 3u) << "refused locks were not created";
+
+  EXPECT_EQ(alice.request("unlock_all"), "200 Released");
+  for (const char* name : {"s5", "s6", "s7"})
+    expect_acquired(alice.request(std::string("lock ") + name));
+}
+
+TEST_F(LockServiceLimitsE2eTest, NamesLimitIsServerWide) {
+  Client alice = connect();
+  Client bob = connect();
+  Client carol = connect();
+  Client observer = connect();
+  for (const char* name : {"n1", "n2", "n3"})
+    expect_acquired(alice.request(std::string("lock ") + name));
+  expect_acquired(bob.request("lock n4"));
+  expect_acquired(bob.request("lock n5"));
+  EXPECT_EQ(carol.request("lock n6"), kServerFull);
+  EXPECT_EQ(carol.request("lock n6 5"), kServerFull) << "refused at once, not waited for";
+  EXPECT_EQ(bob.request("lock n2"), "409 Unavailable") << "a held name is still just taken";
+
+  // Waiting for a name that exists creates none; passing it on keeps the count.
+  ASSERT_TRUE(queue_wait(carol, observer, "n1", "30", 1));
+  EXPECT_EQ(alice.request("unlock n1"), "200 Released");
+  expect_acquired(carol.read_line());
+  EXPECT_EQ(bob.request("lock n6"), kServerFull);
+  // A name that goes makes room for one.
+  EXPECT_EQ(alice.request("unlock n2"), "200 Released");
+  expect_acquired(bob.request("lock n6"));
+  EXPECT_EQ(carol.request("lock n7"), kServerFull);
+  EXPECT_EQ(stat(observer, "locks"), 5u);
+  EXPECT_EQ(stat(observer, "limit_refusals"), 4u);
 }
 
 // --- contention ----------------------------------------------------------------------

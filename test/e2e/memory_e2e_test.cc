@@ -38,6 +38,7 @@
 #include <gtest/gtest.h>
 
 #include "binary_client.h"
+#include "sanitizer.h"
 #include "server_process.h"
 
 namespace {
@@ -45,6 +46,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using e2e::Client;
+using e2e::latency_bound_ms;
+using e2e::rss_bound;
 using e2e::ServerProcess;
 using e2e::stat_u64;
 
@@ -202,8 +205,8 @@ TEST(MemoryE2e, EvictionKeepsRssBoundedNewestItemsAndLockedItems) {
   uint64_t after = rss_bytes(pid);
   std::printf("[ MEMORY   ] 64 MB cache fed 240 MB of 10 KB values: RSS peak %s, after %s\n",
               mib(peak).c_str(), mib(after).c_str());
-  EXPECT_LT(peak, 100 * kMiB) << "RSS peak " << mib(peak);
-  EXPECT_LT(after, 100 * kMiB) << "RSS " << mib(after);
+  EXPECT_LT(peak, rss_bound(100 * kMiB)) << "RSS peak " << mib(peak);
+  EXPECT_LT(after, rss_bound(100 * kMiB)) << "RSS " << mib(after);
 
   auto stats = writer.stats();
   EXPECT_LE(stat_u64(stats, "bytes"), stat_u64(stats, "limit_maxbytes"));
@@ -253,18 +256,27 @@ TEST(MemoryE2e, EvictionKeepsRssBoundedNewestItemsAndLockedItems) {
 // Asserted at the end of each phase, as the issue asks: RSS within the
 // limit * 1.15 plus a fixed base. The peak within a phase, while pages of the
 // old size class are still partly in use, is only printed.
+//
+// Under a sanitizer the server runs the sanitizer's allocator, which keeps
+// the pages of every size class it has used (ASan: and a quarantine of freed
+// blocks), so the bound grows with each phase; and the instrumented client
+// is some 30 times slower, so the whole test runs at an eighth of the scale
+// (an 8 MB cache, an eighth of the bytes per phase).
 
 TEST(MemoryE2e, ShiftingItemSizesKeepRssNearTheLimit) {
+  const bool sanitized = e2e::server_sanitizer() != e2e::Sanitizer::kNone;
+  const size_t scale = sanitized ? 8 : 1;
+  const uint64_t limit_mb = 64 / scale;
   std::unique_ptr<ServerProcess> server;
-  ASSERT_TRUE(start_server(server, {"--memory_limit_mb=64"}));
+  ASSERT_TRUE(start_server(server, {"--memory_limit_mb=" + std::to_string(limit_mb)}));
   pid_t pid = server->pid();
   const uint64_t empty = rss_bytes(pid);
   const uint64_t base = empty + 16 * kMiB;
-  const uint64_t bound = base + 64 * kMiB * 115 / 100;
+  const uint64_t bound = base + limit_mb * kMiB * 115 / 100;
   Client writer;
   ASSERT_TRUE(writer.connect(server->port()));
   const uint64_t limit = stat_u64(writer.stats(), "limit_maxbytes");
-  ASSERT_EQ(limit, 64 * kMiB);
+  ASSERT_EQ(limit, limit_mb * kMiB);
 
   struct Phase {
     const char* prefix;
@@ -275,11 +287,13 @@ TEST(MemoryE2e, ShiftingItemSizesKeepRssNearTheLimit) {
       {"a-", 100, 128 * kMiB},    {"b-", 1000, 200 * kMiB}, {"c-", 20000, 200 * kMiB},
       {"d-", 200000, 200 * kMiB}, {"e-", 100, 128 * kMiB},
   };
-  std::printf("[ MEMORY   ] empty server RSS %s; bound %s\n", mib(empty).c_str(),
-              mib(bound).c_str());
+  std::printf("[ MEMORY   ] empty server RSS %s; bound %s (%s)\n", mib(empty).c_str(),
+              mib(bound).c_str(), e2e::sanitizer_name());
+  uint64_t phase_bound = sanitized ? base : bound;
   for (const Phase& phase : phases) {
     SCOPED_TRACE(std::to_string(phase.value_size) + "-byte values");
-    size_t count = phase.bytes / phase.value_size;
+    size_t count = phase.bytes / scale / phase.value_size;
+    if (sanitized) phase_bound += limit * 115 / 100;  // one more size class kept
     uint64_t peak = 0, max_bytes = 0;
     Clock::time_point started = Clock::now();
     ASSERT_TRUE(feed(writer, phase.prefix, 0, count, phase.value_size, 0, [&] {
@@ -290,7 +304,7 @@ TEST(MemoryE2e, ShiftingItemSizesKeepRssNearTheLimit) {
     uint64_t after = rss_bytes(pid);
     // Freed pages go back at once (decay 0); allow a moment all the same.
     uint64_t settled = after;
-    e2e::eventually([&] { return (settled = rss_bytes(pid)) <= bound; }, 3s);
+    e2e::eventually([&] { return (settled = rss_bytes(pid)) <= rss_bound(phase_bound); }, 3s);
     auto stats = writer.stats();
     max_bytes = std::max(max_bytes, stat_u64(stats, "bytes"));
     std::printf(
@@ -299,7 +313,8 @@ TEST(MemoryE2e, ShiftingItemSizesKeepRssNearTheLimit) {
         phase.value_size, count, seconds, mib(peak).c_str(), mib(after).c_str(),
         mib(settled).c_str(), mib(stat_u64(stats, "bytes")).c_str(),
         static_cast<unsigned long long>(stat_u64(stats, "curr_items")));
-    EXPECT_LE(settled, bound) << "RSS " << mib(settled) << " over " << mib(bound);
+    EXPECT_LE(settled, rss_bound(phase_bound))
+        << "RSS " << mib(settled) << " over " << mib(rss_bound(phase_bound));
     EXPECT_LE(max_bytes, limit);
     // The newest item of the phase is there.
     std::string last = key_of(phase.prefix, count - 1);
@@ -646,8 +661,9 @@ TEST(MemoryE2e, LargeValueGoesToSlowReadersWithoutCopiesOrStalls) {
     EXPECT_EQ(results[i].checksum, checksum);
   }
   EXPECT_GE(ops_while_reading, 10u) << "the readers were not slow enough to test anything";
-  EXPECT_LT(slowest_ms, 500) << "a set+get waited on the slow readers";
-  EXPECT_LT(peak, base + 2 * kSize) << "RSS peak " << mib(peak) << ", empty " << mib(base);
+  EXPECT_LT(slowest_ms, latency_bound_ms(500)) << "a set+get waited on the slow readers";
+  EXPECT_LT(peak, base + rss_bound(2 * kSize))
+      << "RSS peak " << mib(peak) << ", empty " << mib(base);
 }
 
 }  // namespace

@@ -112,6 +112,15 @@ std::string describe_wait_status(std::optional<int> status) {
 ServerProcess::~ServerProcess() {
   kill_and_reap();
   if (drainer_.joinable()) drainer_.join();
+  // A sanitizer build's report fails the test even where no assertion
+  // noticed it (one about the last request, or at exit).
+  for (std::string_view report : {"runtime error:", "ERROR: AddressSanitizer",
+                                  "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer"}) {
+    if (pid_ > 0 && log().find(report) != std::string::npos) {
+      ADD_FAILURE() << "lockcached (pid " << pid_ << ") reported \"" << report << "\"";
+      break;
+    }
+  }
   if (output_ >= 0) ::close(output_);
   if (pidfd_ >= 0) ::close(pidfd_);
   if (pid_ > 0 && ::testing::Test::HasFailure()) {

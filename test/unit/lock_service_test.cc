@@ -491,6 +491,165 @@ TEST_F(LockServiceTest, ListReportsHeldLocksByPrefix) {
   EXPECT_TRUE(service_.list("other-and-more").empty()) << "a prefix longer than the name";
 }
 
+// --- limits ---------------------------------------------------------------------
+
+TEST(LockServiceLimitsTest, DefaultsBoundSessionsAndNames) {
+  LockLimits defaults;
+  EXPECT_EQ(defaults.max_locks_per_session, 10000u);
+  EXPECT_EQ(defaults.max_names, 1000000u);
+}
+
+// Counts the grants delivered to `wait` in `grants`.
+void count_grant(std::shared_ptr<WaitTicket>& wait, int& grants) {
+  wait->on_grant = [&grants](uint64_t) { ++grants; };
+}
+
+TEST(LockServiceLimitsTest, SessionLimitCountsHeldAndWaitedForLocks) {
+  LockService service({3, 0});
+  auto alice = service.create_session();
+  auto bob = service.create_session();
+  ASSERT_TRUE(service.try_acquire(alice, "a").granted);
+  uint64_t b_token = service.try_acquire(alice, "b").token;
+  ASSERT_TRUE(service.try_acquire(bob, "c").granted);
+  int grants = 0;
+  auto wait = std::make_shared<WaitTicket>();
+  wait->session = alice;
+  wait->name = "c";
+  count_grant(wait, grants);
+  LockService::Acquired queued = service.acquire_or_wait(wait);
+  ASSERT_FALSE(queued.granted);
+  EXPECT_EQ(queued.limit, Limit::kNone);
+  ASSERT_TRUE(wait->queued) << "two held and one wait: three";
+
+  LockService::Acquired refused = service.try_acquire(alice, "d");
+  EXPECT_FALSE(refused.granted);
+  EXPECT_EQ(refused.limit, Limit::kSession);
+  auto second_wait = std::make_shared<WaitTicket>();
+  second_wait->session = alice;
+  second_wait->name = "c";
+  count_grant(second_wait, grants);
+  EXPECT_EQ(service.acquire_or_wait(second_wait).limit, Limit::kSession);
+  EXPECT_FALSE(second_wait->queued);
+  // What the session holds already is no new lock.
+  LockService::Acquired again = service.try_acquire(alice, "b");
+  EXPECT_TRUE(again.granted);
+  EXPECT_EQ(again.token, b_token);
+  // Others are not limited by alice's count; a taken lock is still a plain 409.
+  EXPECT_TRUE(service.try_acquire(bob, "d").granted);
+  EXPECT_EQ(service.try_acquire(alice, "d").limit, Limit::kNone);
+  EXPECT_EQ(service.stats().limit_refusals, 2u);
+  EXPECT_EQ(service.stats().locks, 4u) << "a refused lock is not created";
+
+  // The wait turns into a held lock: still three.
+  ASSERT_TRUE(service.release(bob, "c"));
+  EXPECT_EQ(grants, 1);
+  EXPECT_EQ(service.try_acquire(alice, "e").limit, Limit::kSession);
+  // Releasing one makes room for one.
+  ASSERT_TRUE(service.release(alice, "a"));
+  EXPECT_TRUE(service.try_acquire(alice, "e").granted);
+  EXPECT_EQ(service.try_acquire(alice, "f").limit, Limit::kSession);
+}
+
+TEST(LockServiceLimitsTest, CancelledWaitFreesItsPlace) {
+  LockService service({2, 0});
+  auto alice = service.create_session();
+  auto bob = service.create_session();
+  ASSERT_TRUE(service.try_acquire(bob, "x").granted);
+  ASSERT_TRUE(service.try_acquire(alice, "a").granted);
+  int grants = 0;
+  auto wait = std::make_shared<WaitTicket>();
+  wait->session = alice;
+  wait->name = "x";
+  count_grant(wait, grants);
+  ASSERT_FALSE(service.acquire_or_wait(wait).granted);
+  ASSERT_TRUE(wait->queued);
+  EXPECT_EQ(service.try_acquire(alice, "b").limit, Limit::kSession);
+  ASSERT_TRUE(service.cancel_wait(*wait, true));
+  EXPECT_TRUE(service.try_acquire(alice, "b").granted) << "the timed-out wait still counted";
+  ASSERT_TRUE(service.release(bob, "x"));
+  EXPECT_EQ(grants, 0);
+}
+
+TEST(LockServiceLimitsTest, NamesLimitIsServiceWide) {
+  LockService service({0, 2});
+  auto alice = service.create_session();
+  auto bob = service.create_session();
+  auto carol = service.create_session();
+  ASSERT_TRUE(service.try_acquire(alice, "a").granted);
+  ASSERT_TRUE(service.try_acquire(bob, "b").granted);
+
+  LockService::Acquired refused = service.try_acquire(carol, "c");
+  EXPECT_FALSE(refused.granted);
+  EXPECT_EQ(refused.limit, Limit::kNames);
+  int grants = 0;
+  auto new_name = std::make_shared<WaitTicket>();
+  new_name->session = carol;
+  new_name->name = "c";
+  count_grant(new_name, grants);
+  EXPECT_EQ(service.acquire_or_wait(new_name).limit, Limit::kNames);
+  // Waiting for a name that exists creates none.
+  auto existing = std::make_shared<WaitTicket>();
+  existing->session = carol;
+  existing->name = "a";
+  count_grant(existing, grants);
+  LockService::Acquired queued = service.acquire_or_wait(existing);
+  EXPECT_EQ(queued.limit, Limit::kNone);
+  EXPECT_TRUE(existing->queued);
+  // Passing a lock on keeps the count.
+  ASSERT_TRUE(service.release(alice, "a"));
+  EXPECT_EQ(grants, 1);
+  EXPECT_EQ(service.try_acquire(alice, "c").limit, Limit::kNames);
+  // A name that goes makes room.
+  ASSERT_TRUE(service.release(bob, "b"));
+  EXPECT_TRUE(service.try_acquire(alice, "c").granted);
+  EXPECT_EQ(service.try_acquire(bob, "d").limit, Limit::kNames);
+  service.release_all(alice);
+  service.release_all(carol);
+  EXPECT_TRUE(service.try_acquire(bob, "d").granted);
+  EXPECT_TRUE(service.try_acquire(bob, "e").granted);
+  EXPECT_EQ(service.stats().limit_refusals, 4u);
+}
+
+TEST(LockServiceLimitsTest, ZeroMeansNoLimit) {
+  LockService service({0, 0});
+  auto alice = service.create_session();
+  for (int i = 0; i < 20000; ++i)
+    ASSERT_TRUE(service.try_acquire(alice, "n" + std::to_string(i)).granted) << i;
+  EXPECT_EQ(service.stats().locks, 20000u);
+  EXPECT_EQ(service.stats().limit_refusals, 0u);
+}
+
+// Threads create distinct names at once on every shard: exactly max_names
+// are granted, however the creations interleave.
+TEST(LockServiceConcurrencyTest, NamesLimitHoldsUnderRaces) {
+  constexpr int kThreads = 8;
+  constexpr int kNamesEach = 200;
+  constexpr size_t kMaxNames = 500;
+  LockService service({0, kMaxNames});
+  std::atomic<size_t> granted{0};
+  std::atomic<size_t> refused{0};
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = service.create_session();
+      start.arrive_and_wait();
+      for (int i = 0; i < kNamesEach; ++i) {
+        LockService::Acquired acquired =
+            service.try_acquire(session, std::to_string(t) + "/" + std::to_string(i));
+        (acquired.granted ? granted : refused).fetch_add(1);
+        if (!acquired.granted && acquired.limit != Limit::kNames) ADD_FAILURE() << "not the limit";
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_EQ(granted.load(), kMaxNames);
+  EXPECT_EQ(refused.load(), kThreads * kNamesEach - kMaxNames);
+  EXPECT_EQ(service.stats().locks, kMaxNames);
+  EXPECT_EQ(service.list("").size(), kMaxNames);
+}
+
 // Threads race try_acquire/release on a few names; a per-name counter of
 // threads inside the critical section must never exceed one.
 TEST(LockServiceConcurrencyTest, TryAcquireIsMutuallyExclusive) {

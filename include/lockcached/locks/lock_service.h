@@ -3,6 +3,7 @@
 // grace period, and fencing tokens. Thread-safe; knows nothing of sockets or
 // reply formats. Names are sharded like the store; each name's waiters are a
 // FIFO list, so every operation is O(1) apart from hashing the name.
+// Locks cannot be evicted like cache items, so LockLimits bounds them.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,17 @@ namespace lockcached::locks {
 
 constexpr int64_t kDefaultGraceMs = 30000;
 
+// What clients may make the service hold (0: no bound). A lock is a few
+// hundred bytes that nothing evicts; without these a single client could
+// fill the server's memory with names.
+struct LockLimits {
+  size_t max_locks_per_session = 10000;  // held plus waited for
+  size_t max_names = 1000000;            // distinct names held, all sessions
+};
+
+// Which limit refused a lock.
+enum class Limit : uint8_t { kNone, kSession, kNames };
+
 // A client's identity across connections: what it holds, and how long its
 // locks outlive a disconnect.
 struct Session {
@@ -29,6 +41,7 @@ struct Session {
   const std::string id;
   std::mutex mutex;  // guards everything below
   std::unordered_set<std::string> held;
+  size_t waits = 0;  // queued WaitTickets
   int64_t grace_ms = kDefaultGraceMs;
   bool attached = true;      // a connection uses it
   uint64_t detachments = 0;  // tells a stale grace timer from the current one
@@ -59,16 +72,18 @@ struct ServiceStats {
   uint64_t sessions_in_grace = 0;
   uint64_t grants = 0;
   uint64_t timeouts = 0;
+  uint64_t limit_refusals = 0;  // locks refused by a LockLimits bound
 };
 
 class LockService {
  public:
   struct Acquired {
-    bool granted;
-    uint64_t token;  // when granted: the fencing token of this grant
+    bool granted = false;
+    uint64_t token = 0;          // when granted: the fencing token of this grant
+    Limit limit = Limit::kNone;  // when a limit refused it (not queued)
   };
 
-  LockService();
+  explicit LockService(LockLimits limits = {});
   ~LockService();
   LockService(const LockService&) = delete;
   LockService& operator=(const LockService&) = delete;
@@ -86,10 +101,11 @@ class LockService {
   // resumed since `detachment`.
   void expire(const std::shared_ptr<Session>& session, uint64_t detachment);
 
-  // Takes the lock if it is free (or already the session's).
+  // Takes the lock if it is free (or already the session's) and no limit
+  // forbids it.
   Acquired try_acquire(const std::shared_ptr<Session>& session, std::string_view name);
   // Like try_acquire, but when the lock is taken queues the ticket behind
-  // the waiters already there.
+  // the waiters already there (a wait counts toward the session's limit).
   Acquired acquire_or_wait(const std::shared_ptr<WaitTicket>& ticket);
   // Takes the ticket out of its queue. False when it is no longer queued: it
   // was granted and its on_grant call is on its way.
@@ -119,7 +135,16 @@ class LockService {
   };
 
   Shard& shard_for(std::string_view name) const;
-  void take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name);
+  // Under the session's mutex: may it hold or wait for one more lock?
+  bool session_full(const Session& session) const;
+  // For a name nobody holds: checks both limits and reserves the name.
+  Limit admit_new_name(Session& session);
+  Acquired refuse(Limit limit);
+  // Under the shard lock, for a name without an entry: creates it, held by
+  // `session`, unless a limit refuses.
+  Acquired create(Shard& shard, std::string name, const std::shared_ptr<Session>& session);
+  void take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
+            bool was_waiting);
   // The owner let go: the first waiter gets it, or the entry goes.
   void pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
                std::vector<Grant>& grants);
@@ -128,12 +153,15 @@ class LockService {
   static void deliver(std::vector<Grant>& grants);
 
   static constexpr size_t kShards = 64;
+  const LockLimits limits_;
   std::unique_ptr<Shard[]> shards_;
+  std::atomic<uint64_t> names_{0};  // entries in all shards; reserved before creating one
   std::atomic<uint64_t> next_token_{0};
   std::atomic<uint64_t> grants_{0};
   std::atomic<uint64_t> timeouts_{0};
   std::atomic<uint64_t> waiting_{0};
   std::atomic<uint64_t> held_{0};
+  std::atomic<uint64_t> limit_refusals_{0};
 
   mutable std::mutex sessions_mutex_;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;

@@ -16,7 +16,8 @@ namespace lockcached::server {
 struct ServerState {
   explicit ServerState(const Settings& config)
       : settings(config),
-        store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock) {}
+        store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
+        lock_service({config.lock_service_max_locks_per_session, config.lock_service_max_names}) {}
 
   const Settings settings;
   const store::Clock clock;

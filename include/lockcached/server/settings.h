@@ -23,6 +23,9 @@ struct Settings {
   size_t max_item_size = size_t{1} << 20;
   int max_connections = 4096;
   int idle_timeout_seconds = 0;  // close connections idle this long; 0: never
+  // Named-lock service bounds (locks::LockLimits); 0: none.
+  size_t lock_service_max_locks_per_session = 10000;
+  size_t lock_service_max_names = 1000000;
   uint64_t hash_seed = 0;
 };
 

@@ -1,0 +1,34 @@
+# AddressSanitizer + UndefinedBehaviorSanitizer: the whole ctest suite (unit,
+# end-to-end, external clients and peers: the same tests as stage 10) with
+# the server, the CLI and the tests built -DCMAKE_BUILD_TYPE=Asan. The
+# end-to-end and external tests start the lockcached of this build directory,
+# so every request of the suite is served by the instrumented server.
+#
+# A report fails the stage wherever it happens. In a test it fails the test;
+# but a server can also report after the test's last request, or a leak when
+# it exits cleanly, where no assertion looks. So every report also goes to a
+# file under $reports, and any file there fails the stage (and is printed).
+#
+# Under a sanitizer the tests relax their RSS and latency bounds, never their
+# functional assertions (test/e2e/sanitizer.h). Nothing is excluded.
+# LOCKCACHED_ASAN_BUILD picks another build directory (to run this beside
+# other work on one machine).
+build=${LOCKCACHED_ASAN_BUILD:-build-asan}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Asan -DLOCKCACHED_BUILD_BENCH=OFF
+cmake --build "$build" -j2
+
+reports=$PWD/$build/sanitizer-reports
+rm -rf "$reports"
+mkdir -p "$reports"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$reports/asan
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
+status=0
+ctest --test-dir "$build" -j2 --output-on-failure || status=$?
+if compgen -G "$reports/*" >/dev/null; then
+  for report in "$reports"/*; do
+    echo "==== sanitizer report $report"
+    cat "$report"
+  done
+  status=1
+fi
+exit "$status"
