@@ -58,6 +58,7 @@ std::shared_ptr<Session> LockService::resume_session(std::string_view id) {
   session->attached = true;
   ++session->detachments;  // the pending grace timer no longer applies
   --in_grace_;
+  leave_empty_in_grace(*session);
   return session;
 }
 
@@ -74,6 +75,15 @@ int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* d
     session->attached = false;
     *detachment = ++session->detachments;
     grace = session->grace_ms;
+    if (grace > 0 && session->held.empty()) {
+      if (limits_.max_empty_sessions_in_grace != 0 &&
+          empty_in_grace_ >= limits_.max_empty_sessions_in_grace) {
+        grace = 0;
+      } else {
+        ++empty_in_grace_;
+        session->empty_in_grace = true;
+      }
+    }
     if (grace > 0) ++in_grace_;
   }
   if (grace <= 0) {
@@ -91,8 +101,15 @@ void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detac
     ++session->detachments;  // expired once: a repeated call finds nothing to do
     sessions_.erase(session->id);
     --in_grace_;
+    leave_empty_in_grace(*session);
   }
   release_all(session);
+}
+
+void LockService::leave_empty_in_grace(Session& session) {
+  if (!session.empty_in_grace) return;
+  session.empty_in_grace = false;
+  --empty_in_grace_;
 }
 
 void LockService::take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,

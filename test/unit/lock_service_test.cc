@@ -497,6 +497,33 @@ TEST(LockServiceLimitsTest, DefaultsBoundSessionsAndNames) {
   LockLimits defaults;
   EXPECT_EQ(defaults.max_locks_per_session, 10000u);
   EXPECT_EQ(defaults.max_names, 1000000u);
+  EXPECT_EQ(defaults.max_empty_sessions_in_grace, 10000u);
+}
+
+// A client that connects and quits over and over leaves empty sessions in
+// their grace period; past the bound they end with their connection, while
+// a session that holds a lock keeps its grace.
+TEST(LockServiceLimitsTest, EmptySessionsInGraceAreBounded) {
+  LockService service({0, 0, 2});
+  uint64_t detachment = 0;
+  std::vector<std::shared_ptr<Session>> empty;
+  for (int i = 0; i < 3; ++i)
+    empty.push_back(service.create_session());
+  EXPECT_GT(service.detach(empty[0], &detachment), 0);
+  EXPECT_GT(service.detach(empty[1], &detachment), 0);
+  EXPECT_EQ(service.detach(empty[2], &detachment), 0) << "the third empty one is not kept";
+  EXPECT_EQ(service.resume_session(empty[2]->id), nullptr);
+  EXPECT_EQ(service.stats().sessions_in_grace, 2u);
+
+  auto holder = service.create_session();
+  ASSERT_TRUE(service.try_acquire(holder, "kept").granted);
+  EXPECT_GT(service.detach(holder, &detachment), 0) << "a session with locks keeps its grace";
+  EXPECT_EQ(service.stats().sessions_in_grace, 3u);
+
+  // Resuming an empty one makes room for another.
+  ASSERT_EQ(service.resume_session(empty[0]->id), empty[0]);
+  auto another = service.create_session();
+  EXPECT_GT(service.detach(another, &detachment), 0);
 }
 
 // Counts the grants delivered to `wait` in `grants`.

@@ -28,6 +28,10 @@ constexpr int64_t kDefaultGraceMs = 30000;
 struct LockLimits {
   size_t max_locks_per_session = 10000;  // held plus waited for
   size_t max_names = 1000000;            // distinct names held, all sessions
+  // Sessions that hold nothing kept through a grace period: resuming one
+  // gives back only its id, and a client that quits over and over must not
+  // pile them up. Past this many, such a session ends with its connection.
+  size_t max_empty_sessions_in_grace = 10000;
 };
 
 // Which limit refused a lock.
@@ -43,8 +47,9 @@ struct Session {
   std::unordered_set<std::string> held;
   size_t waits = 0;  // queued WaitTickets
   int64_t grace_ms = kDefaultGraceMs;
-  bool attached = true;      // a connection uses it
-  uint64_t detachments = 0;  // tells a stale grace timer from the current one
+  bool attached = true;         // a connection uses it
+  uint64_t detachments = 0;     // tells a stale grace timer from the current one
+  bool empty_in_grace = false;  // counted in LockService::empty_in_grace_
 };
 
 // One waiting `lock NAME SECONDS`. on_grant is called once, on the thread
@@ -137,6 +142,8 @@ class LockService {
   Shard& shard_for(std::string_view name) const;
   // Under the session's mutex: may it hold or wait for one more lock?
   bool session_full(const Session& session) const;
+  // With sessions_mutex_ and the session's mutex held.
+  void leave_empty_in_grace(Session& session);
   // For a name nobody holds: checks both limits and reserves the name.
   Limit admit_new_name(Session& session);
   Acquired refuse(Limit limit);
@@ -165,8 +172,9 @@ class LockService {
 
   mutable std::mutex sessions_mutex_;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
-  uint64_t next_session_ = 0;  // guarded by sessions_mutex_
-  uint64_t in_grace_ = 0;      // guarded by sessions_mutex_
+  uint64_t next_session_ = 0;    // guarded by sessions_mutex_
+  uint64_t in_grace_ = 0;        // guarded by sessions_mutex_
+  uint64_t empty_in_grace_ = 0;  // guarded by sessions_mutex_
 };
 
 }  // namespace lockcached::locks
