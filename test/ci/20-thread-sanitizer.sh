@@ -15,20 +15,7 @@
 # LOCKCACHED_TSAN_BUILD picks another build directory (to run this beside
 # other work on one machine).
 build=${LOCKCACHED_TSAN_BUILD:-build-tsan}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Tsan -DLOCKCACHED_BUILD_BENCH=OFF
-cmake --build "$build" -j2
-
+build_type=Tsan
 reports=$PWD/$build/sanitizer-reports
-rm -rf "$reports"
-mkdir -p "$reports"
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan
-status=0
-ctest --test-dir "$build" -j2 --output-on-failure || status=$?
-if compgen -G "$reports/*" >/dev/null; then
-  for report in "$reports"/*; do
-    echo "==== sanitizer report $report"
-    cat "$report"
-  done
-  status=1
-fi
-exit "$status"
+source test/ci/sanitized-suite.sh

@@ -14,21 +14,8 @@
 # LOCKCACHED_ASAN_BUILD picks another build directory (to run this beside
 # other work on one machine).
 build=${LOCKCACHED_ASAN_BUILD:-build-asan}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Asan -DLOCKCACHED_BUILD_BENCH=OFF
-cmake --build "$build" -j2
-
+build_type=Asan
 reports=$PWD/$build/sanitizer-reports
-rm -rf "$reports"
-mkdir -p "$reports"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$reports/asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
-status=0
-ctest --test-dir "$build" -j2 --output-on-failure || status=$?
-if compgen -G "$reports/*" >/dev/null; then
-  for report in "$reports"/*; do
-    echo "==== sanitizer report $report"
-    cat "$report"
-  done
-  status=1
-fi
-exit "$status"
+source test/ci/sanitized-suite.sh

@@ -1,0 +1,19 @@
+# Sourced by the sanitizer stages: builds everything (bench off) in $build
+# with CMAKE_BUILD_TYPE=$build_type and runs the whole ctest suite. The
+# stage exports its sanitizer's options first, with log_path under
+# $reports; any report file there fails the stage and is printed.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_BUILD_BENCH=OFF
+cmake --build "$build" -j2
+
+rm -rf "$reports"
+mkdir -p "$reports"
+status=0
+ctest --test-dir "$build" -j2 --output-on-failure || status=$?
+if compgen -G "$reports/*" >/dev/null; then
+  for report in "$reports"/*; do
+    echo "==== sanitizer report $report"
+    cat "$report"
+  done
+  status=1
+fi
+exit "$status"
