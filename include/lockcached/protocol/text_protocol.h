@@ -39,6 +39,9 @@ class TextProtocol final : public ProtocolHandler {
   void check_partial_line(std::string_view partial, OutputQueue& out);
 
   void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
+  // `keys`: the space-separated keys of a get, gets, gat or gats.
+  void get_keys(std::string_view keys, bool with_cas, bool touch, int32_t exptime,
+                OutputQueue& out);
   void get_step(OutputQueue& out);
   static void append_value_header(const store::Item& item, bool with_cas, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
