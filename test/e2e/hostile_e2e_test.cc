@@ -840,6 +840,8 @@ class Prober {
 
 // --- the fixture -------------------------------------------------------------------
 
+::testing::AssertionResult server_read(Client& observer, uint64_t before, uint64_t bytes);
+
 class HostileE2e : public ::testing::Test {
  protected:
   // Starts the server with the lock service on a kernel-picked port, stores
@@ -1033,6 +1035,42 @@ class HostileE2e : public ::testing::Test {
         << "server RSS " << mib(rss) << ", " << e2e::sanitizer_name();
     exited = server_.wait_for_exit(0ms);
     EXPECT_FALSE(exited.has_value()) << "the server " << e2e::describe_wait_status(exited);
+  }
+
+  // Eight clients die after sending half of a storage request each
+  // (half_request(key, round)): the even rounds overwrite `kept`, the odd
+  // ones store a new key that starts with `victim`. Others must see the old
+  // value meanwhile, no half value may be stored, and every connection goes.
+  void kill_mid_set(const e2e::Value& kept, const std::string& victim,
+                    const std::function<std::string(const std::string&, int)>& half_request,
+                    const std::string& what) {
+    Client observer = cache_client();
+    const uint64_t baseline = 2;  // the keeper's and the observer's
+    ASSERT_TRUE(connections_become(baseline));
+    for (int round = 0; round < 8; ++round) {
+      SCOPED_TRACE("round " + std::to_string(round));
+      bool overwrite = round % 2 == 0;
+      std::string key = overwrite ? kept.key : victim + std::to_string(round);
+      std::string request = half_request(key, round);
+      uint64_t read_before = stat_u64(observer.stats(), "bytes_read");
+      Client dying = cache_client();
+      ASSERT_TRUE(dying.send(request)) << dying.last_error();
+      ASSERT_TRUE(server_read(observer, read_before, request.size()));
+      if (overwrite) {
+        EXPECT_EQ(observer.get(key), kept.data) << "the old value is what others see";
+      }
+      if (round % 3 == 0) {
+        dying.abort();
+      } else {
+        dying.close();
+      }
+      if (!overwrite) {
+        EXPECT_EQ(observer.get(key), std::nullopt) << "half a value was stored";
+      }
+    }
+    EXPECT_EQ(observer.get(kept.key), kept.data);
+    EXPECT_TRUE(connections_become(baseline)) << "after the killed clients";
+    expect_healthy(what);
   }
 
   ServerProcess server_;
@@ -1556,72 +1594,28 @@ TEST_F(HostileE2e, FourGigabyteBodiesDeclaredNotSent) {
 
 TEST_F(HostileE2e, KilledMidTextSet) {
   ASSERT_NO_FATAL_FAILURE(start());
-  Client observer = cache_client();
-  const uint64_t baseline = 2;  // the keeper's and the observer's
-  ASSERT_TRUE(connections_become(baseline));
-  for (int round = 0; round < 8; ++round) {
-    SCOPED_TRACE("round " + std::to_string(round));
-    // Overwrites a stored value (precious:06, 300,000 bytes) or makes a new
-    // one; dies after half of its data block.
-    bool overwrite = round % 2 == 0;
-    std::string key = overwrite ? precious_[6].key : "victim" + std::to_string(round);
-    std::string request = "set " + key + " 0 0 200000" + (round % 4 == 1 ? " noreply" : "") +
-                          "\r\n" + std::string(100000, 'Z');
-    uint64_t read_before = stat_u64(observer.stats(), "bytes_read");
-    Client dying = cache_client();
-    ASSERT_TRUE(dying.send(request)) << dying.last_error();
-    ASSERT_TRUE(server_read(observer, read_before, request.size()));
-    // Meanwhile the old value is what others see.
-    if (overwrite) {
-      EXPECT_EQ(observer.get(key), precious_[6].data);
-    }
-    if (round % 3 == 0) {
-      dying.abort();
-    } else {
-      dying.close();
-    }
-    if (!overwrite) {
-      EXPECT_EQ(observer.get(key), std::nullopt) << "half a value was stored";
-    }
-  }
-  EXPECT_EQ(observer.get(precious_[6].key), precious_[6].data);
-  EXPECT_TRUE(connections_become(baseline)) << "after the killed clients";
-  expect_healthy("clients killed mid text set");
+  // precious:06 is 300,000 bytes; each client dies after half its data block.
+  kill_mid_set(
+      precious_[6], "victim",
+      [](const std::string& key, int round) {
+        return "set " + key + " 0 0 200000" + (round % 4 == 1 ? " noreply" : "") + "\r\n" +
+               std::string(100000, 'Z');
+      },
+      "clients killed mid text set");
 }
 
 TEST_F(HostileE2e, KilledMidBinarySet) {
   ASSERT_NO_FATAL_FAILURE(start());
-  Client observer = cache_client();
-  const uint64_t baseline = 2;  // the keeper's and the observer's
-  ASSERT_TRUE(connections_become(baseline));
-  for (int round = 0; round < 8; ++round) {
-    SCOPED_TRACE("round " + std::to_string(round));
-    bool overwrite = round % 2 == 0;
-    std::string key = overwrite ? precious_[7].key : "bvictim" + std::to_string(round);
-    uint8_t opcode = round % 4 == 1 ? 0x11 : 0x01;  // SetQ / Set
-    uint32_t value_length = 600000;
-    std::string request = binary_header(opcode, static_cast<uint16_t>(key.size()), 8,
-                                        static_cast<uint32_t>(8 + key.size() + value_length), 7) +
-                          std::string(8, '\0') + key + std::string(value_length / 2, 'B');
-    uint64_t read_before = stat_u64(observer.stats(), "bytes_read");
-    Client dying = cache_client();
-    ASSERT_TRUE(dying.send(request)) << dying.last_error();
-    ASSERT_TRUE(server_read(observer, read_before, request.size()));
-    if (overwrite) {
-      EXPECT_EQ(observer.get(key), precious_[7].data);
-    }
-    if (round % 3 == 0) {
-      dying.abort();
-    } else {
-      dying.close();
-    }
-    if (!overwrite) {
-      EXPECT_EQ(observer.get(key), std::nullopt) << "half a value was stored";
-    }
-  }
-  EXPECT_EQ(observer.get(precious_[7].key), precious_[7].data);
-  EXPECT_TRUE(connections_become(baseline)) << "after the killed clients";
-  expect_healthy("clients killed mid binary set");
+  kill_mid_set(
+      precious_[7], "bvictim",
+      [](const std::string& key, int round) {
+        uint8_t opcode = round % 4 == 1 ? 0x11 : 0x01;  // SetQ / Set
+        uint32_t value_length = 600000;
+        return binary_header(opcode, static_cast<uint16_t>(key.size()), 8,
+                             static_cast<uint32_t>(8 + key.size() + value_length), 7) +
+               std::string(8, '\0') + key + std::string(value_length / 2, 'B');
+      },
+      "clients killed mid binary set");
 }
 
 TEST_F(HostileE2e, KilledWhileWaitingForLock) {
