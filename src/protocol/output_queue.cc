@@ -1,5 +1,6 @@
 #include "lockcached/protocol/output_queue.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace lockcached::protocol {
@@ -9,22 +10,9 @@ constexpr size_t kCopyBelow = 512;
 // Copies stop once this much is buffered: a multi-get naming one small value
 // 100,000 times must cost a reference each, not 100,000 copies of it.
 constexpr size_t kMaxCopiedBytes = 256 * 1024;
-// A queue that once held a huge reply gives the memory back when it drains.
-constexpr size_t kKeepCapacity = 64 * 1024;
+constexpr size_t kMinCapacity = 1024;
 
 }  // namespace
-
-void OutputQueue::append(std::string_view bytes) {
-  if (bytes.empty()) return;
-  if (!segments_.empty() && segments_.back().item == nullptr &&
-      segments_.back().offset + segments_.back().length == buffer_.size()) {
-    segments_.back().length += bytes.size();
-  } else {
-    segments_.push_back({buffer_.size(), bytes.size(), nullptr});
-  }
-  buffer_.append(bytes);
-  pending_ += bytes.size();
-}
 
 void OutputQueue::append_number(uint64_t value) {
   char digits[24];
@@ -33,46 +21,78 @@ void OutputQueue::append_number(uint64_t value) {
 }
 
 void OutputQueue::append_item(store::Item* item, const char* data, size_t length) {
-  if (length < kCopyBelow && buffer_.size() < kMaxCopiedBytes) {
+  if (length < kCopyBelow && size_ - bytes_sent_ < kMaxCopiedBytes) {
     append({data, length});
     return;
   }
   item->refs.fetch_add(1, std::memory_order_relaxed);
-  auto base = reinterpret_cast<const char*>(item);
-  segments_.push_back({static_cast<size_t>(data - base), length, item});
+  items_.push_back({size_, data, length, item});
   pending_ += length;
 }
 
-const char* OutputQueue::segment_data(const Segment& segment) const {
-  const char* base = segment.item ? reinterpret_cast<const char*>(segment.item) : buffer_.data();
-  return base + segment.offset;
+// Moves the unsent bytes to the front of a buffer with room for `more`: a
+// client that never lets the queue drain cannot make it grow without bound.
+void OutputQueue::grow(size_t more) {
+  const size_t unsent = size_ - bytes_sent_;
+  const size_t needed = unsent + more;
+  size_t capacity = std::max(capacity_, kMinCapacity);
+  while (capacity < needed)
+    capacity *= 2;
+  if (capacity > capacity_) {
+    auto grown = std::make_unique<char[]>(capacity);
+    if (unsent > 0) std::memcpy(grown.get(), bytes_.get() + bytes_sent_, unsent);
+    bytes_ = std::move(grown);
+    capacity_ = capacity;
+  } else if (unsent > 0) {
+    std::memmove(bytes_.get(), bytes_.get() + bytes_sent_, unsent);
+  }
+  // Item ranges already sent are dropped; the others move with the bytes.
+  items_.erase(items_.begin(), items_.begin() + static_cast<ptrdiff_t>(head_));
+  head_ = 0;
+  for (ItemRange& range : items_)
+    range.at -= bytes_sent_;
+  size_ = unsent;
+  bytes_sent_ = 0;
 }
 
-int OutputQueue::gather(iovec* iov, int max) const {
+int OutputQueue::gather_with_items(iovec* iov, int max) const {
   int count = 0;
-  size_t skip = head_offset_;
-  for (size_t i = head_; i < segments_.size() && count < max; ++i, skip = 0) {
-    iov[count].iov_base = const_cast<char*>(segment_data(segments_[i]) + skip);
-    iov[count].iov_len = segments_[i].length - skip;
-    ++count;
+  size_t at = bytes_sent_;
+  size_t skip = item_sent_;  // only the first range can be partly sent
+  for (size_t i = head_; i < items_.size(); ++i, skip = 0) {
+    const ItemRange& range = items_[i];
+    if (range.at > at) {
+      if (count == max) return count;
+      iov[count++] = {bytes_.get() + at, range.at - at};
+      at = range.at;
+    }
+    if (count == max) return count;
+    iov[count++] = {const_cast<char*>(range.data + skip), range.length - skip};
   }
+  if (size_ > at && count < max) iov[count++] = {bytes_.get() + at, size_ - at};
   return count;
 }
 
-void OutputQueue::consume(size_t bytes) {
+void OutputQueue::consume_slowly(size_t bytes) {
   pending_ -= bytes;
   while (bytes > 0) {
-    Segment& segment = segments_[head_];
-    size_t left = segment.length - head_offset_;
+    // Buffered bytes before the next item range (or to the end).
+    size_t until = head_ < items_.size() ? items_[head_].at : size_;
+    size_t take = std::min(bytes, until - bytes_sent_);
+    bytes_sent_ += take;
+    bytes -= take;
+    if (bytes == 0) break;
+    ItemRange& range = items_[head_];
+    size_t left = range.length - item_sent_;
     if (bytes < left) {
-      head_offset_ += bytes;
-      return;
+      item_sent_ += bytes;
+      break;
     }
     bytes -= left;
-    if (segment.item) store::item_release(segment.item);
-    segment.item = nullptr;
+    store::item_release(range.item);
+    range.item = nullptr;
     ++head_;
-    head_offset_ = 0;
+    item_sent_ = 0;
   }
   if (pending_ == 0) clear();
 }
@@ -80,24 +100,31 @@ void OutputQueue::consume(size_t bytes) {
 std::string OutputQueue::take_all() {
   std::string all;
   all.reserve(pending_);
-  size_t skip = head_offset_;
-  for (size_t i = head_; i < segments_.size(); ++i, skip = 0) {
-    all.append(segment_data(segments_[i]) + skip, segments_[i].length - skip);
+  iovec iov[64];
+  while (!empty()) {
+    int count = gather(iov, 64);
+    size_t taken = 0;
+    for (int i = 0; i < count; ++i) {
+      all.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+      taken += iov[i].iov_len;
+    }
+    consume(taken);
   }
-  clear();
   return all;
 }
 
 void OutputQueue::clear() {
-  for (size_t i = head_; i < segments_.size(); ++i) {
-    if (segments_[i].item) store::item_release(segments_[i].item);
-  }
-  segments_.clear();
-  buffer_.clear();
-  if (buffer_.capacity() > kKeepCapacity) buffer_.shrink_to_fit();
-  if (segments_.capacity() > kKeepCapacity / sizeof(Segment)) segments_.shrink_to_fit();
-  head_ = head_offset_ = 0;
+  for (size_t i = head_; i < items_.size(); ++i)
+    store::item_release(items_[i].item);
+  items_.clear();
+  head_ = item_sent_ = 0;
+  size_ = bytes_sent_ = 0;
   pending_ = 0;
+  if (capacity_ > kKeepCapacity) {
+    bytes_.reset();
+    capacity_ = 0;
+  }
+  if (items_.capacity() > kKeepCapacity / sizeof(ItemRange)) items_.shrink_to_fit();
 }
 
 }  // namespace lockcached::protocol

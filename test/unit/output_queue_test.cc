@@ -352,5 +352,38 @@ TEST(OutputQueueTest, AnySendPatternDeliversEverything) {
   }
 }
 
+// A client that reads slowly while new replies keep coming: the queue never
+// drains, so the buffer moves its unsent bytes forward as it grows, and the
+// item ranges between them must move along.
+TEST(OutputQueueTest, AppendsBetweenPartialSendsKeepTheOrder) {
+  ItemRef large = make_item("large", kLargeValue, 'a');
+  OutputQueue queue;
+  std::string expected;
+  std::string sent;
+  for (int round = 0; round < 200; ++round) {
+    std::string line = "line " + std::to_string(round) + std::string(round % 37, '.') + "\r\n";
+    queue.append(line);
+    expected += line;
+    if (round % 9 == 0) {
+      append_value(queue, large);
+      expected += std::string(value_and_crlf(large));
+    }
+    // Send a little less than arrived, so something is always left.
+    std::vector<iovec> iov = gather_all(queue, 3);
+    size_t n = 0;
+    for (const iovec& piece : iov) {
+      size_t take = std::min<size_t>(piece.iov_len, 50 - n);
+      sent.append(static_cast<const char*>(piece.iov_base), take);
+      n += take;
+      if (n == 50) break;
+    }
+    queue.consume(n);
+    EXPECT_FALSE(queue.empty());
+  }
+  sent += drain(queue, 4093);
+  EXPECT_EQ(sent, expected);
+  EXPECT_EQ(large->refs.load(), 1u);
+}
+
 }  // namespace
 }  // namespace lockcached::protocol

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +24,14 @@ class OutputQueue {
   OutputQueue& operator=(const OutputQueue&) = delete;
   ~OutputQueue() { clear(); }
 
-  void append(std::string_view bytes);
+  // Every reply passes through here, so the common case is inline: a copy
+  // into the byte buffer.
+  void append(std::string_view bytes) {
+    if (bytes.size() > capacity_ - size_) grow(bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes_.get() + size_, bytes.data(), bytes.size());
+    size_ += bytes.size();
+    pending_ += bytes.size();
+  }
   void append_number(uint64_t value);
   // Sends [data, data+length) from inside `item`, keeping it alive until sent.
   // Small ranges are copied (cheaper than a reference and an iovec) while
@@ -34,25 +43,49 @@ class OutputQueue {
   size_t pending() const { return pending_; }
 
   // Describes up to `max` unsent pieces, in order; returns how many.
-  int gather(iovec* iov, int max) const;
+  int gather(iovec* iov, int max) const {
+    if (!items_.empty()) return gather_with_items(iov, max);
+    if (pending_ == 0 || max == 0) return 0;
+    iov[0] = {bytes_.get() + bytes_sent_, pending_};
+    return 1;
+  }
   // The first `bytes` of what gather described were sent.
-  void consume(size_t bytes);
+  void consume(size_t bytes) {
+    if (bytes == pending_ && items_.empty() && capacity_ <= kKeepCapacity) {
+      size_ = bytes_sent_ = pending_ = 0;  // all sent: the usual case
+      return;
+    }
+    consume_slowly(bytes);
+  }
   // Everything unsent as one string; empties the queue (tests, diagnostics).
   std::string take_all();
   void clear();
 
  private:
-  struct Segment {
-    size_t offset;  // into buffer_, or into the item's memory
+  // A range of item memory, sent after the first `at` bytes of the buffer
+  // (and after the references before it).
+  struct ItemRange {
+    size_t at;
+    const char* data;
     size_t length;
-    store::Item* item;  // null: the bytes are in buffer_
+    store::Item* item;
   };
-  const char* segment_data(const Segment& segment) const;
 
-  std::string buffer_;
-  std::vector<Segment> segments_;
-  size_t head_ = 0;         // first unsent segment
-  size_t head_offset_ = 0;  // bytes of it already sent
+  // A queue that once held a huge reply gives the memory back when it drains.
+  static constexpr size_t kKeepCapacity = 64 * 1024;
+
+  void grow(size_t more);
+  int gather_with_items(iovec* iov, int max) const;
+  void consume_slowly(size_t bytes);
+
+  // The formatted bytes, in order; item ranges sit between them.
+  std::unique_ptr<char[]> bytes_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+  size_t bytes_sent_ = 0;  // bytes_[0, bytes_sent_) are gone
+  std::vector<ItemRange> items_;
+  size_t head_ = 0;       // first item range not wholly sent
+  size_t item_sent_ = 0;  // bytes of items_[head_] already sent
   size_t pending_ = 0;
 };
 
