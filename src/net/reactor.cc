@@ -27,7 +27,9 @@ int64_t monotonic_ms() {
 }
 
 Reactor::Reactor()
-    : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      now_ms_(monotonic_ms()) {
   PCHECK(epoll_fd_ >= 0) << "epoll_create1";
   PCHECK(wake_fd_ >= 0) << "eventfd";
   epoll_event event{};
@@ -100,8 +102,7 @@ int Reactor::next_timeout_ms() const {
 }
 
 void Reactor::run_due_timers() {
-  int64_t now = monotonic_ms();
-  while (!timers_.empty() && timers_.top().deadline_ms <= now) {
+  while (!timers_.empty() && timers_.top().deadline_ms <= now_ms_) {
     TimerId id = timers_.top().id;
     timers_.pop();
     auto found = timer_tasks_.find(id);
@@ -130,6 +131,7 @@ void Reactor::run() {
   epoll_event events[kMaxEventsPerWait];
   while (!stopping_) {
     int count = epoll_wait(epoll_fd_, events, kMaxEventsPerWait, next_timeout_ms());
+    now_ms_ = monotonic_ms();
     if (count < 0) {
       PCHECK(errno == EINTR) << "epoll_wait";
       continue;
