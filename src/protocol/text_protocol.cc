@@ -151,20 +151,26 @@ void TextProtocol::get_keys(std::string_view keys, bool with_cas, bool touch, in
                             OutputQueue& out) {
   // memcached answers only the error when any key is bad, so check first.
   bool all_valid = true;
-  for_each_word(keys, [&all_valid](std::string_view key) { all_valid &= valid_key(key); });
+  size_t count = 0;
+  for_each_word(keys, [&all_valid, &count](std::string_view key) {
+    all_valid &= valid_key(key);
+    ++count;
+  });
   if (!all_valid) return reply(out, kBadFormat);
 
+  const GetOptions options{with_cas, touch, exptime};
+  if (count <= kGetKeysPerStep) {
+    // All in one step, straight from the request line.
+    answer_keys(keys, 0, options, out);
+    out.append("END\r\n");
+    return;
+  }
   multi_get_.keys.assign(keys);
   multi_get_.next = 0;
-  multi_get_.with_cas = with_cas;
-  multi_get_.touch = touch;
-  multi_get_.exptime = exptime;
+  multi_get_.options = options;
   get_step(out);
 }
 
-// Looks up to kGetKeysPerStep keys, then lets the connection serve others
-// (has_unfinished_work) before the next piece: a 256 KB line of 100,000
-// keys must not hold up the thread for the whole of it.
 // "VALUE <key> <flags> <bytes>[ <cas>]\r\n", put together here and
 // appended once: appending its seven pieces one by one was most of what a
 // multi-get cost per key.
@@ -193,26 +199,33 @@ void TextProtocol::append_value_header(const store::Item& item, bool with_cas, O
 }
 #pragma GCC diagnostic pop
 
-void TextProtocol::get_step(OutputQueue& out) {
-  MultiGet& get = multi_get_;
+// Answers up to kGetKeysPerStep of the keys from `from` on; returns where
+// it stopped. A longer get goes on in later steps, and the connection
+// serves others in between (has_unfinished_work): a 256 KB line of 100,000
+// keys must not hold up the thread for the whole of it.
+size_t TextProtocol::answer_keys(std::string_view keys, size_t from, const GetOptions& options,
+                                 OutputQueue& out) {
   size_t looked_up = 0;
-  std::string_view keys = get.keys;
-  while (get.next < keys.size() && looked_up < kGetKeysPerStep) {
-    size_t start = keys.find_first_not_of(' ', get.next);
-    if (start == std::string_view::npos) {
-      get.next = keys.size();
-      break;
-    }
+  while (from < keys.size() && looked_up < kGetKeysPerStep) {
+    size_t start = keys.find_first_not_of(' ', from);
+    if (start == std::string_view::npos) return keys.size();
     size_t end = std::min(keys.find(' ', start), keys.size());
-    get.next = end;
+    from = end;
     ++looked_up;
     std::string_view key = keys.substr(start, end - start);
-    store::ItemRef item = get.touch ? core_.get_and_touch(key, get.exptime) : core_.get(key);
+    store::ItemRef item =
+        options.touch ? core_.get_and_touch(key, options.exptime) : core_.get(key);
     if (!item) continue;
-    append_value_header(*item, get.with_cas, out);
+    append_value_header(*item, options.with_cas, out);
     out.append_item(item.get(), item->value(), item->value_len + 2);
   }
-  if (get.next >= keys.size()) {
+  return from;
+}
+
+void TextProtocol::get_step(OutputQueue& out) {
+  MultiGet& get = multi_get_;
+  get.next = answer_keys(get.keys, get.next, get.options, out);
+  if (get.next >= get.keys.size()) {
     get.keys.clear();
     out.append("END\r\n");
   }

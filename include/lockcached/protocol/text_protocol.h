@@ -42,6 +42,13 @@ class TextProtocol final : public ProtocolHandler {
   // `keys`: the space-separated keys of a get, gets, gat or gats.
   void get_keys(std::string_view keys, bool with_cas, bool touch, int32_t exptime,
                 OutputQueue& out);
+  struct GetOptions {
+    bool with_cas = false;
+    bool touch = false;  // gat, gats
+    int32_t exptime = 0;
+  };
+  size_t answer_keys(std::string_view keys, size_t from, const GetOptions& options,
+                     OutputQueue& out);
   void get_step(OutputQueue& out);
   static void append_value_header(const store::Item& item, bool with_cas, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
@@ -71,13 +78,11 @@ class TextProtocol final : public ProtocolHandler {
   size_t value_filled_ = 0;  // bytes of value and CRLF received so far
   size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
   KeyWalk keys_;
-  // A multi-get answered in steps (see get_step).
+  // A multi-get of more keys than one step answers (see get_step).
   struct MultiGet {
     std::string keys;  // the key list; empty when no get is in progress
     size_t next = 0;   // where the next step starts
-    bool with_cas = false;
-    bool touch = false;
-    int32_t exptime = 0;
+    GetOptions options;
   } multi_get_;
   MetaCommands meta_;
 };
