@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include <glog/logging.h>
+
+#include "lockcached/protocol/text_parser.h"
 #include "lockcached/store/store.h"
 #include "lockcached/version.h"
 
@@ -306,6 +309,9 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
 
 void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
+  // -vv: the opcode (hex, as protocol_binary.txt lists them) and the key.
+  VLOG(2) << '<' << core_.owner() << " opcode 0x" << std::hex << int{h.opcode} << std::dec
+          << " key " << escape_for_log(request.key);
   switch (h.opcode) {
     case kGet:
     case kGetQ:

@@ -61,4 +61,20 @@ bool printable_key(std::string_view key) {
   return true;
 }
 
+std::string escape_for_log(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string escaped;
+  escaped.reserve(bytes.size());
+  for (unsigned char c : bytes) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      escaped += static_cast<char>(c);
+    } else {
+      escaped += "\\x";
+      escaped += kHex[c >> 4];
+      escaped += kHex[c & 0xf];
+    }
+  }
+  return escaped;
+}
+
 }  // namespace lockcached::protocol

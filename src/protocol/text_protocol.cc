@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <glog/logging.h>
+
 #include "lockcached/protocol/base64.h"
 #include "lockcached/version.h"
 
@@ -84,6 +86,8 @@ void TextProtocol::reply(OutputQueue& out, std::string_view text) {
 }
 
 void TextProtocol::execute(std::string_view line, OutputQueue& out) {
+  // -vv, as memcached's: every request line, after the connection's id.
+  VLOG(2) << '<' << core_.owner() << ' ' << escape_for_log(line);
   noreply_ = false;
   // The most frequent request skips the split into words: its keys are
   // walked as they are looked up anyway.
@@ -437,7 +441,8 @@ void TextProtocol::verbosity(const Words& words, OutputQueue& out) {
   noreply_ = words.last() == "noreply";
   uint32_t level;
   if (!parse_u32(words[1], &level)) return reply(out, kBadFormat);
-  // Logging verbosity is glog's -v flag; accepted for compatibility.
+  // Logging verbosity is the -v/-vv command-line option (glog's --v); the
+  // command is accepted for compatibility and changes nothing.
   reply(out, "OK");
 }
 

@@ -39,6 +39,8 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
         worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); }});
   }
   interest_ = EPOLLIN;
+  VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")
+          << " connection";
   if (!worker_.reactor().add(fd_, interest_, this)) close();
 }
 
@@ -49,6 +51,7 @@ Connection::~Connection() {
 
 void Connection::close() {
   if (fd_ < 0) return;
+  VLOG(1) << '<' << core_.owner() << " connection closed";
   worker_.reactor().remove(fd_);
   ::close(fd_);
   fd_ = -1;

@@ -84,6 +84,46 @@ TEST(OptionsE2e, MemcachedLongOptions) {
   EXPECT_EQ(stat_text(settings, "item_size_max"), "1048576");
 }
 
+// What -v and -vv log, as memcached's: connections opening and closing, and
+// with -vv every request, control characters escaped so that a client cannot
+// forge log lines.
+std::string log_of_one_session(const std::vector<std::string>& flags) {
+  ServerProcess server;
+  EXPECT_TRUE(server.start(flags));
+  {
+    Client client;
+    EXPECT_TRUE(client.connect(server.port()));
+    EXPECT_EQ(client.store("set", "greeting", "hello"), "STORED");
+    EXPECT_EQ(client.request("get a\x01"
+                             "b"),
+              "END");  // 0x01 then "b"
+  }
+  EXPECT_TRUE(server.stop().has_value());
+  EXPECT_TRUE(server.wait_for_output_end(5s));
+  return server.log();
+}
+
+TEST(OptionsE2e, VeryVerboseLogsConnectionsAndRequests) {
+  std::string log = log_of_one_session({"-vv"});
+  EXPECT_NE(log.find(" new cache connection"), std::string::npos) << log;
+  EXPECT_NE(log.find(" set greeting 0 0 5"), std::string::npos) << log;
+  EXPECT_NE(log.find(" get a\\x01b"), std::string::npos) << log;
+  EXPECT_NE(log.find(" connection closed"), std::string::npos) << log;
+}
+
+TEST(OptionsE2e, VerboseLogsConnectionsOnly) {
+  std::string log = log_of_one_session({"-v"});
+  EXPECT_NE(log.find(" new cache connection"), std::string::npos) << log;
+  EXPECT_NE(log.find(" connection closed"), std::string::npos) << log;
+  EXPECT_EQ(log.find("greeting"), std::string::npos) << log;
+}
+
+TEST(OptionsE2e, QuietByDefault) {
+  std::string log = log_of_one_session({});
+  EXPECT_EQ(log.find(" new cache connection"), std::string::npos) << log;
+  EXPECT_EQ(log.find("greeting"), std::string::npos) << log;
+}
+
 TEST(OptionsE2e, UdpPortIsAcceptedWithAWarning) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"-U", "11211"}));

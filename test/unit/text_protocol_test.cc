@@ -1253,5 +1253,11 @@ TEST(TextProtocolPipelineTest, PipelinedNoreplyIncrements) {
   EXPECT_EQ(server.feed(requests), value_reply("n", 0, sum) + "END\r\n");
 }
 
+TEST(EscapeForLogTest, ControlAndHighBytesAndBackslashBecomeHex) {
+  EXPECT_EQ(escape_for_log("get plain-key_1"), "get plain-key_1");
+  EXPECT_EQ(escape_for_log(std::string_view("a\nb\rc\0d", 7)), "a\\x0ab\\x0dc\\x00d");
+  EXPECT_EQ(escape_for_log("\x7f\xff\\"), "\\x7f\\xff\\x5c");
+}
+
 }  // namespace
 }  // namespace lockcached::protocol

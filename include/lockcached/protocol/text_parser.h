@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace lockcached::protocol {
@@ -65,5 +66,8 @@ bool valid_key(std::string_view key);
 // A valid key without control characters (0x00-0x1f, 0x7f): safe to print
 // raw in a reply line (`keys`) and the rule for lock-service names.
 bool printable_key(std::string_view key);
+// `bytes` for a log line: control characters and bytes over 0x7e as \xNN, so
+// that a client cannot forge log lines with the keys it sends.
+std::string escape_for_log(std::string_view bytes);
 
 }  // namespace lockcached::protocol
