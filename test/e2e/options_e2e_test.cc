@@ -94,9 +94,7 @@ std::string log_of_one_session(const std::vector<std::string>& flags) {
     Client client;
     EXPECT_TRUE(client.connect(server.port()));
     EXPECT_EQ(client.store("set", "greeting", "hello"), "STORED");
-    EXPECT_EQ(client.request("get a\x01"
-                             "b"),
-              "END");  // 0x01 then "b"
+    EXPECT_EQ(client.request(std::string("get a\x01") + "b"), "END");
   }
   EXPECT_TRUE(server.stop().has_value());
   EXPECT_TRUE(server.wait_for_output_end(5s));
