@@ -35,6 +35,9 @@ struct Store::Shard {
   std::vector<Item*> buckets = std::vector<Item*>(kInitialBuckets, nullptr);
   size_t count = 0;
   size_t bytes = 0;
+  // Linked items with an exptime: while there are none (and no flush_all
+  // came), the crawler has nothing to look for here.
+  size_t expiring = 0;
   size_t limit = 0;
   // Where eviction starts: the limit, or less while the allocator holds
   // more memory than the items need (MemoryGovernor, after a size shift).
@@ -54,6 +57,13 @@ struct Store::Shard {
   uint64_t locked = 0;
 
   Item** bucket_of(uint64_t hash) { return &buckets[hash & (buckets.size() - 1)]; }
+
+  // Changes a linked item's exptime, keeping `expiring` true.
+  void set_exptime(Item* item, RelTime exptime) {
+    if (item->exptime == 0 && exptime != 0) ++expiring;
+    if (item->exptime != 0 && exptime == 0) --expiring;
+    item->exptime = exptime;
+  }
 
   OwnerId owner_of(const Item* item) const {
     return item->locked ? owners.find(item)->second : kNoOwner;
@@ -158,6 +168,7 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
   item->accessed = true;  // a new item gets one turn of the hand to be used
   item->atime = clock_.now();
   if (item->locked) ++shard.locked;
+  if (item->exptime != 0) ++shard.expiring;
   ++shard.count;
   shard.bytes += item->total_size();
   ++shard.total_items;
@@ -180,6 +191,7 @@ void Store::unlink(Shard& shard, Item* item, uint64_t hash) {
     --shard.locked;
   }
   item->linked = false;
+  if (item->exptime != 0) --shard.expiring;
   --shard.count;
   shard.bytes -= item->total_size();
   item_release(item);
@@ -242,6 +254,18 @@ void Store::reclaim(Shard& shard, Item* item, uint64_t hash) {
   unlink(shard, item, hash);
 }
 
+bool Store::crawl_needed(uint64_t* flush_cas_seen) {
+  uint64_t flush_cas = flush_cas_.load(std::memory_order_relaxed);
+  bool flushed = flush_cas != *flush_cas_seen || flush_time_.load(std::memory_order_relaxed) != 0;
+  *flush_cas_seen = flush_cas;
+  if (flushed) return true;
+  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    if (shards_[i].expiring > 0) return true;
+  }
+  return false;
+}
+
 uint64_t Store::crawl(uint64_t cursor, size_t budget) {
   uint64_t shard_index = cursor >> 32;
   size_t bucket = static_cast<uint32_t>(cursor);
@@ -297,7 +321,7 @@ ItemRef Store::touch(std::string_view key, RelTime exptime) {
   std::lock_guard lock(shard.mutex);
   Item* item = find(shard, hash, key, now);
   if (!item) return {};
-  item->exptime = exptime;
+  shard.set_exptime(item, exptime);
   note_access(item, now);
   return ItemRef::share(item);
 }
@@ -324,7 +348,7 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   result.key_binary = item->key_binary;
   result.last_access = now - item->atime;
   result.exptime_before = result.created ? 0 : item->exptime;
-  if (request.touch) item->exptime = request.exptime;
+  if (request.touch) shard.set_exptime(item, request.exptime);
   result.token_was_sent = item->token_sent;
   result.stale = item->stale;
   bool won = result.created || (item->stale && !item->token_sent);
@@ -531,7 +555,7 @@ ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* 
     return {};
   }
   set_lock(shard, item, owner);
-  if (exptime) item->exptime = *exptime;
+  if (exptime) shard.set_exptime(item, *exptime);
   *status = LockStatus::kOk;
   note_access(item, clock_.now());
   return ItemRef::share(item);

@@ -753,6 +753,40 @@ TEST_F(StoreTest, SetMemoryLimit) {
 }
 
 // A single shard with room for exactly kSlots equally sized items.
+// The crawler walks the store only while something in it can expire or a
+// flush_all has come since its last look.
+TEST_F(StoreTest, CrawlIsNeededOnlyWhileSomethingCanExpire) {
+  uint64_t flush_seen = 0;
+  EXPECT_FALSE(store_.crawl_needed(&flush_seen));
+  ASSERT_EQ(set("forever", "v"), StoreStatus::kStored);
+  EXPECT_FALSE(store_.crawl_needed(&flush_seen));
+
+  ASSERT_EQ(set("brief", "v", 100), StoreStatus::kStored);
+  EXPECT_TRUE(store_.crawl_needed(&flush_seen));
+  ASSERT_EQ(set("brief", "v"), StoreStatus::kStored);  // replaced without a TTL
+  EXPECT_FALSE(store_.crawl_needed(&flush_seen));
+
+  // touch gives an exptime and takes it away.
+  ASSERT_TRUE(store_.touch("forever", to_rel_time(100, clock_)));
+  EXPECT_TRUE(store_.crawl_needed(&flush_seen));
+  ASSERT_TRUE(store_.touch("forever", 0));
+  EXPECT_FALSE(store_.crawl_needed(&flush_seen));
+
+  // An item with a TTL that goes away takes the need with it.
+  ASSERT_EQ(set("brief", "v", 100), StoreStatus::kStored);
+  EXPECT_EQ(store_.remove("brief", 0, kNoOwner), DeleteStatus::kDeleted);
+  EXPECT_FALSE(store_.crawl_needed(&flush_seen));
+
+  // A flush_all is worth one crawl (its items are reclaimable), not more.
+  store_.flush_all(0);
+  EXPECT_TRUE(store_.crawl_needed(&flush_seen));
+  EXPECT_FALSE(store_.crawl_needed(&flush_seen));
+  // A delayed one keeps asking until it has taken effect.
+  store_.flush_all(10);
+  EXPECT_TRUE(store_.crawl_needed(&flush_seen));
+  EXPECT_TRUE(store_.crawl_needed(&flush_seen));
+}
+
 class EvictionTest : public ::testing::Test {
  protected:
   static constexpr size_t kSlots = 5;

@@ -24,6 +24,7 @@ class Crawler {
   int64_t pass();
 
   Store& store_;
+  uint64_t flush_cas_seen_ = 0;  // see Store::crawl_needed
   BackgroundLoop loop_;
 };
 

@@ -173,6 +173,10 @@ class Store {
   // among about `budget` items from `cursor` (0 at first) under one shard
   // lock. Returns where to go on, or kScanDone after the last shard.
   uint64_t crawl(uint64_t cursor, size_t budget);
+  // Whether a crawl could find anything: some item has an exptime, or a
+  // flush_all came (or is pending) since the flush the caller saw last,
+  // which *flush_cas_seen records (0 at first).
+  bool crawl_needed(uint64_t* flush_cas_seen);
 
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
