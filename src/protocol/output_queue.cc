@@ -39,7 +39,7 @@ void OutputQueue::grow(size_t more) {
   while (capacity < needed)
     capacity *= 2;
   if (capacity > capacity_) {
-    auto grown = std::make_unique<char[]>(capacity);
+    auto grown = std::make_unique_for_overwrite<char[]>(capacity);
     if (unsent > 0) std::memcpy(grown.get(), bytes_.get() + bytes_sent_, unsent);
     bytes_ = std::move(grown);
     capacity_ = capacity;
