@@ -9,13 +9,6 @@ ItemRef CommandCore::allocate(std::string_view key, uint32_t flags, int64_t expt
   return store_.allocate(key, flags, store::to_rel_time(exptime, store_.clock()), value_len);
 }
 
-ItemRef CommandCore::get(std::string_view key) {
-  ItemRef item = store_.get(key);
-  stats_.cmd_get.add();
-  (item ? stats_.get_hits : stats_.get_misses).add();
-  return item;
-}
-
 ItemRef CommandCore::get_and_touch(std::string_view key, int64_t exptime) {
   ItemRef item = store_.touch(key, store::to_rel_time(exptime, store_.clock()));
   stats_.cmd_touch.add();

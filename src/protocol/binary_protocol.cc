@@ -376,10 +376,12 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
 
 void BinaryProtocol::get(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
-  store::ItemRef item = core_.get(request.key);
   bool with_key = h.opcode == kGetK || h.opcode == kGetKQ;
-  if (item) return respond_item(out, h, *item, with_key, true);
-  if (is_quiet(h.opcode)) return;
+  // Answered under the store's lock: no reference to the item is taken
+  // unless its value is large enough to be sent from the item.
+  bool hit = core_.read(
+      request.key, [&](const store::Item& item) { respond_item(out, h, item, with_key, true); });
+  if (hit || is_quiet(h.opcode)) return;
   // memcached answers a GetK miss with the key instead of a message.
   if (with_key) return respond(out, h, kNotFound, {}, request.key);
   respond_error(out, h, kNotFound);

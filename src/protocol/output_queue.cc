@@ -6,10 +6,6 @@
 namespace lockcached::protocol {
 namespace {
 
-constexpr size_t kCopyBelow = 512;
-// Copies stop once this much is buffered: a multi-get naming one small value
-// 100,000 times must cost a reference each, not 100,000 copies of it.
-constexpr size_t kMaxCopiedBytes = 256 * 1024;
 constexpr size_t kMinCapacity = 1024;
 
 }  // namespace
@@ -20,11 +16,7 @@ void OutputQueue::append_number(uint64_t value) {
   append({digits, static_cast<size_t>(end - digits)});
 }
 
-void OutputQueue::append_item(store::Item* item, const char* data, size_t length) {
-  if (length < kCopyBelow && size_ - bytes_sent_ < kMaxCopiedBytes) {
-    append({data, length});
-    return;
-  }
+void OutputQueue::append_reference(store::Item* item, const char* data, size_t length) {
   item->refs.fetch_add(1, std::memory_order_relaxed);
   items_.push_back({size_, data, length, item});
   pending_ += length;

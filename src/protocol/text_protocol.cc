@@ -156,52 +156,65 @@ void TextProtocol::get_keys(std::string_view keys, bool with_cas, bool touch, in
   // memcached answers only the error when any key is bad, so check first.
   bool all_valid = true;
   size_t count = 0;
-  for_each_word(keys, [&all_valid, &count](std::string_view key) {
+  std::string_view first;
+  for_each_word(keys, [&all_valid, &count, &first](std::string_view key) {
     all_valid &= valid_key(key);
-    ++count;
+    if (count++ == 0) first = key;
   });
   if (!all_valid) return reply(out, kBadFormat);
 
   const GetOptions options{with_cas, touch, exptime};
-  if (count <= kGetKeysPerStep) {
-    // All in one step, straight from the request line.
-    answer_keys(keys, 0, options, out);
-    out.append("END\r\n");
-    return;
+  if (count == 1) {
+    answer_key(first, options, out);  // the usual get: no second walk
+  } else if (count <= kGetKeysPerStep) {
+    answer_keys(keys, 0, options, out);  // all in one step, from the line
+  } else {
+    multi_get_.keys.assign(keys);
+    multi_get_.next = 0;
+    multi_get_.options = options;
+    return get_step(out);
   }
-  multi_get_.keys.assign(keys);
-  multi_get_.next = 0;
-  multi_get_.options = options;
-  get_step(out);
+  out.append("END\r\n");
 }
 
-// "VALUE <key> <flags> <bytes>[ <cas>]\r\n", put together here and
-// appended once: appending its seven pieces one by one was most of what a
-// multi-get cost per key.
-// GCC 12 cannot see that the key is at most 250 bytes and three numbers at
-// most 20 digits each, so it warns about writes past `line` that the sizes
-// rule out.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
-void TextProtocol::append_value_header(const store::Item& item, bool with_cas, OutputQueue& out) {
-  char line[6 + store::kMaxKeyLength + 3 * 21 + 2];
-  char* const end = line + sizeof line;
-  std::string_view key = item.key().substr(0, store::kMaxKeyLength);
-  char* at = std::copy_n("VALUE ", 6, line);
-  at = std::copy(key.begin(), key.end(), at);
+// "VALUE <key> <flags> <bytes>[ <cas>]\r\n" and the value, written straight
+// into the output buffer: this is most of what a get costs in user space.
+void TextProtocol::append_value(store::Item& item, bool with_cas, OutputQueue& out) {
+  constexpr size_t kMaxHeader = 6 + store::kMaxKeyLength + 3 * 21 + 2;
+  const size_t value_bytes = item.value_len + 2;  // with the item's "\r\n"
+  const bool copy = out.copies(value_bytes);
+  char* at = out.reserve(kMaxHeader + (copy ? value_bytes : 0));
+  std::memcpy(at, "VALUE ", 6);
+  at += 6;
+  std::memcpy(at, item.key_data(), item.key_len);
+  at += item.key_len;
   *at++ = ' ';
-  at = std::to_chars(at, end, item.flags).ptr;
+  at = std::to_chars(at, at + 10, item.flags).ptr;
   *at++ = ' ';
-  at = std::to_chars(at, end, item.value_len).ptr;
+  at = std::to_chars(at, at + 10, item.value_len).ptr;
   if (with_cas) {
     *at++ = ' ';
-    at = std::to_chars(at, end, item.cas).ptr;
+    at = std::to_chars(at, at + 20, item.cas).ptr;
   }
   *at++ = '\r';
   *at++ = '\n';
-  out.append({line, static_cast<size_t>(at - line)});
+  if (copy) {
+    std::memcpy(at, item.value(), value_bytes);
+    at += value_bytes;
+  }
+  out.commit(at);
+  if (!copy) out.append_reference(&item, item.value(), value_bytes);
 }
-#pragma GCC diagnostic pop
+
+void TextProtocol::answer_key(std::string_view key, const GetOptions& options, OutputQueue& out) {
+  if (options.touch) {
+    store::ItemRef item = core_.get_and_touch(key, options.exptime);
+    if (item) append_value(*item, options.with_cas, out);
+    return;
+  }
+  // Under the store's lock: a small value is copied, a large one referenced.
+  core_.read(key, [&](store::Item& item) { append_value(item, options.with_cas, out); });
+}
 
 // Answers up to kGetKeysPerStep of the keys from `from` on; returns where
 // it stopped. A longer get goes on in later steps, and the connection
@@ -216,12 +229,7 @@ size_t TextProtocol::answer_keys(std::string_view keys, size_t from, const GetOp
     size_t end = std::min(keys.find(' ', start), keys.size());
     from = end;
     ++looked_up;
-    std::string_view key = keys.substr(start, end - start);
-    store::ItemRef item =
-        options.touch ? core_.get_and_touch(key, options.exptime) : core_.get(key);
-    if (!item) continue;
-    append_value_header(*item, options.with_cas, out);
-    out.append_item(item.get(), item->value(), item->value_len + 2);
+    answer_key(keys.substr(start, end - start), options, out);
   }
   return from;
 }

@@ -136,7 +136,7 @@ bool Store::is_live(const Item& item, RelTime now) {
 Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
   apply_due_flush(now);  // before anything can be stored after the moment
   for (Item* item = *shard.bucket_of(hash); item; item = item->hash_next) {
-    if (item->key_len == key.size() && std::memcmp(item->key_data(), key.data(), key.size()) == 0) {
+    if (item->key_len == key.size() && same_key(item->key_data(), key.data(), key.size())) {
       if (is_live(*item, now)) return item;
       reclaim(shard, item, hash);
       return nullptr;
@@ -312,6 +312,18 @@ ItemRef Store::get(std::string_view key) {
   if (!item) return {};
   note_access(item, now);
   return ItemRef::share(item);
+}
+
+bool Store::read_with(std::string_view key, void (*read)(void*, Item&), void* reader) {
+  uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  RelTime now = clock_.now();
+  std::lock_guard lock(shard.mutex);
+  Item* item = find(shard, hash, key, now);
+  if (!item) return false;
+  note_access(item, now);
+  read(reader, *item);
+  return true;
 }
 
 ItemRef Store::touch(std::string_view key, RelTime exptime) {

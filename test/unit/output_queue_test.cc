@@ -119,6 +119,25 @@ TEST(OutputQueueTest, AppendNumber) {
   EXPECT_EQ(queue.take_all(), "0 7 42 1000000007 " + std::to_string(UINT64_MAX) + " ");
 }
 
+TEST(OutputQueueTest, ReservedRoomKeepsWhatWasWrittenBeforeCommit) {
+  OutputQueue queue;
+  queue.append("a");
+  char* at = queue.reserve(100000);  // more than the buffer holds yet
+  std::memcpy(at, "bcd", 3);
+  queue.commit(at + 2);  // "d" was written but not committed
+  queue.append("e");
+  EXPECT_EQ(queue.pending(), 4u);
+  EXPECT_EQ(queue.take_all(), "abce");
+}
+
+TEST(OutputQueueTest, CopiesSmallRangesUntilMuchIsBuffered) {
+  OutputQueue queue;
+  EXPECT_TRUE(queue.copies(kSmallValue));
+  EXPECT_FALSE(queue.copies(kLargeValue));
+  queue.append(std::string(512 * 1024, 'x'));
+  EXPECT_FALSE(queue.copies(kSmallValue));
+}
+
 TEST(OutputQueueTest, SmallItemRangeIsCopied) {
   OutputQueue queue;
   ItemRef item = make_item("k", kSmallValue);

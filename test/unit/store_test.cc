@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lockcached/store/clock.h"
+#include "lockcached/store/hash.h"
 #include "lockcached/store/item.h"
 
 namespace lockcached::store {
@@ -99,6 +100,42 @@ TEST_F(StoreTest, GetOfMissingKeyIsEmpty) {
   ASSERT_EQ(set("nothing-else", "x"), StoreStatus::kStored);
   EXPECT_FALSE(store_.get("nothing"));
   EXPECT_FALSE(store_.get("nothing-els"));
+}
+
+TEST_F(StoreTest, ReadCallsTheReaderWithTheLiveItemOnly) {
+  ASSERT_EQ(set("key", "hello"), StoreStatus::kStored);
+  std::string seen;
+  EXPECT_TRUE(store_.read("key", [&seen](Item& item) { seen = item.value_view(); }));
+  EXPECT_EQ(seen, "hello");
+
+  int calls = 0;
+  EXPECT_FALSE(store_.read("missing", [&calls](Item&) { ++calls; }));
+  ASSERT_EQ(set("short-lived", "x", 1), StoreStatus::kStored);
+  clock_.advance(2);
+  EXPECT_FALSE(store_.read("short-lived", [&calls](Item&) { ++calls; }));
+  EXPECT_EQ(calls, 0);
+}
+
+TEST_F(StoreTest, ReaderMayKeepTheItemByTakingAReference) {
+  ASSERT_EQ(set("key", "kept"), StoreStatus::kStored);
+  ItemRef kept;
+  ASSERT_TRUE(store_.read("key", [&kept](Item& item) { kept = ItemRef::share(&item); }));
+  ASSERT_EQ(store_.remove("key", 0, kNoOwner), DeleteStatus::kDeleted);
+  EXPECT_EQ(kept->value_view(), "kept");
+  EXPECT_FALSE(kept->linked);
+}
+
+TEST(SameKeyTest, ComparesEveryByteAtEveryLength) {
+  std::string a(40, 'k');
+  for (size_t length = 0; length <= a.size(); ++length) {
+    std::string b = a;
+    EXPECT_TRUE(same_key(a.data(), b.data(), length)) << length;
+    for (size_t at = 0; at < length; ++at) {
+      b[at] = 'x';
+      EXPECT_FALSE(same_key(a.data(), b.data(), length)) << length << " " << at;
+      b[at] = 'k';
+    }
+  }
 }
 
 TEST_F(StoreTest, SetOverwritesAndGivesANewCas) {

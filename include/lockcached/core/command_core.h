@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 
 #include "lockcached/core/stats.h"
 #include "lockcached/store/store.h"
@@ -29,7 +30,13 @@ class CommandCore {
   // exptime as the client sent it (memcached rules, see store::to_rel_time).
   store::ItemRef allocate(std::string_view key, uint32_t flags, int64_t exptime, size_t value_len);
 
-  store::ItemRef get(std::string_view key);
+  // A get: calls reader(item) under the store's lock (see Store::read).
+  template <typename Reader>
+  bool read(std::string_view key, Reader&& reader) {
+    bool hit = store_.read(key, std::forward<Reader>(reader));
+    count_get(hit);
+    return hit;
+  }
   store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
   bool touch(std::string_view key, int64_t exptime);
   store::StoreResult store(store::StoreCommand command, const store::ItemRef& item,
@@ -76,6 +83,11 @@ class CommandCore {
   void reset_stats() { stats_source_.reset(); }
 
  private:
+  void count_get(bool hit) {
+    stats_.cmd_get.add();
+    (hit ? stats_.get_hits : stats_.get_misses).add();
+  }
+
   store::Store& store_;
   ThreadStats& stats_;
   StatsSource& stats_source_;

@@ -33,11 +33,35 @@ class OutputQueue {
     pending_ += bytes.size();
   }
   void append_number(uint64_t value);
+  // Room for up to `max` bytes at the end of the buffer, for a reply that is
+  // cheaper to write in place than to put together elsewhere and copy;
+  // commit(end) appends what was written up to `end`.
+  char* reserve(size_t max) {
+    if (max > capacity_ - size_) grow(max);
+    return bytes_.get() + size_;
+  }
+  void commit(const char* end) {
+    size_t written = static_cast<size_t>(end - (bytes_.get() + size_));
+    size_ += written;
+    pending_ += written;
+  }
   // Sends [data, data+length) from inside `item`, keeping it alive until sent.
   // Small ranges are copied (cheaper than a reference and an iovec) while
   // the copy buffer is small; beyond that everything is referenced, so one
   // request cannot make the queue copy a value thousands of times.
-  void append_item(store::Item* item, const char* data, size_t length);
+  void append_item(store::Item* item, const char* data, size_t length) {
+    if (copies(length)) {
+      append({data, length});
+    } else {
+      append_reference(item, data, length);
+    }
+  }
+  // Whether append_item copies `length` bytes (else it references them).
+  bool copies(size_t length) const {
+    return length < kCopyBelow && size_ - bytes_sent_ < kMaxCopiedBytes;
+  }
+  // A reference to item memory, whatever its length.
+  void append_reference(store::Item* item, const char* data, size_t length);
 
   bool empty() const { return pending_ == 0; }
   size_t pending() const { return pending_; }
@@ -73,6 +97,10 @@ class OutputQueue {
 
   // A queue that once held a huge reply gives the memory back when it drains.
   static constexpr size_t kKeepCapacity = 64 * 1024;
+  static constexpr size_t kCopyBelow = 512;
+  // Copies stop once this much is buffered: a multi-get naming one small
+  // value 100,000 times must cost a reference each, not 100,000 copies of it.
+  static constexpr size_t kMaxCopiedBytes = 256 * 1024;
 
   void grow(size_t more);
   int gather_with_items(iovec* iov, int max) const;

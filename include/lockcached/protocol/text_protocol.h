@@ -49,8 +49,9 @@ class TextProtocol final : public ProtocolHandler {
   };
   size_t answer_keys(std::string_view keys, size_t from, const GetOptions& options,
                      OutputQueue& out);
+  void answer_key(std::string_view key, const GetOptions& options, OutputQueue& out);
   void get_step(OutputQueue& out);
-  static void append_value_header(const store::Item& item, bool with_cas, OutputQueue& out);
+  static void append_value(store::Item& item, bool with_cas, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
   void meta(const Words& words, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);

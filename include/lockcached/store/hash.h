@@ -1,4 +1,5 @@
-// The key hash: picks the shard (high bits) and the bucket (low bits).
+// Keys in the hash table: the hash picks the shard (high bits) and the
+// bucket (low bits); same_key compares a key with a candidate's.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,21 @@ inline uint64_t hash_key(std::string_view key, uint64_t seed) {
   h *= 0x94d049bb133111ebULL;
   h ^= h >> 29;
   return h;
+}
+
+// Keys are short: comparing them a word at a time inline costs less than a
+// call to memcmp, which the lookup of every request made.
+inline bool same_key(const char* a, const char* b, size_t n) {
+  auto word = [](const char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  if (n < 8) return std::memcmp(a, b, n) == 0;
+  for (size_t i = 0; i + 8 < n; i += 8) {
+    if (word(a + i) != word(b + i)) return false;
+  }
+  return word(a + n - 8) == word(b + n - 8);  // the last word may overlap
 }
 
 }  // namespace lockcached::store

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 
 #include "lockcached/store/clock.h"
 #include "lockcached/store/item.h"
@@ -122,6 +123,17 @@ class Store {
   ItemRef allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len) const;
 
   ItemRef get(std::string_view key);
+  // Calls reader(item) under the shard lock when `key` is live; returns whether
+  // it was. The hot path of a get: a reader that copies the bytes it needs
+  // (or takes its own reference) spares the two locked instructions of an
+  // ItemRef. `reader` must be short and must not call into the store.
+  template <typename Reader>
+  bool read(std::string_view key, Reader&& reader) {
+    using Callable = std::remove_reference_t<Reader>;
+    return read_with(
+        key, [](void* callable, Item& item) { (*static_cast<Callable*>(callable))(item); },
+        &reader);
+  }
   // Sets a new exptime and returns the item (gat, touch).
   ItemRef touch(std::string_view key, RelTime exptime);
 
@@ -194,6 +206,7 @@ class Store {
   struct Shard;
 
   Shard& shard_for(uint64_t hash) const;
+  bool read_with(std::string_view key, void (*read)(void*, Item&), void* reader);
   bool is_flushed(const Item& item, RelTime now);
   void apply_due_flush(RelTime now);
   void raise_flush_cas(uint64_t cas);
