@@ -304,17 +304,12 @@ void Store::note_access(Item* item, RelTime now) {
 }
 
 ItemRef Store::get(std::string_view key) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, now);
-  if (!item) return {};
-  note_access(item, now);
-  return ItemRef::share(item);
+  ItemRef found;
+  read(key, [&found](Item& item) { found = ItemRef::share(&item); });
+  return found;
 }
 
-bool Store::read_with(std::string_view key, void (*read)(void*, Item&), void* reader) {
+bool Store::read_with(std::string_view key, void (*call)(void*, Item&), void* reader) {
   uint64_t hash = hash_key(key, hash_seed_);
   Shard& shard = shard_for(hash);
   RelTime now = clock_.now();
@@ -322,7 +317,7 @@ bool Store::read_with(std::string_view key, void (*read)(void*, Item&), void* re
   Item* item = find(shard, hash, key, now);
   if (!item) return false;
   note_access(item, now);
-  read(reader, *item);
+  call(reader, *item);
   return true;
 }
 

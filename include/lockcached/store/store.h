@@ -206,7 +206,7 @@ class Store {
   struct Shard;
 
   Shard& shard_for(uint64_t hash) const;
-  bool read_with(std::string_view key, void (*read)(void*, Item&), void* reader);
+  bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader);
   bool is_flushed(const Item& item, RelTime now);
   void apply_due_flush(RelTime now);
   void raise_flush_cas(uint64_t cas);
