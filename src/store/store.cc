@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "lockcached/store/hash.h"
+#include "lockcached/store/hash_table.h"
 
 namespace lockcached::store {
 namespace {
 
 constexpr unsigned kMaxShards = 64;
-constexpr size_t kInitialBuckets = 1024;
+// Per shard; 64 shards of 128 one-line buckets are 512 KiB for an empty
+// store.
+constexpr size_t kInitialBuckets = 128;
 
 // memcached's rule for the value incr/decr work on (strtoull): optional
 // leading whitespace, decimal digits that fit in 64 bits, then the end or
@@ -31,9 +34,10 @@ bool parse_counter(std::string_view text, uint64_t* value) {
 }  // namespace
 
 struct Store::Shard {
+  explicit Shard(uint64_t hash_seed) : table(hash_seed, kInitialBuckets) {}
+
   std::mutex mutex;
-  std::vector<Item*> buckets = std::vector<Item*>(kInitialBuckets, nullptr);
-  size_t count = 0;
+  HashTable table;
   size_t bytes = 0;
   // Linked items with an exptime: while there are none (and no flush_all
   // came), the crawler has nothing to look for here.
@@ -55,8 +59,6 @@ struct Store::Shard {
   uint64_t evicted_unfetched = 0;
   uint64_t crawler_reclaimed = 0;
   uint64_t locked = 0;
-
-  Item** bucket_of(uint64_t hash) { return &buckets[hash & (buckets.size() - 1)]; }
 
   // Changes a linked item's exptime, keeping `expiring` true.
   void set_exptime(Item* item, RelTime exptime) {
@@ -86,25 +88,25 @@ Store::Store(const StoreConfig& config, const Clock& clock)
   shard_bits_ = 0;
   while ((1u << shard_bits_) < shards)
     ++shard_bits_;
-  shards_ = std::make_unique<Shard[]>(size_t{1} << shard_bits_);
+  shards_.reserve(size_t{1} << shard_bits_);
+  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i)
+    shards_.push_back(std::make_unique<Shard>(hash_seed_));
   set_memory_limit(config.memory_limit);
 }
 
 Store::~Store() {
-  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
-    for (Item* bucket : shards_[i].buckets) {
-      while (bucket) {
-        Item* next = bucket->hash_next;
-        bucket->linked = false;
-        item_release(bucket);
-        bucket = next;
-      }
+  for (auto& shard : shards_) {
+    for (size_t b = 0; b < shard->table.bucket_count(); ++b) {
+      shard->table.for_each_in_bucket(b, [](Item* item) {
+        item->linked = false;
+        item_release(item);
+      });
     }
   }
 }
 
 Store::Shard& Store::shard_for(uint64_t hash) const {
-  return shards_[shard_bits_ == 0 ? 0 : hash >> (64 - shard_bits_)];
+  return *shards_[shard_bits_ == 0 ? 0 : hash >> (64 - shard_bits_)];
 }
 
 // A delayed flush_all takes effect when the first lookup after its moment
@@ -135,41 +137,22 @@ bool Store::is_live(const Item& item, RelTime now) {
 
 Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
   apply_due_flush(now);  // before anything can be stored after the moment
-  for (Item* item = *shard.bucket_of(hash); item; item = item->hash_next) {
-    if (item->key_len == key.size() && same_key(item->key_data(), key.data(), key.size())) {
-      if (is_live(*item, now)) return item;
-      reclaim(shard, item, hash);
-      return nullptr;
-    }
-  }
+  Item* item = shard.table.find(hash, key);
+  if (!item || is_live(*item, now)) return item;
+  reclaim(shard, item, hash);
   return nullptr;
 }
 
 void Store::link(Shard& shard, uint64_t hash, Item* item) {
-  if (shard.count >= shard.buckets.size() + shard.buckets.size() / 2) {
-    std::vector<Item*> grown(shard.buckets.size() * 2, nullptr);
-    for (Item* bucket : shard.buckets) {
-      while (bucket) {
-        Item* next = bucket->hash_next;
-        Item** slot = &grown[hash_key(bucket->key(), hash_seed_) & (grown.size() - 1)];
-        bucket->hash_next = *slot;
-        *slot = bucket;
-        bucket = next;
-      }
-    }
-    shard.buckets.swap(grown);
-    shard.hand = (shard.hand * 2) & (grown.size() - 1);
-  }
-  Item** slot = shard.bucket_of(hash);
-  item->hash_next = *slot;
-  *slot = item;
+  // The table doubles: bucket b is now b and b + old size, so the hand
+  // goes on from the first of them.
+  if (shard.table.insert(hash, item)) shard.hand *= 2;
   item->refs.fetch_add(1, std::memory_order_relaxed);  // the store's own reference
   item->linked = true;
   item->accessed = true;  // a new item gets one turn of the hand to be used
   item->atime = clock_.now();
   if (item->locked) ++shard.locked;
   if (item->exptime != 0) ++shard.expiring;
-  ++shard.count;
   shard.bytes += item->total_size();
   ++shard.total_items;
 }
@@ -179,20 +162,13 @@ void Store::unlink(Shard& shard, Item* item) {
 }
 
 void Store::unlink(Shard& shard, Item* item, uint64_t hash) {
-  for (Item** slot = shard.bucket_of(hash); *slot; slot = &(*slot)->hash_next) {
-    if (*slot == item) {
-      *slot = item->hash_next;
-      break;
-    }
-  }
-  item->hash_next = nullptr;
+  shard.table.erase(hash, item);
   if (item->locked) {
     shard.owners.erase(item);
     --shard.locked;
   }
   item->linked = false;
   if (item->exptime != 0) --shard.expiring;
-  --shard.count;
   shard.bytes -= item->total_size();
   item_release(item);
 }
@@ -220,9 +196,7 @@ bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep)
   size_t empty_moves = 0;
   while (shard.bytes + bytes > room) {
     bool evicted = false;
-    Item* item = shard.buckets[shard.hand];
-    while (item) {
-      Item* next = item->hash_next;  // unlink() frees what it takes out
+    shard.table.for_each_in_bucket(shard.hand, [&](Item* item) {
       if (item == keep || item->locked) {
         // passed over
       } else if (!is_live(*item, now)) {
@@ -236,10 +210,9 @@ bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep)
         unlink(shard, item);
         evicted = true;
       }
-      item = next;
-    }
-    shard.hand = (shard.hand + 1) & (shard.buckets.size() - 1);
-    if (!evicted && ++empty_moves > 2 * shard.buckets.size()) return false;
+    });
+    shard.hand = (shard.hand + 1) & (shard.table.bucket_count() - 1);
+    if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return false;
   }
   return true;
 }
@@ -260,8 +233,8 @@ bool Store::crawl_needed(uint64_t* flush_cas_seen) {
   *flush_cas_seen = flush_cas;
   if (flushed) return true;
   for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
-    std::lock_guard lock(shards_[i].mutex);
-    if (shards_[i].expiring > 0) return true;
+    std::lock_guard lock(shards_[i]->mutex);
+    if (shards_[i]->expiring > 0) return true;
   }
   return false;
 }
@@ -271,23 +244,20 @@ uint64_t Store::crawl(uint64_t cursor, size_t budget) {
   size_t bucket = static_cast<uint32_t>(cursor);
   size_t shard_count = size_t{1} << shard_bits_;
   if (shard_index >= shard_count) return kScanDone;
-  Shard& shard = shards_[shard_index];
+  Shard& shard = *shards_[shard_index];
   RelTime now = clock_.now();
   std::lock_guard lock(shard.mutex);
   size_t seen = 0;
-  for (; bucket < shard.buckets.size() && seen < budget; ++bucket) {
-    Item* item = shard.buckets[bucket];
-    while (item) {
-      Item* next = item->hash_next;  // reclaim() unlinks and may free it
+  for (; bucket < shard.table.bucket_count() && seen < budget; ++bucket) {
+    shard.table.for_each_in_bucket(bucket, [&](Item* item) {
       ++seen;
       if (!is_live(*item, now)) {
         reclaim(shard, item);
         ++shard.crawler_reclaimed;
       }
-      item = next;
-    }
+    });
   }
-  if (bucket < shard.buckets.size()) return shard_index << 32 | bucket;
+  if (bucket < shard.table.bucket_count()) return shard_index << 32 | bucket;
   return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
 }
 
@@ -626,18 +596,18 @@ uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budge
   size_t bucket = static_cast<uint32_t>(cursor);
   size_t shard_count = size_t{1} << shard_bits_;
   if (shard_index >= shard_count) return kScanDone;
-  Shard& shard = shards_[shard_index];
+  Shard& shard = *shards_[shard_index];
   RelTime now = clock_.now();
   std::lock_guard lock(shard.mutex);
   size_t seen = 0;
-  for (; bucket < shard.buckets.size() && seen < budget; ++bucket) {
-    for (Item* item = shard.buckets[bucket]; item; item = item->hash_next) {
+  for (; bucket < shard.table.bucket_count() && seen < budget; ++bucket) {
+    shard.table.for_each_in_bucket(bucket, [&](Item* item) {
       ++seen;
       std::string_view key = item->key();
       if (is_live(*item, now) && key.substr(0, prefix.size()) == prefix) visit(key);
-    }
+    });
   }
-  if (bucket < shard.buckets.size()) return shard_index << 32 | bucket;
+  if (bucket < shard.table.bucket_count()) return shard_index << 32 | bucket;
   return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
 }
 
@@ -654,16 +624,16 @@ void Store::flush_all(int64_t delay_seconds) {
 void Store::set_memory_limit(size_t bytes) {
   size_t shards = size_t{1} << shard_bits_;
   for (size_t i = 0; i < shards; ++i) {
-    std::lock_guard lock(shards_[i].mutex);
-    shards_[i].limit = shards_[i].target = bytes / shards;
+    std::lock_guard lock(shards_[i]->mutex);
+    shards_[i]->limit = shards_[i]->target = bytes / shards;
   }
 }
 
 void Store::set_eviction_target(size_t bytes) {
   size_t shards = size_t{1} << shard_bits_;
   for (size_t i = 0; i < shards; ++i) {
-    std::lock_guard lock(shards_[i].mutex);
-    shards_[i].target = std::min(shards_[i].limit, bytes / shards);
+    std::lock_guard lock(shards_[i]->mutex);
+    shards_[i]->target = std::min(shards_[i]->limit, bytes / shards);
   }
 }
 
@@ -671,9 +641,9 @@ StoreStats Store::stats() const {
   StoreStats stats;
   stats.shards = 1u << shard_bits_;
   for (unsigned i = 0; i < stats.shards; ++i) {
-    Shard& shard = shards_[i];
+    Shard& shard = *shards_[i];
     std::lock_guard lock(shard.mutex);
-    stats.curr_items += shard.count;
+    stats.curr_items += shard.table.size();
     stats.total_items += shard.total_items;
     stats.bytes += shard.bytes;
     stats.evictions += shard.evictions;
@@ -690,8 +660,8 @@ StoreStats Store::stats() const {
 
 void Store::reset_stats() {
   for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
-    std::lock_guard lock(shards_[i].mutex);
-    Shard& shard = shards_[i];
+    std::lock_guard lock(shards_[i]->mutex);
+    Shard& shard = *shards_[i];
     shard.total_items = shard.evictions = shard.reclaimed = 0;
     shard.expired_unfetched = shard.evicted_unfetched = shard.crawler_reclaimed = 0;
   }

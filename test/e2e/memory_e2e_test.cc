@@ -356,7 +356,8 @@ TEST(MemoryE2e, CrawlerReclaimsExpiredItemsNobodyReads) {
   EXPECT_EQ(stat_u64(stats, "crawler_reclaimed"), 5000u);
   EXPECT_EQ(stat_u64(stats, "reclaimed"), 5000u);
   EXPECT_EQ(stat_u64(stats, "evictions"), 0u);
-  EXPECT_EQ(stat_u64(stats, "bytes"), 10 * (40 + 13 + 100 + 2u));  // "keep-" + 8 digits
+  // Per item: the 32-byte header, "keep-" + 8 digits, the value and "\r\n".
+  EXPECT_EQ(stat_u64(stats, "bytes"), 10 * (32 + 13 + 100 + 2u));
   for (size_t i = 0; i < 10; ++i) {
     std::string key = key_of("keep-", i);
     EXPECT_EQ(client.get(key), value_for(key, 100));

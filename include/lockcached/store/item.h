@@ -17,12 +17,12 @@ constexpr OwnerId kNoOwner = 0;
 
 // Layout: [Item][key bytes][value bytes]["\r\n"]. The trailing CRLF lets the
 // text protocol send value and terminator with one reference into the item.
-// The header is 40 bytes: every byte here is paid once per cached object, so
-// what few items need (a lock's owner) lives in a side table of the shard.
+// The header is 32 bytes: every byte here is paid once per cached object, so
+// what few items need (a lock's owner) lives in a side table of the shard,
+// and the hash table's slots, not the items, link an item into its shard.
 // Once linked, key, value, flags and cas never change (a change links a new
 // item); the other fields change only under the shard lock.
 struct Item {
-  Item* hash_next = nullptr;
   uint64_t cas = 0;
   std::atomic<uint32_t> refs{1};
   RelTime exptime = 0;  // 0: never
@@ -49,7 +49,7 @@ struct Item {
   size_t total_size() const { return sizeof(Item) + key_len + value_len + 2; }
   bool is_locked() const { return locked; }
 };
-static_assert(sizeof(Item) == 40, "the item header is paid per object: keep it small");
+static_assert(sizeof(Item) == 32, "the item header is paid per object: keep it small");
 
 // Creates an unlinked item with one reference; nullptr if memory is short.
 Item* item_allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "lockcached/store/clock.h"
 #include "lockcached/store/item.h"
@@ -235,7 +236,7 @@ class Store {
   const size_t max_item_size_;
   const uint64_t hash_seed_;
   unsigned shard_bits_;
-  std::unique_ptr<Shard[]> shards_;
+  std::vector<std::unique_ptr<Shard>> shards_;  // each its own allocation: no false sharing
   std::atomic<uint64_t> next_cas_{0};
   // flush_all state, read on every lookup.
   std::atomic<RelTime> flush_time_{0};  // a delayed flush_all's moment; 0: none pending
