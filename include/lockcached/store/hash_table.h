@@ -79,7 +79,7 @@ class HashTable {
       uint64_t slot = bucket->slots[i];
       if (slot == 0) return;
       visit(item_of(slot));
-      // Unchanged: go on. Erased: the bucket's last entry moved here.
+      // Unchanged: go on. Erased: the chain's last entry moved here.
       if (bucket->slots[i] == slot) ++i;
     }
   }
