@@ -232,9 +232,9 @@ bool Store::crawl_needed(uint64_t* flush_cas_seen) {
   bool flushed = flush_cas != *flush_cas_seen || flush_time_.load(std::memory_order_relaxed) != 0;
   *flush_cas_seen = flush_cas;
   if (flushed) return true;
-  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
-    std::lock_guard lock(shards_[i]->mutex);
-    if (shards_[i]->expiring > 0) return true;
+  for (auto& shard : shards_) {
+    std::lock_guard lock(shard->mutex);
+    if (shard->expiring > 0) return true;
   }
   return false;
 }
@@ -242,7 +242,7 @@ bool Store::crawl_needed(uint64_t* flush_cas_seen) {
 uint64_t Store::crawl(uint64_t cursor, size_t budget) {
   uint64_t shard_index = cursor >> 32;
   size_t bucket = static_cast<uint32_t>(cursor);
-  size_t shard_count = size_t{1} << shard_bits_;
+  size_t shard_count = shards_.size();
   if (shard_index >= shard_count) return kScanDone;
   Shard& shard = *shards_[shard_index];
   RelTime now = clock_.now();
@@ -594,7 +594,7 @@ uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budge
                           const std::function<void(std::string_view)>& visit) {
   uint64_t shard_index = cursor >> 32;
   size_t bucket = static_cast<uint32_t>(cursor);
-  size_t shard_count = size_t{1} << shard_bits_;
+  size_t shard_count = shards_.size();
   if (shard_index >= shard_count) return kScanDone;
   Shard& shard = *shards_[shard_index];
   RelTime now = clock_.now();
@@ -622,26 +622,24 @@ void Store::flush_all(int64_t delay_seconds) {
 }
 
 void Store::set_memory_limit(size_t bytes) {
-  size_t shards = size_t{1} << shard_bits_;
-  for (size_t i = 0; i < shards; ++i) {
-    std::lock_guard lock(shards_[i]->mutex);
-    shards_[i]->limit = shards_[i]->target = bytes / shards;
+  for (auto& shard : shards_) {
+    std::lock_guard lock(shard->mutex);
+    shard->limit = shard->target = bytes / shards_.size();
   }
 }
 
 void Store::set_eviction_target(size_t bytes) {
-  size_t shards = size_t{1} << shard_bits_;
-  for (size_t i = 0; i < shards; ++i) {
-    std::lock_guard lock(shards_[i]->mutex);
-    shards_[i]->target = std::min(shards_[i]->limit, bytes / shards);
+  for (auto& shard : shards_) {
+    std::lock_guard lock(shard->mutex);
+    shard->target = std::min(shard->limit, bytes / shards_.size());
   }
 }
 
 StoreStats Store::stats() const {
   StoreStats stats;
-  stats.shards = 1u << shard_bits_;
-  for (unsigned i = 0; i < stats.shards; ++i) {
-    Shard& shard = *shards_[i];
+  stats.shards = static_cast<unsigned>(shards_.size());
+  for (const auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
     std::lock_guard lock(shard.mutex);
     stats.curr_items += shard.table.size();
     stats.total_items += shard.total_items;
@@ -659,9 +657,9 @@ StoreStats Store::stats() const {
 }
 
 void Store::reset_stats() {
-  for (size_t i = 0; i < (size_t{1} << shard_bits_); ++i) {
-    std::lock_guard lock(shards_[i]->mutex);
-    Shard& shard = *shards_[i];
+  for (auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
+    std::lock_guard lock(shard.mutex);
     shard.total_items = shard.evictions = shard.reclaimed = 0;
     shard.expired_unfetched = shard.evicted_unfetched = shard.crawler_reclaimed = 0;
   }
