@@ -1,12 +1,8 @@
-// lockcached: flags in, server up, wait for SIGTERM/SIGINT, server down.
-#include <grp.h>
-#include <pwd.h>
+// lockcached: flags in, server up, signals handled, server down.
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -23,19 +19,30 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "lockcached/core/verbosity.h"
 #include "lockcached/server/command_line.h"
+#include "lockcached/server/flag_loader.h"
+#include "lockcached/server/process.h"
 #include "lockcached/server/server.h"
+#include "lockcached/server/usage.h"
 #include "lockcached/version.h"
 
 DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port)");
 DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off, -1: any free port)");
 DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
 DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
-DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes");
+DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes (SIGHUP re-reads it)");
 DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
-DEFINE_int32(max_connections, 4096, "Simultaneous client connections");
-DEFINE_int32(idle_timeout, 0, "Close connections idle for this many seconds (0: never)");
+DEFINE_int32(max_connections, 4096, "Simultaneous client connections on the cache port");
+DEFINE_int32(lock_max_connections, 1024,
+             "Simultaneous client connections on the lock port, a budget of its own so that "
+             "cache load cannot lock out lock-service clients");
+DEFINE_int32(idle_timeout, 0,
+             "Close connections idle for this many seconds (0: never; SIGHUP re-reads it)");
 DEFINE_string(user, "", "Run as this user once the ports are bound (when started as root)");
+DEFINE_bool(daemonize, false,
+            "Detach into the background once every port is bound (memcached's -d)");
+DEFINE_string(pid_file, "", "Write the process id to this file (memcached's -P)");
 DEFINE_uint64(lock_service_max_locks_per_session, 10000,
               "Named locks one lock-service session may hold plus wait for (0: no limit)");
 DEFINE_uint64(lock_service_max_names, 1000000,
@@ -55,7 +62,34 @@ const char* malloc_conf = "dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 namespace {
 
-constexpr int kUsageError = 64;  // EX_USAGE
+namespace server = lockcached::server;
+
+// Exit statuses (lockcached(1), "EXIT STATUS"). 64 tells lockcached.service
+// (RestartPreventExitStatus=64) that restarting cannot help.
+constexpr int kUsageError = 64;  // EX_USAGE: the configuration is wrong
+constexpr int kStartFailure = 1;  // e.g. a port in use
+
+const std::vector<server::FlagGroup> kFlagGroups = {
+    {"Ports and addresses", {"port", "lock_port", "listen"}},
+    {"Memory", {"memory_limit_mb", "max_item_size"}},
+    {"Connections and threads",
+     {"max_connections", "lock_max_connections", "idle_timeout", "threads"}},
+    {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
+    {"Process", {"flagfile", "user", "daemonize", "pid_file"}},
+    {"Logging (glog)", {"logtostderr", "log_dir", "v", "logbufsecs"}},
+};
+
+constexpr const char* kUsageIntro =
+    "lockcached: memcached-compatible cache server with server-side locking.\n"
+    "Usage: lockcached [--flag=value ...] [--flagfile=FILE]";
+constexpr const char* kUsageOutro =
+    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -h -V and\n"
+    "--memory-limit --conn-limit --max-item-size --udp-port --verbose --daemon --pidfile\n"
+    "(UDP stays off). A flagfile holds one --flag=value per line; an unknown flag or a\n"
+    "bad value anywhere stops the server with exit status 64.\n"
+    "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly; SIGHUP re-reads the\n"
+    "flagfile for --memory_limit_mb, --idle_timeout and --v.\n"
+    "--helpfull lists every flag, glog's and gflags' included.\n";
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
@@ -67,23 +101,33 @@ std::vector<std::string> split_commas(const std::string& text) {
   return parts;
 }
 
-// Returns an empty string when the flags make sense, else what is wrong.
-std::string check_flags() {
-  if (FLAGS_port < 0 || FLAGS_port > 65535) return "--port must be 0..65535";
-  if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return "--lock_port must be -1..65535";
-  if (FLAGS_threads < 0 || FLAGS_threads > 1024) return "--threads must be 0..1024";
-  if (FLAGS_memory_limit_mb < 1) return "--memory_limit_mb must be at least 1";
+// The flag at fault and what is wrong with its value; empty when all is well.
+struct FlagProblem {
+  std::string flag;
+  std::string message;
+};
+
+FlagProblem check_flags() {
+  if (FLAGS_port < 0 || FLAGS_port > 65535) return {"port", "must be 0..65535"};
+  if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return {"lock_port", "must be -1..65535"};
+  if (FLAGS_threads < 0 || FLAGS_threads > 1024) return {"threads", "must be 0..1024"};
+  if (FLAGS_memory_limit_mb < 1) return {"memory_limit_mb", "must be at least 1"};
+  if (FLAGS_v < 0) return {"v", "must be 0 or more"};
   if (FLAGS_max_item_size < 1024 || FLAGS_max_item_size > (int64_t{1} << 30)) {
-    return "--max_item_size must be 1024..1073741824";
+    return {"max_item_size", "must be 1024..1073741824"};
   }
-  if (FLAGS_max_connections < 1) return "--max_connections must be at least 1";
-  if (FLAGS_idle_timeout < 0) return "--idle_timeout must be 0 or more";
-  if (split_commas(FLAGS_listen).empty()) return "--listen needs at least one address";
-  return "";
+  if (FLAGS_max_connections < 1) return {"max_connections", "must be at least 1"};
+  if (FLAGS_lock_max_connections < 1) return {"lock_max_connections", "must be at least 1"};
+  if (FLAGS_idle_timeout < 0) return {"idle_timeout", "must be 0 or more"};
+  if (split_commas(FLAGS_listen).empty()) return {"listen", "needs at least one address"};
+  if (!FLAGS_user.empty() && !server::user_exists(FLAGS_user)) {
+    return {"user", "no such user: " + FLAGS_user};
+  }
+  return {};
 }
 
-lockcached::server::Settings settings_from_flags() {
-  lockcached::server::Settings settings;
+server::Settings settings_from_flags() {
+  server::Settings settings;
   settings.listen = split_commas(FLAGS_listen);
   settings.port = static_cast<uint16_t>(FLAGS_port);
   settings.lock_port = FLAGS_lock_port;
@@ -92,46 +136,12 @@ lockcached::server::Settings settings_from_flags() {
   settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;
   settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
   settings.max_connections = FLAGS_max_connections;
+  settings.lock_max_connections = FLAGS_lock_max_connections;
   settings.idle_timeout_seconds = FLAGS_idle_timeout;
   settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
   settings.lock_service_max_names = FLAGS_lock_service_max_names;
   settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   return settings;
-}
-
-// Every connection is a descriptor: make sure --max_connections can be
-// reached, as far as the hard limit allows.
-void raise_descriptor_limit(int max_connections) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  rlim_t wanted = static_cast<rlim_t>(max_connections) + 64;  // listeners, epoll, spares
-  if (limit.rlim_cur >= wanted) return;
-  limit.rlim_cur = std::min(wanted, limit.rlim_max);
-  setrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < wanted) {
-    LOG(WARNING) << "open files limited to " << limit.rlim_cur
-                 << ": fewer than --max_connections=" << max_connections
-                 << " connections will be accepted";
-  }
-}
-
-// After the ports are bound: a cache needs no privileges to serve.
-bool drop_privileges(const std::string& user) {
-  if (user.empty()) {
-    if (geteuid() == 0) LOG(WARNING) << "running as root; use --user to drop privileges";
-    return true;
-  }
-  const passwd* entry = getpwnam(user.c_str());
-  if (entry == nullptr) {
-    LOG(ERROR) << "--user: no such user: " << user;
-    return false;
-  }
-  if (initgroups(entry->pw_name, entry->pw_gid) != 0 || setgid(entry->pw_gid) != 0 ||
-      setuid(entry->pw_uid) != 0) {
-    PLOG(ERROR) << "--user: cannot become " << user;
-    return false;
-  }
-  return true;
 }
 
 // gflags accepts "-name" as well as "--name", "no" before a boolean, and
@@ -141,6 +151,7 @@ bool is_gflag(std::string_view name) {
   std::replace(normalized.begin(), normalized.end(), '-', '_');
   gflags::CommandLineFlagInfo info;
   if (gflags::GetCommandLineFlagInfo(normalized.c_str(), &info)) return true;
+  if (normalized == "help" || normalized == "helpfull" || normalized == "version") return true;
   return normalized.starts_with("no") &&
          gflags::GetCommandLineFlagInfo(normalized.c_str() + 2, &info) && info.type == "bool";
 }
@@ -160,6 +171,108 @@ void notify_service_manager(const std::string& state) {
 #endif
 }
 
+// The command line made strict: memcached's options translated, flagfiles
+// read, every flag checked. Returns the translated arguments (what SIGHUP
+// walks again), or exits: 64 with one line for a mistake, 0 after --help
+// or --version.
+std::vector<std::string> load_configuration(int argc, char** argv) {
+  auto usage_error = [](const std::string& message) {
+    std::cerr << "lockcached: " << message << "\n";
+    std::exit(kUsageError);
+  };
+  server::TranslatedCommandLine command_line =
+      server::translate_memcached_options({argv, argv + argc}, is_gflag);
+  if (!command_line.error.empty()) usage_error(command_line.error);
+  server::LoadedFlags loaded = server::load_flags(command_line.args, server::gflags_registry());
+  if (!loaded.error.empty()) usage_error(loaded.error);
+  if (loaded.info_request == "version") {
+    std::cout << "lockcached " << LOCKCACHED_VERSION << "\n";
+    std::exit(EXIT_SUCCESS);
+  }
+  if (loaded.info_request == "help") {
+    std::cout << server::usage_text(kUsageIntro, kFlagGroups, kUsageOutro,
+                                    {{"v", "Logging detail: 1 logs connections opening and "
+                                           "closing, 2 every request too (memcached's -v, -vv; "
+                                           "SIGHUP re-reads it)"}});
+    std::exit(EXIT_SUCCESS);
+  }
+  if (loaded.info_request == "helpfull") {
+    gflags::ShowUsageWithFlags(argv[0]);
+    std::exit(EXIT_SUCCESS);
+  }
+  if (FlagProblem problem = check_flags(); !problem.flag.empty()) {
+    std::string origin = loaded.origin_of(problem.flag);
+    usage_error("--" + problem.flag + ": " + problem.message +
+                (origin.empty() ? "" : " (" + origin + ")"));
+  }
+  for (const std::string& warning : command_line.warnings)
+    std::cerr << "lockcached: warning: " << warning << "\n";
+  return command_line.args;
+}
+
+// SIGHUP: walk the command line and its flagfiles again and apply what can
+// change while serving. A mistake in the file is logged and changes nothing.
+void reload(server::Server& server, const std::vector<std::string>& args) {
+  server::CollectedFlags collected = server::collect_flags(args, server::gflags_registry());
+  if (!collected.error.empty()) {
+    LOG(ERROR) << "SIGHUP: configuration unchanged: " << collected.error;
+    return;
+  }
+  int memory_limit_mb = FLAGS_memory_limit_mb;
+  int idle_timeout = server.idle_timeout();
+  int verbosity = lockcached::core::log_verbosity.load(std::memory_order_relaxed);
+  for (const auto& [name, value] : collected.settings) {
+    int* target = name == "memory_limit_mb" ? &memory_limit_mb
+                  : name == "idle_timeout"  ? &idle_timeout
+                  : name == "v"             ? &verbosity
+                                            : nullptr;
+    if (target == nullptr) continue;
+    char* end = nullptr;
+    long parsed = std::strtol(value.c_str(), &end, 10);
+    int minimum = name == "memory_limit_mb" ? 1 : 0;
+    if (value.empty() || *end != '\0' || parsed < minimum || parsed > INT32_MAX) {
+      LOG(ERROR) << "SIGHUP: configuration unchanged: bad value '" << value << "' for --"
+                 << name;
+      return;
+    }
+    *target = static_cast<int>(parsed);
+  }
+  if (memory_limit_mb != FLAGS_memory_limit_mb) {
+    LOG(INFO) << "SIGHUP: --memory_limit_mb " << FLAGS_memory_limit_mb << " -> "
+              << memory_limit_mb;
+    FLAGS_memory_limit_mb = memory_limit_mb;
+    server.set_memory_limit(static_cast<size_t>(memory_limit_mb) << 20);
+  }
+  if (idle_timeout != server.idle_timeout()) {
+    LOG(INFO) << "SIGHUP: --idle_timeout " << server.idle_timeout() << " -> " << idle_timeout;
+    server.set_idle_timeout(idle_timeout);
+  }
+  if (verbosity != lockcached::core::log_verbosity.load(std::memory_order_relaxed)) {
+    LOG(INFO) << "SIGHUP: --v " << lockcached::core::log_verbosity.load() << " -> " << verbosity;
+    lockcached::core::log_verbosity.store(verbosity, std::memory_order_relaxed);
+  }
+  LOG(INFO) << "SIGHUP: configuration re-read; other flags take effect at the next start";
+}
+
+// Serves until a stop signal; SIGHUP reloads. Signals are blocked in every
+// thread (see main), so they arrive here and nowhere else, and the default
+// actions that would kill the process without flushing the log never run.
+void serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
+                         const sigset_t& signals) {
+  for (;;) {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    if (signal_number == SIGHUP) {
+      reload(server, args);
+      google::FlushLogFiles(google::GLOG_INFO);
+      continue;
+    }
+    LOG(INFO) << "Got " << strsignal(signal_number)
+              << (signal_number == SIGUSR1 ? " (graceful shutdown)" : "") << ", shutting down";
+    return;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,61 +285,65 @@ int main(int argc, char** argv) {
   // A service logs to stderr (the journal under systemd) unless told otherwise.
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   gflags::SetVersionString(LOCKCACHED_VERSION);
-  gflags::SetUsageMessage(
-      "memcached-compatible cache server with server-side locking.\n"
-      "memcached's options -p -U -l -m -c -t -I -v -u (and --memory-limit, --conn-limit,\n"
-      "--max-item-size, --udp-port) are accepted too and mean what they mean to memcached.");
-  lockcached::server::TranslatedCommandLine command_line =
-      lockcached::server::translate_memcached_options({argv, argv + argc}, is_gflag);
-  if (!command_line.error.empty()) {
-    std::cerr << "lockcached: " << command_line.error << "\n";
-    return kUsageError;
-  }
-  std::vector<char*> translated;
-  for (std::string& arg : command_line.args)
-    translated.push_back(arg.data());
-  translated.push_back(nullptr);
-  int translated_count = static_cast<int>(command_line.args.size());
-  char** translated_args = translated.data();
-  gflags::ParseCommandLineFlags(&translated_count, &translated_args, true);
+  std::vector<std::string> args = load_configuration(argc, argv);
   google::InitGoogleLogging(argv[0]);
-  for (const std::string& warning : command_line.warnings)
-    LOG(WARNING) << warning;
+  lockcached::core::log_verbosity.store(FLAGS_v, std::memory_order_relaxed);
 
-  if (std::string problem = check_flags(); !problem.empty()) {
-    LOG(ERROR) << problem;
-    return kUsageError;
+  // Before any thread starts: fork copies only this one, and every thread
+  // inherits the signal mask.
+  server::Daemon daemon;
+  if (std::string error; FLAGS_daemonize && !daemon.detach(&error)) {
+    LOG(ERROR) << "cannot daemonize: " << error;
+    return kStartFailure;
   }
-
-  // Block the stop signals before any thread starts, so that every thread
-  // inherits the mask and only sigwait() below sees them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto fail = [&](int status) {
+    google::FlushLogFiles(google::GLOG_INFO);
+    daemon.failed(status);
+    return status;
+  };
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGUSR1})
+    sigaddset(&signals, signal_number);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  raise_descriptor_limit(FLAGS_max_connections);
-  lockcached::server::Server server(settings_from_flags());
+  unsigned long wanted_fds = static_cast<unsigned long>(FLAGS_max_connections) +
+                             static_cast<unsigned long>(FLAGS_lock_max_connections) + 64;
+  if (unsigned long got = server::raise_descriptor_limit(wanted_fds); got < wanted_fds) {
+    LOG(WARNING) << "open files limited to " << got
+                 << ": fewer connections than --max_connections plus --lock_max_connections "
+                    "will be accepted";
+  }
+  server::Server server(settings_from_flags());
   std::string error;
   if (!server.start(&error)) {
     LOG(ERROR) << "cannot start: " << error;
-    return EXIT_FAILURE;
+    return fail(kStartFailure);
   }
-  if (!drop_privileges(FLAGS_user)) {
+  server::PidFile pid_file;
+  if (!pid_file.write(FLAGS_pid_file, &error)) {
+    LOG(ERROR) << "cannot start: " << error;
     server.stop();
-    return EXIT_FAILURE;
+    return fail(kStartFailure);
+  }
+  if (FLAGS_user.empty() && geteuid() == 0) {
+    LOG(WARNING) << "running as root; use --user to drop privileges";
+  } else if (!FLAGS_user.empty() && !server::drop_privileges(FLAGS_user, &error)) {
+    LOG(ERROR) << "cannot start: " << error;
+    server.stop();
+    return fail(kStartFailure);
   }
   LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";
   std::string status = "STATUS=memcached protocols on port " + std::to_string(server.port());
   if (server.lock_port() != 0) status += ", lock service on " + std::to_string(server.lock_port());
   notify_service_manager("READY=1\n" + status);
+  daemon.ready(/*keep_output=*/FLAGS_v > 0);
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  LOG(INFO) << "Got " << strsignal(signal_number) << ", shutting down";
+  serve_until_stopped(server, args, signals);
   notify_service_manager("STOPPING=1");
   server.stop();
+  LOG(INFO) << "stopped";
+  google::FlushLogFiles(google::GLOG_INFO);
   return EXIT_SUCCESS;
 }

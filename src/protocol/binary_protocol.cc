@@ -7,6 +7,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/verbosity.h"
 #include "lockcached/protocol/text_parser.h"
 #include "lockcached/store/store.h"
 #include "lockcached/version.h"
@@ -310,7 +311,7 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
 void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   // -vv: the opcode (hex, as protocol_binary.txt lists them) and the key.
-  VLOG(2) << '<' << core_.owner() << " opcode 0x" << std::hex << int{h.opcode} << std::dec
+  LOCKCACHED_VLOG(2) << '<' << core_.owner() << " opcode 0x" << std::hex << int{h.opcode} << std::dec
           << " key " << escape_for_log(request.key);
   switch (h.opcode) {
     case kGet:

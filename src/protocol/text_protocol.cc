@@ -7,6 +7,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/verbosity.h"
 #include "lockcached/protocol/base64.h"
 #include "lockcached/version.h"
 
@@ -87,7 +88,7 @@ void TextProtocol::reply(OutputQueue& out, std::string_view text) {
 
 void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   // -vv, as memcached's: every request line, after the connection's id.
-  VLOG(2) << '<' << core_.owner() << ' ' << escape_for_log(line);
+  LOCKCACHED_VLOG(2) << '<' << core_.owner() << ' ' << escape_for_log(line);
   noreply_ = false;
   // The most frequent request skips the split into words: its keys are
   // walked as they are looked up anyway.
@@ -449,8 +450,10 @@ void TextProtocol::verbosity(const Words& words, OutputQueue& out) {
   noreply_ = words.last() == "noreply";
   uint32_t level;
   if (!parse_u32(words[1], &level)) return reply(out, kBadFormat);
-  // Logging verbosity is the -v/-vv command-line option (glog's --v); the
-  // command is accepted for compatibility and changes nothing.
+  // As memcached: the level -v/-vv set at start (1 logs connections, 2
+  // requests too), for the whole server.
+  core::log_verbosity.store(static_cast<int>(std::min<uint32_t>(level, 2)),
+                            std::memory_order_relaxed);
   reply(out, "OK");
 }
 

@@ -22,7 +22,6 @@ constexpr Unsupported kUnsupported[] = {
     {'M', "disable-evictions"},
     {'k', "lock-memory"},
     {'i', "license"},
-    {'P', "pidfile"},
     {'f', "slab-growth-factor"},
     {'n', "slab-min-size"},
     {'L', "enable-largepages"},
@@ -50,11 +49,11 @@ struct LongAlias {
 };
 constexpr LongAlias kLongAliases[] = {
     {"memory-limit", 'm'}, {"conn-limit", 'c'}, {"max-item-size", 'I'},
-    {"udp-port", 'U'},     {"verbose", 'v'},    {"daemon", 'd'},
+    {"udp-port", 'U'},     {"verbose", 'v'},    {"daemon", 'd'},   {"pidfile", 'P'},
 };
 
 bool takes_value(char letter) {
-  return std::string_view("pUlmctIu").find(letter) != std::string_view::npos;
+  return std::string_view("pUlmctIuP").find(letter) != std::string_view::npos;
 }
 
 std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t max) {
@@ -206,9 +205,10 @@ class Translator {
       case 'v':
         return flag("v", std::to_string(++verbosity_));
       case 'd':
-        return fail(spelled +
-                    ": lockcached does not daemonize; run it in the foreground under systemd "
-                    "(lockcached.service) or a container runtime, which also collect its log");
+        return flag("daemonize", "true");
+      case 'P':
+        if (value->empty()) return fail(spelled + " needs a file name");
+        return flag("pid_file", *value);
       case 'h':
         return result_.args.push_back("--help");
       case 'V':

@@ -11,6 +11,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/verbosity.h"
 #include "lockcached/net/socket.h"
 #include "lockcached/protocol/binary_protocol.h"
 #include "lockcached/protocol/lock_service_protocol.h"
@@ -32,6 +33,7 @@ constexpr size_t kMaxBlockedInput = 64 * 1024;
 Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
     : worker_(worker),
       fd_(fd),
+      kind_(kind),
       core_(worker.state().store, worker.stats(), worker.stats_source(), id) {
   last_read_ms_ = worker_.reactor().now_ms();
   if (kind == PortKind::kLockService) {
@@ -39,7 +41,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
         worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); }});
   }
   interest_ = EPOLLIN;
-  VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")
+  LOCKCACHED_VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")
           << " connection";
   if (!worker_.reactor().add(fd_, interest_, this)) close();
 }
@@ -51,14 +53,14 @@ Connection::~Connection() {
 
 void Connection::close() {
   if (fd_ < 0) return;
-  VLOG(1) << '<' << core_.owner() << " connection closed";
+  LOCKCACHED_VLOG(1) << '<' << core_.owner() << " connection closed";
   worker_.reactor().remove(fd_);
   ::close(fd_);
   fd_ = -1;
   out_.clear();
   core_.release_all_locks();  // a client's locks end with its connection
   if (protocol_) protocol_->connection_closed();
-  worker_.state().curr_connections.fetch_sub(1, std::memory_order_relaxed);
+  worker_.state().open_connections(kind_).fetch_sub(1, std::memory_order_relaxed);
   worker_.retire(this);
 }
 

@@ -136,7 +136,10 @@ void Server::collect_general(core::StatList& out) const {
   add("rusage_user", seconds_text(usage.ru_utime));
   add("rusage_system", seconds_text(usage.ru_stime));
   add("max_connections", state_.settings.max_connections);
-  add("curr_connections", state_.curr_connections.load(std::memory_order_relaxed));
+  int cache_connections = state_.cache_connections.load(std::memory_order_relaxed);
+  int lock_connections = state_.lock_connections.load(std::memory_order_relaxed);
+  add("curr_connections", cache_connections + lock_connections);
+  add("curr_lock_connections", lock_connections);
   add("total_connections", state_.total_connections.load(std::memory_order_relaxed));
   add("rejected_connections", state_.rejected_connections.load(std::memory_order_relaxed));
   core::CounterValues counters = thread_counters();
@@ -160,7 +163,7 @@ void Server::collect_general(core::StatList& out) const {
 void Server::collect_settings(core::StatList& out) const {
   const Settings& settings = state_.settings;
   // memcached's names, in memcached's order, then our own.
-  out.emplace_back("maxbytes", std::to_string(settings.memory_limit));
+  out.emplace_back("maxbytes", std::to_string(state_.store.stats().limit_bytes));
   out.emplace_back("maxconns", std::to_string(settings.max_connections));
   out.emplace_back("tcpport", std::to_string(port_));
   out.emplace_back("udpport", "0");
@@ -171,6 +174,9 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("binding_protocol", "auto-negotiate");
   out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
   out.emplace_back("lock_port", std::to_string(lock_port_));
+  out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
+  out.emplace_back("idle_timeout",
+                   std::to_string(state_.idle_timeout_seconds.load(std::memory_order_relaxed)));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
 }
 

@@ -54,7 +54,8 @@ void Worker::add_listener(int fd, PortKind kind) {
 }
 
 void Worker::start() {
-  if (state_.settings.idle_timeout_seconds > 0) schedule_idle_check();
+  // Always armed: SIGHUP may turn --idle_timeout on while the server runs.
+  schedule_idle_check();
   thread_ = std::thread([this] {
     reactor_.run();
     shut_down();
@@ -76,9 +77,9 @@ void Worker::accept_from(int listen_fd, PortKind kind) {
         PLOG(WARNING) << "accept";
       return;
     }
-    if (state_.curr_connections.fetch_add(1, std::memory_order_relaxed) >=
-        state_.settings.max_connections) {
-      state_.curr_connections.fetch_sub(1, std::memory_order_relaxed);
+    std::atomic<int>& open = state_.open_connections(kind);
+    if (open.fetch_add(1, std::memory_order_relaxed) >= state_.connection_limit(kind)) {
+      open.fetch_sub(1, std::memory_order_relaxed);
       reject(fd);
       continue;
     }
@@ -125,7 +126,9 @@ void Worker::schedule_idle_check() {
 }
 
 void Worker::close_idle() {
-  int64_t since = net::monotonic_ms() - int64_t{state_.settings.idle_timeout_seconds} * 1000;
+  int timeout_seconds = state_.idle_timeout_seconds.load(std::memory_order_relaxed);
+  if (timeout_seconds <= 0) return;
+  int64_t since = net::monotonic_ms() - int64_t{timeout_seconds} * 1000;
   std::vector<Connection*> idle;
   for (Connection* connection : connections_) {
     if (connection->idle_since(since)) idle.push_back(connection);

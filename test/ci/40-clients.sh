@@ -14,7 +14,7 @@ fi
 
 # Stage 10 builds the server in build/; alone, this stage builds it there.
 if [ ! -x build/lockcached ]; then
-  cmake -S . -B build
+  cmake -S . -B build -DLOCKCACHED_WERROR=ON
   cmake --build build -j2 --target lockcached
 fi
 

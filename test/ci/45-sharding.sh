@@ -12,7 +12,7 @@ export NUTCRACKER_BINARY=/usr/sbin/nutcracker
 
 # Stage 10 builds build/lockcached; build just the server if it is missing.
 if [ ! -x build/lockcached ]; then
-  cmake -S . -B build
+  cmake -S . -B build -DLOCKCACHED_WERROR=ON
   cmake --build build -j2 --target lockcached
 fi
 

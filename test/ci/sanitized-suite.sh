@@ -2,7 +2,8 @@
 # with CMAKE_BUILD_TYPE=$build_type and runs the whole ctest suite. The
 # stage exports its sanitizer's options first, with log_path under
 # $reports; any report file there fails the stage and is printed.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_BUILD_BENCH=OFF
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_BUILD_BENCH=OFF \
+  -DLOCKCACHED_WERROR=ON
 cmake --build "$build" -j2
 
 rm -rf "$reports"

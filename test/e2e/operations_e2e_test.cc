@@ -48,15 +48,6 @@ TEST(OperationsE2e, IdleTimeoutClosesIdleConnectionsOnly) {
   EXPECT_EQ(waiter.read_line().rfind("200 Acquired", 0), 0u);
 }
 
-uid_t uid_of(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Uid:", 0) == 0) return static_cast<uid_t>(std::stoul(line.substr(4)));
-  }
-  return static_cast<uid_t>(-1);
-}
-
 // As root, --user drops to that user after binding; as anyone else the
 // switch is impossible and the server must refuse to start rather than run
 // as someone it was not asked to be.
@@ -65,7 +56,7 @@ TEST(OperationsE2e, UserDropsPrivilegesAfterBinding) {
   if (geteuid() == 0) {
     ASSERT_TRUE(server.start({"--user=nobody"}));
     EXPECT_TRUE(e2e::eventually([&] { return server.log().find("ready") != std::string::npos; }));
-    EXPECT_NE(uid_of(server.pid()), 0u);
+    EXPECT_NE(e2e::uid_of(server.pid()), 0u);
     Client client;
     ASSERT_TRUE(client.connect(server.port()));
     EXPECT_EQ(client.store("set", "k", "v"), "STORED");

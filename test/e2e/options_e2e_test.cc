@@ -164,13 +164,6 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
   EXPECT_NE(server.log().find(message), std::string::npos) << server.log();
 }
 
-TEST(OptionsE2e, DaemonizeIsRefused) {
-  expect_usage_error({"-d"},
-                     "lockcached: -d: lockcached does not daemonize; run it in the "
-                     "foreground under systemd");
-  expect_usage_error({"-p", "0", "-vd"}, "does not daemonize");
-}
-
 TEST(OptionsE2e, UnknownAndUnsupportedOptionsAreRefused) {
   expect_usage_error({"-x"}, "lockcached: unknown option -x");
   expect_usage_error({"-M"}, "memcached's option -M (--disable-evictions) is not supported");

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 #ifndef LOCKCACHED_BINARY
@@ -31,14 +32,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kListeningPrefix = "Listening on ";
 constexpr std::string_view kCacheSuffix = " (memcached protocol)";
 constexpr std::string_view kLockServiceSuffix = " (lock service)";
-
-// $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the compiled-in
-// binary: CI runs these tests against a sanitizer build of the server.
-std::string server_binary() {
-  const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
-  if (override_binary != nullptr && *override_binary != '\0') return override_binary;
-  return LOCKCACHED_BINARY;
-}
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -597,6 +590,23 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
     if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(interval);
   }
+}
+
+// $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the compiled-in
+// binary: CI runs these tests against a sanitizer build of the server.
+std::string server_binary() {
+  const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
+  if (override_binary != nullptr && *override_binary != '\0') return override_binary;
+  return LOCKCACHED_BINARY;
+}
+
+uid_t uid_of(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) == 0) return static_cast<uid_t>(std::stoul(line.substr(4)));
+  }
+  return static_cast<uid_t>(-1);
 }
 
 }  // namespace e2e

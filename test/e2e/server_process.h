@@ -81,6 +81,14 @@ class ServerProcess {
   std::thread drainer_;
 };
 
+// The lockcached binary under test: $LOCKCACHED_SERVER_BINARY when set and
+// not empty (CI runs the tests against a sanitizer build of the server),
+// else the one built with the tests.
+std::string server_binary();
+
+// The real user id of process `pid`, from /proc; -1 when unknown.
+uid_t uid_of(pid_t pid);
+
 // Describes a wait status: "exited with 0", "killed by signal 9", ...
 std::string describe_wait_status(std::optional<int> status);
 

@@ -113,12 +113,15 @@ TEST(CommandLineTest, EverythingAfterDoubleDashPassesThrough) {
   EXPECT_EQ(translated({"-p", "1", "--", "-d", "-x"}), (Args{"--port=1", "--", "-d", "-x"}));
 }
 
-TEST(CommandLineTest, DaemonIsRefusedWithAReason) {
-  for (const Args& args : {Args{"-d"}, Args{"-vd"}, Args{"--daemon"}}) {
-    std::string error = translate(args).error;
-    EXPECT_NE(error.find("does not daemonize"), std::string::npos) << args[0];
-    EXPECT_NE(error.find("systemd"), std::string::npos) << args[0];
-  }
+// Debian's /etc/memcached.conf carries both.
+TEST(CommandLineTest, DaemonAndPidFileMapOntoFlags) {
+  EXPECT_EQ(translated({"-d", "-P", "/run/m.pid"}),
+            (Args{"--daemonize=true", "--pid_file=/run/m.pid"}));
+  EXPECT_EQ(translated({"-vdP/run/m.pid"}),
+            (Args{"--v=1", "--daemonize=true", "--pid_file=/run/m.pid"}));
+  EXPECT_EQ(translated({"--daemon", "--pidfile=/p"}), (Args{"--daemonize=true", "--pid_file=/p"}));
+  EXPECT_EQ(translate({"-P"}).error, "-P needs a value");
+  EXPECT_EQ(translate({"--daemon=yes"}).error, "--daemon takes no value");
 }
 
 TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {

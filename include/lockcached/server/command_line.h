@@ -26,13 +26,14 @@ struct TranslatedCommandLine {
 // "nologtostderr"): such a single-dash argument is gflags', not memcached's.
 using IsGflag = std::function<bool(std::string_view name)>;
 
-// Translates memcached's -p -U -l -m -c -t -I -v -u -h -V (joined "-p11211",
-// separate "-p 11211" and bundled "-vv" forms, as getopt takes them) and the
-// long options --memory-limit --conn-limit --max-item-size --udp-port
-// --verbose --daemon. memcached's --port --listen --threads --user are
-// lockcached's gflags flags of the same meaning and pass through untouched.
-// -d/--daemon, memcached options lockcached does not implement and unknown
-// single-letter options are errors. Everything else passes through to gflags.
+// Translates memcached's -p -U -l -m -c -t -I -v -u -d -P -h -V (joined
+// "-p11211", separate "-p 11211" and bundled "-vv" forms, as getopt takes
+// them) and the long options --memory-limit --conn-limit --max-item-size
+// --udp-port --verbose --daemon --pidfile. memcached's --port --listen
+// --threads --user are lockcached's gflags flags of the same meaning and
+// pass through untouched. memcached options lockcached does not implement
+// and unknown single-letter options are errors. Everything else passes
+// through to the strict flag loader (flag_loader.h).
 TranslatedCommandLine translate_memcached_options(const std::vector<std::string>& args,
                                                   const IsGflag& is_gflag);
 

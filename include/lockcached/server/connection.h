@@ -48,6 +48,7 @@ class Connection final : public net::EventHandler {
 
   Worker& worker_;
   int fd_;
+  const PortKind kind_;
   uint32_t interest_ = 0;
   int64_t last_read_ms_;
   bool draining_ = false;  // closing once the queued replies are sent

@@ -30,6 +30,14 @@ class Server final : public core::StatsSource {
   uint16_t port() const { return port_; }
   uint16_t lock_port() const { return lock_port_; }
 
+  // What may change while the server runs (SIGHUP re-reads the flagfile).
+  void set_memory_limit(size_t bytes) { state_.store.set_memory_limit(bytes); }
+  size_t memory_limit() const { return state_.store.stats().limit_bytes; }
+  void set_idle_timeout(int seconds) {
+    state_.idle_timeout_seconds.store(seconds, std::memory_order_relaxed);
+  }
+  int idle_timeout() const { return state_.idle_timeout_seconds.load(std::memory_order_relaxed); }
+
   void collect(core::StatsGroup group, core::StatList& out) const override;
   void reset() override;
 

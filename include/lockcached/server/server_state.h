@@ -17,14 +17,26 @@ struct ServerState {
   explicit ServerState(const Settings& config)
       : settings(config),
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
-        lock_service({config.lock_service_max_locks_per_session, config.lock_service_max_names}) {}
+        lock_service({config.lock_service_max_locks_per_session, config.lock_service_max_names}),
+        idle_timeout_seconds(config.idle_timeout_seconds) {}
+
+  // Open connections per port, each against its own limit.
+  std::atomic<int>& open_connections(PortKind kind) {
+    return kind == PortKind::kCache ? cache_connections : lock_connections;
+  }
+  int connection_limit(PortKind kind) const {
+    return kind == PortKind::kCache ? settings.max_connections : settings.lock_max_connections;
+  }
 
   const Settings settings;
   const store::Clock clock;
   store::Store store;
   locks::LockService lock_service;
   const int64_t started_unix = static_cast<int64_t>(::time(nullptr));
-  std::atomic<int> curr_connections{0};
+  // What SIGHUP may change while the server runs (main's reload).
+  std::atomic<int> idle_timeout_seconds;
+  std::atomic<int> cache_connections{0};
+  std::atomic<int> lock_connections{0};
   std::atomic<uint64_t> total_connections{0};
   std::atomic<uint64_t> rejected_connections{0};
   // Connection ids double as lock owners: unique for the life of the process.

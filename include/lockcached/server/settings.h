@@ -21,8 +21,10 @@ struct Settings {
   unsigned threads = 4;
   size_t memory_limit = size_t{1024} << 20;
   size_t max_item_size = size_t{1} << 20;
-  int max_connections = 4096;
-  int idle_timeout_seconds = 0;  // close connections idle this long; 0: never
+  int max_connections = 4096;       // on the cache port
+  int lock_max_connections = 1024;  // on the lock port: its own budget, so that
+                                    // cache load never locks operators out
+  int idle_timeout_seconds = 0;     // close connections idle this long; 0: never
   // Named-lock service bounds (locks::LockLimits); 0: none.
   size_t lock_service_max_locks_per_session = 10000;
   size_t lock_service_max_names = 1000000;

@@ -1,0 +1,129 @@
+#include "lockcached/server/process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace lockcached::server {
+
+bool Daemon::detach(std::string* error) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    *error = std::string("fork: ") + std::strerror(errno);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return false;
+  }
+  if (child > 0) {
+    // The starter: wait for the child's word. No word (the child died
+    // before ready) is a failure; its own exit status says more.
+    close(pipe_fds[1]);
+    unsigned char status = 1;
+    ssize_t got;
+    do {
+      got = read(pipe_fds[0], &status, 1);
+    } while (got < 0 && errno == EINTR);
+    if (got != 1) {
+      int wait_status = 0;
+      if (waitpid(child, &wait_status, 0) == child && WIFEXITED(wait_status)) {
+        status = static_cast<unsigned char>(WEXITSTATUS(wait_status));
+      }
+      if (status == 0) status = 1;
+    }
+    _exit(status);
+  }
+  close(pipe_fds[0]);
+  report_fd_ = pipe_fds[1];
+  setsid();  // no controlling terminal: a closed shell sends no SIGHUP
+  return true;
+}
+
+void Daemon::ready(bool keep_output) {
+  if (!detached()) return;
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd >= 0) {
+    dup2(null_fd, STDIN_FILENO);
+    if (!keep_output) {
+      dup2(null_fd, STDOUT_FILENO);
+      dup2(null_fd, STDERR_FILENO);
+    }
+    close(null_fd);
+  }
+  report(0);
+}
+
+void Daemon::failed(int status) {
+  if (detached()) report(static_cast<unsigned char>(status));
+}
+
+void Daemon::report(unsigned char status) {
+  ssize_t ignored = write(report_fd_, &status, 1);
+  (void)ignored;  // the starter is gone: nobody left to tell
+  close(report_fd_);
+  report_fd_ = -1;
+}
+
+PidFile::~PidFile() {
+  // After --user the directory may no longer be ours; memcached also
+  // leaves the file then.
+  if (!path_.empty()) unlink(path_.c_str());
+}
+
+bool PidFile::write(const std::string& path, std::string* error) {
+  if (path.empty()) return true;
+  FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    *error = "-P " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::fprintf(file, "%ld\n", static_cast<long>(getpid()));
+  if (std::fclose(file) != 0) {
+    *error = "-P " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  path_ = path;
+  return true;
+}
+
+bool user_exists(const std::string& user) {
+  return getpwnam(user.c_str()) != nullptr;
+}
+
+bool drop_privileges(const std::string& user, std::string* error) {
+  const passwd* entry = getpwnam(user.c_str());
+  if (entry == nullptr) {
+    *error = "--user: no such user: " + user;
+    return false;
+  }
+  if (initgroups(entry->pw_name, entry->pw_gid) != 0 || setgid(entry->pw_gid) != 0 ||
+      setuid(entry->pw_uid) != 0) {
+    *error = "--user: cannot become " + user + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+unsigned long raise_descriptor_limit(unsigned long wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur >= wanted) return limit.rlim_cur;
+  limit.rlim_cur = std::min<rlim_t>(wanted, limit.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &limit);
+  return limit.rlim_cur;
+}
+
+}  // namespace lockcached::server

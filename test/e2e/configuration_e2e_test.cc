@@ -1,0 +1,424 @@
+// Operations against the real binary: a configuration mistake stops the
+// server with exit status 64 and one line naming it; signals; memcached's
+// -d and -P as Debian's /etc/memcached.conf uses them; the lock port's own
+// connection budget; glog's files across SIGHUP, logrotate and a stop.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server_process.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using e2e::Client;
+using e2e::ServerProcess;
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A fresh directory for one test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "lockcached_config_XXXXXX";
+    path_ = mkdtemp(pattern.data()) ? pattern : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// What a command printed and how it ended.
+struct Outcome {
+  std::optional<int> wait_status;  // nullopt: still running after the timeout
+  std::string output;              // stdout and stderr
+  bool exited_with(int code) const {
+    return wait_status && WIFEXITED(*wait_status) && WEXITSTATUS(*wait_status) == code;
+  }
+};
+
+// Runs `program args` to its end. Output goes to a file, not a pipe: a
+// daemon keeps its inherited descriptors, and a pipe would not end while it
+// lives.
+Outcome run(const std::vector<std::string>& command, std::chrono::milliseconds timeout = 20s) {
+  TempDir dir;
+  fs::path output = dir.path() / "output";
+  pid_t child = fork();
+  if (child == 0) {
+    int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const std::string& arg : command)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  Outcome outcome;
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  pollfd poll_fd{pidfd, POLLIN, 0};
+  if (pidfd >= 0 && poll(&poll_fd, 1, static_cast<int>(timeout.count())) == 1) {
+    int status = 0;
+    if (waitpid(child, &status, 0) == child) outcome.wait_status = status;
+  } else {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
+  if (pidfd >= 0) close(pidfd);
+  outcome.output = read_file(output);
+  return outcome;
+}
+
+Outcome run_server(std::vector<std::string> args) {
+  args.insert(args.begin(), e2e::server_binary());
+  return run(args);
+}
+
+// Starting with these arguments must fail with EX_USAGE and say `message`
+// in one line.
+void expect_configuration_error(const std::vector<std::string>& args,
+                                const std::string& message) {
+  Outcome outcome = run_server(args);
+  EXPECT_TRUE(outcome.exited_with(64)) << e2e::describe_wait_status(outcome.wait_status) << "\n"
+                                       << outcome.output;
+  EXPECT_NE(outcome.output.find(message), std::string::npos) << outcome.output;
+  EXPECT_EQ(std::count(outcome.output.begin(), outcome.output.end(), '\n'), 1) << outcome.output;
+}
+
+TEST(ConfigurationE2e, AnUnknownFlagInTheFlagfileStopsTheStartNamingFileAndLine) {
+  TempDir dir;
+  fs::path conf = dir.path() / "lockcached.conf";
+  write_file(conf, "# the packaged file, with a typo\n--port=0\n\n--listne=127.0.0.1\n");
+  expect_configuration_error({"--flagfile=" + conf.string()},
+                             "lockcached: unknown flag --listne (" + conf.string() + ":4)");
+  write_file(conf, "--memory_limt_mb=64\n");
+  expect_configuration_error({"--port=0", "--flagfile", conf.string()},
+                             "unknown flag --memory_limt_mb (" + conf.string() + ":1)");
+}
+
+TEST(ConfigurationE2e, AnUnknownFlagOnTheCommandLineStopsTheStart) {
+  expect_configuration_error({"--port=0", "--bogus=1"}, "unknown flag --bogus (command line)");
+  expect_configuration_error({"--port=0", "stray"}, "unexpected argument 'stray'");
+}
+
+TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
+  TempDir dir;
+  fs::path conf = dir.path() / "lockcached.conf";
+  write_file(conf, "--port=0\n--memory_limit_mb=lots\n");
+  expect_configuration_error({"--flagfile=" + conf.string()},
+                             "bad value 'lots' for --memory_limit_mb (" + conf.string() + ":2)");
+  write_file(conf, "--port=0\n--max_connections=0\n");
+  expect_configuration_error({"--flagfile=" + conf.string()},
+                             "--max_connections: must be at least 1 (" + conf.string() + ":2)");
+  expect_configuration_error({"--port=70000"}, "--port: must be 0..65535 (command line)");
+  expect_configuration_error({"-p", "0", "--daemonize=maybe"}, "bad value 'maybe' for --daemonize");
+}
+
+TEST(ConfigurationE2e, AMissingFlagfileStopsTheStart) {
+  expect_configuration_error({"--flagfile=/nonexistent/lockcached.conf"},
+                             "cannot read flagfile /nonexistent/lockcached.conf (command line): "
+                             "No such file or directory");
+}
+
+TEST(ConfigurationE2e, AnUnknownUserStopsTheStart) {
+  expect_configuration_error({"--port=0", "-u", "no-such-user-here"},
+                             "--user: no such user: no-such-user-here");
+}
+
+// Not a configuration mistake: its own status, 1, so that systemd retries.
+TEST(ConfigurationE2e, APortInUseExitsOne) {
+  ServerProcess first;
+  ASSERT_TRUE(first.start());
+  Outcome outcome = run_server({"--port=" + std::to_string(first.port()), "--lock_port=0",
+                                "--listen=127.0.0.1"});
+  EXPECT_TRUE(outcome.exited_with(1)) << e2e::describe_wait_status(outcome.wait_status);
+  EXPECT_NE(outcome.output.find("address already in use"), std::string::npos) << outcome.output;
+}
+
+TEST(ConfigurationE2e, HelpListsOurFlagsFirstInGroupsAndExitsZero) {
+  for (const char* flag : {"--help", "-h", "--helpshort"}) {
+    Outcome outcome = run_server({flag});
+    EXPECT_TRUE(outcome.exited_with(0)) << flag << ": "
+                                        << e2e::describe_wait_status(outcome.wait_status);
+    const std::string& help = outcome.output;
+    size_t ports = help.find("Ports and addresses:");
+    size_t port = help.find("--port=11211");
+    size_t logging = help.find("Logging (glog):");
+    ASSERT_NE(ports, std::string::npos) << help;
+    EXPECT_LT(ports, port);
+    EXPECT_LT(port, logging);
+    EXPECT_NE(help.find("--lock_max_connections=1024"), std::string::npos);
+    EXPECT_EQ(help.find("No modules matched"), std::string::npos);
+    // glog's many flags are behind --helpfull, not here.
+    EXPECT_EQ(help.find("alsologtoemail"), std::string::npos);
+  }
+  Outcome full = run_server({"--helpfull"});
+  EXPECT_TRUE(full.exited_with(0));
+  EXPECT_NE(full.output.find("alsologtoemail"), std::string::npos);
+  Outcome version = run_server({"--version"});
+  EXPECT_TRUE(version.exited_with(0));
+  EXPECT_EQ(version.output.rfind("lockcached ", 0), 0u) << version.output;
+}
+
+// Waits until `stats settings` shows `name` = `value` (SIGHUP is answered
+// by nothing a client could await).
+bool setting_becomes(uint16_t port, const std::string& name, const std::string& value) {
+  return e2e::eventually([&] {
+    Client client;
+    if (!client.connect(port)) return false;
+    auto settings = client.stats("settings");
+    auto found = settings.find(name);
+    return found != settings.end() && found->second == value;
+  });
+}
+
+TEST(ConfigurationE2e, SighupKeepsServingAndRereadsTheRunTimeSettings) {
+  TempDir dir;
+  fs::path conf = dir.path() / "lockcached.conf";
+  write_file(conf, "--memory_limit_mb=64\n--idle_timeout=0\n");
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--flagfile=" + conf.string()}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "kept", "value"), "STORED");
+  EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(64 << 20));
+
+  write_file(conf, "--memory_limit_mb=32\n--idle_timeout=600\n--v=1\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  EXPECT_TRUE(setting_becomes(server.port(), "maxbytes", std::to_string(32 << 20)));
+  EXPECT_TRUE(setting_becomes(server.port(), "idle_timeout", "600"));
+  // Alive, same process, same data, same connection.
+  EXPECT_EQ(client.get("kept"), "value");
+  EXPECT_TRUE(e2e::eventually(
+      [&] { return server.log().find("SIGHUP: --memory_limit_mb 64 -> 32") != std::string::npos; }));
+  // --v=1 is in force: a new connection is logged.
+  Client another;
+  ASSERT_TRUE(another.connect(server.port()));
+  EXPECT_TRUE(e2e::eventually(
+      [&] { return server.log().find(" new cache connection") != std::string::npos; }));
+
+  // A mistake in the file at SIGHUP changes nothing and stops nothing.
+  write_file(conf, "--memory_limit_mb=16\n--memory_limt=1\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  EXPECT_TRUE(e2e::eventually([&] {
+    return server.log().find("SIGHUP: configuration unchanged: unknown flag --memory_limt") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(32 << 20));
+  EXPECT_EQ(client.get("kept"), "value");
+}
+
+TEST(ConfigurationE2e, SigusrOneStopsCleanly) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start());
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "k", "v"), "STORED");
+  std::optional<int> status = server.stop(SIGUSR1);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << e2e::describe_wait_status(status);
+  EXPECT_TRUE(server.wait_for_output_end(5s));
+  EXPECT_NE(server.log().find("graceful shutdown"), std::string::npos) << server.log();
+  EXPECT_NE(server.log().find("] stopped"), std::string::npos) << server.log();
+}
+
+// The single glog INFO file in `dir` (not the symlink, not rotated copies).
+std::optional<fs::path> info_log(const fs::path& dir) {
+  std::optional<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_symlink() && entry.is_regular_file() &&
+        entry.path().filename().string().find(".log.INFO.") != std::string::npos) {
+      found = entry.path();
+    }
+  }
+  return found;
+}
+
+// glog buffers INFO lines in files for --logbufsecs (30 s by default): a
+// signal must flush them, and the file logrotate rotated keeps receiving
+// lines. Uses the logrotate configuration the package installs, pointed
+// at a scratch directory.
+TEST(ConfigurationE2e, LogFilesSurviveSighupLogrotateAndStop) {
+  const char* logrotate = "/usr/sbin/logrotate";
+  ASSERT_EQ(access(logrotate, X_OK), 0) << "logrotate is part of the test command's packages";
+  TempDir dir;
+  fs::path logs = dir.path() / "logs";
+  fs::create_directory(logs);
+  ServerProcess server;
+  // alsologtostderr: the harness reads the "Listening on" line from stderr.
+  ASSERT_TRUE(server.start({"--logtostderr=false", "--alsologtostderr", "--log_dir=" + logs.string(),
+                            "--v=1"}));
+  std::optional<fs::path> live = info_log(logs);
+  ASSERT_TRUE(live);
+
+  // A buffered line (a connection opening) reaches the file at SIGHUP.
+  Client first;
+  ASSERT_TRUE(first.connect(server.port()));
+  ASSERT_EQ(first.request("version").rfind("VERSION", 0), 0u);
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  EXPECT_TRUE(e2e::eventually([&] {
+    std::string text = read_file(*live);
+    return text.find(" new cache connection") != std::string::npos &&
+           text.find("SIGHUP: configuration re-read") != std::string::npos;
+  }));
+
+  // The shipped rotation (copytruncate), with its path made this test's.
+  std::string shipped = read_file(fs::path(LOCKCACHED_SOURCE_DIR) / "etc/lockcached.logrotate");
+  size_t path_at = shipped.find("/var/log/lockcached/");
+  ASSERT_NE(path_at, std::string::npos);
+  shipped.replace(path_at, std::string("/var/log/lockcached/").size(), logs.string() + "/");
+  size_t group_at = shipped.find("createolddir 0750 root adm");
+  ASSERT_NE(group_at, std::string::npos);
+  shipped.replace(group_at, std::string("createolddir 0750 root adm").size(),
+                  "createolddir 0750");
+  write_file(dir.path() / "logrotate.conf", shipped);
+  chmod((dir.path() / "logrotate.conf").c_str(), 0644);
+  Outcome rotated = run({logrotate, "--force", "--state", (dir.path() / "state").string(),
+                         (dir.path() / "logrotate.conf").string()});
+  ASSERT_TRUE(rotated.exited_with(0)) << rotated.output;
+  fs::path copy = logs / "old" / (live->filename().string() + ".1");
+  ASSERT_TRUE(fs::exists(copy)) << rotated.output;
+  EXPECT_NE(read_file(copy).find(" new cache connection"), std::string::npos);
+
+  // After the rotation: new lines land in the live file, and the stop
+  // flushes what glog still buffered.
+  Client second;
+  ASSERT_TRUE(second.connect(server.port()));
+  ASSERT_EQ(second.request("version").rfind("VERSION", 0), 0u);
+  std::optional<int> status = server.stop(SIGTERM);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  std::string after = read_file(*live);
+  EXPECT_NE(after.find(" new cache connection"), std::string::npos) << after;
+  EXPECT_NE(after.find("] stopped"), std::string::npos) << after;
+  EXPECT_NE(after[0], '\0') << "copytruncate left a hole at the start of the file";
+}
+
+// A free TCP port on 127.0.0.1 (the daemon's log is not there to read it).
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Debian's /etc/memcached.conf, as start-memcached passes it on: -d and -P
+// with the usual -m -p -u -l.
+TEST(ConfigurationE2e, DebianMemcachedConfDaemonizesAndWritesThePidFile) {
+  TempDir dir;
+  // Writable by the user it becomes, so that it can remove its pid file.
+  chmod(dir.path().c_str(), 0777);
+  fs::path pid_path = dir.path() / "memcached.pid";
+  uint16_t port = free_port();
+  std::vector<std::string> args = {"-d", "-m", "64", "-p", std::to_string(port), "-l",
+                                   "127.0.0.1", "-P", pid_path.string(), "--lock_port=0"};
+  bool as_root = geteuid() == 0;
+  if (as_root) {
+    args.insert(args.end(), {"-u", "nobody"});
+  }
+  Outcome started = run_server(args);
+  // The starter returns once the daemon serves.
+  ASSERT_TRUE(started.exited_with(0)) << e2e::describe_wait_status(started.wait_status) << "\n"
+                                      << started.output;
+  ASSERT_TRUE(fs::exists(pid_path));
+  pid_t pid = static_cast<pid_t>(std::stol(read_file(pid_path)));
+  ASSERT_GT(pid, 1);
+  Client client;
+  ASSERT_TRUE(client.connect(port));
+  EXPECT_EQ(client.store("set", "k", "daemonized"), "STORED");
+  EXPECT_EQ(client.get("k"), "daemonized");
+  EXPECT_EQ(e2e::stat_u64(client.stats(), "pid"), static_cast<uint64_t>(pid));
+  if (as_root) {
+    EXPECT_NE(e2e::uid_of(pid), 0u);
+  }
+  // Detached: its own session, not a child of the starter's.
+  EXPECT_EQ(getsid(pid), pid);
+
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_TRUE(e2e::eventually([&] { return kill(pid, 0) != 0; }, 10s));
+  EXPECT_TRUE(e2e::eventually([&] { return !fs::exists(pid_path); }));
+}
+
+TEST(ConfigurationE2e, ADaemonThatCannotStartFailsItsStarter) {
+  ServerProcess holder;
+  ASSERT_TRUE(holder.start());
+  TempDir dir;
+  fs::path pid_path = dir.path() / "pid";
+  Outcome started = run_server({"-d", "-p", std::to_string(holder.port()), "-l", "127.0.0.1",
+                                "-P", pid_path.string(), "--lock_port=0"});
+  EXPECT_TRUE(started.exited_with(1)) << e2e::describe_wait_status(started.wait_status);
+  EXPECT_NE(started.output.find("address already in use"), std::string::npos) << started.output;
+  EXPECT_FALSE(fs::exists(pid_path));
+}
+
+// Cache clients filling --max_connections must not keep lock-service
+// clients out: the lock port counts against --lock_max_connections.
+TEST(ConfigurationE2e, TheLockPortAcceptsAClientWhileTheCachePortIsFull) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--max_connections=2", "--lock_max_connections=2", "--lock_port=-1"}));
+  std::optional<uint16_t> lock_port = server.lock_port();
+  ASSERT_TRUE(lock_port);
+  Client cache1, cache2, refused;
+  ASSERT_TRUE(cache1.connect(server.port()));
+  ASSERT_TRUE(cache2.connect(server.port()));
+  ASSERT_EQ(cache1.request("version").rfind("VERSION", 0), 0u);
+  ASSERT_EQ(cache2.request("version").rfind("VERSION", 0), 0u);
+  ASSERT_TRUE(refused.connect(server.port()));
+  EXPECT_EQ(refused.read_line(), "ERROR Too many open connections");
+
+  Client locks;
+  ASSERT_TRUE(locks.connect(*lock_port));
+  EXPECT_EQ(locks.request("lock deploy 0").rfind("200 Acquired", 0), 0u);
+  EXPECT_EQ(locks.request("unlock deploy"), "200 Released");
+  auto stats = cache1.stats();
+  EXPECT_EQ(e2e::stat_u64(stats, "curr_connections"), 3u);
+  EXPECT_EQ(e2e::stat_u64(stats, "curr_lock_connections"), 1u);
+  // The lock port has its own limit too.
+  Client locks2, locks3;
+  ASSERT_TRUE(locks2.connect(*lock_port));
+  ASSERT_EQ(locks2.request("conn_id").rfind("200 ", 0), 0u);
+  ASSERT_TRUE(locks3.connect(*lock_port));
+  EXPECT_EQ(locks3.read_line(), "ERROR Too many open connections");
+}
+
+}  // namespace
