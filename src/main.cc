@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -141,6 +142,10 @@ server::Settings settings_from_flags() {
   settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
   settings.lock_service_max_names = FLAGS_lock_service_max_names;
   settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  settings.fencing_token_floor = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
   return settings;
 }
 

@@ -28,8 +28,8 @@ std::string make_session_id(uint64_t serial) {
 
 }  // namespace
 
-LockService::LockService(LockLimits limits)
-    : limits_(limits), shards_(std::make_unique<Shard[]>(kShards)) {}
+LockService::LockService(LockLimits limits, uint64_t token_floor)
+    : limits_(limits), shards_(std::make_unique<Shard[]>(kShards)), next_token_(token_floor) {}
 
 LockService::~LockService() = default;
 

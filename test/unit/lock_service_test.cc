@@ -56,6 +56,17 @@ class LockServiceTest : public ::testing::Test {
   std::vector<GrantRecord> grants_;
 };
 
+// The server passes its start time as the floor (docs/lock-service.md).
+TEST(LockServiceTokenFloorTest, TokensStartAboveTheFloorAndGrowByOne) {
+  constexpr uint64_t kFloor = 1'795'462'512'000'000;
+  LockService service({}, kFloor);
+  auto alice = service.create_session();
+  EXPECT_EQ(service.try_acquire(alice, "a").token, kFloor + 1);
+  EXPECT_EQ(service.try_acquire(alice, "b").token, kFloor + 2);
+  service.release(alice, "a");
+  EXPECT_EQ(service.try_acquire(alice, "a").token, kFloor + 3);
+}
+
 TEST_F(LockServiceTest, TryAcquireGrantsFreeLockAndRefusesOthers) {
   auto alice = service_.create_session();
   auto bob = service_.create_session();

@@ -88,7 +88,11 @@ class LockService {
     Limit limit = Limit::kNone;  // when a limit refused it (not queued)
   };
 
-  explicit LockService(LockLimits limits = {});
+  // Every fencing token it hands out is greater than `token_floor`: the
+  // server passes its start time in microseconds, so that a restarted
+  // server never hands out a token its previous run already gave
+  // (docs/lock-service.md, "Fencing tokens").
+  explicit LockService(LockLimits limits = {}, uint64_t token_floor = 0);
   ~LockService();
   LockService(const LockService&) = delete;
   LockService& operator=(const LockService&) = delete;
@@ -163,7 +167,7 @@ class LockService {
   const LockLimits limits_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<uint64_t> names_{0};  // entries in all shards; reserved before creating one
-  std::atomic<uint64_t> next_token_{0};
+  std::atomic<uint64_t> next_token_;  // the last token handed out
   std::atomic<uint64_t> grants_{0};
   std::atomic<uint64_t> timeouts_{0};
   std::atomic<uint64_t> waiting_{0};

@@ -17,7 +17,8 @@ struct ServerState {
   explicit ServerState(const Settings& config)
       : settings(config),
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
-        lock_service({config.lock_service_max_locks_per_session, config.lock_service_max_names}),
+        lock_service({config.lock_service_max_locks_per_session, config.lock_service_max_names},
+                     config.fencing_token_floor),
         idle_timeout_seconds(config.idle_timeout_seconds) {}
 
   // Open connections per port, each against its own limit.

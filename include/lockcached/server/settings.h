@@ -29,6 +29,9 @@ struct Settings {
   size_t lock_service_max_locks_per_session = 10000;
   size_t lock_service_max_names = 1000000;
   uint64_t hash_seed = 0;
+  // Fencing tokens start above this; main sets the start time in
+  // microseconds since the Unix epoch (docs/lock-service.md).
+  uint64_t fencing_token_floor = 0;
 };
 
 }  // namespace lockcached::server
