@@ -1,5 +1,6 @@
 // lockcached-cli: a command-line client for everything lockcached serves,
 // and a distributed flock(1) on its named-lock service (docs/cli.md).
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
@@ -10,7 +11,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: lockcached-cli [--host H] [--port P] [--binary] COMMAND [ARGS...]
+    R"(usage: lockcached-cli [--host H] [--port P] [--lock-port P] [--binary]
+                      COMMAND [ARGS...]
 
 Cache commands (memcached text protocol on --port, default 11211; --binary
 speaks the binary protocol instead):
@@ -35,9 +37,11 @@ Named-lock service (--lock-port, default 11400):
   locks [PREFIX]              list held locks: NAME SESSION HELD_MS WAITERS TOKEN
 
 Options:
-  --host H          server name or address (default localhost)
-  --port P          cache port (default 11211)
-  --lock-port P     lock service port (default 11400)
+  --host H          server name or address (default $LOCKCACHED_HOST, else
+                    localhost)
+  --port P          cache port (default $LOCKCACHED_PORT, else 11211)
+  --lock-port P     lock service port (default $LOCKCACHED_LOCK_PORT, else
+                    11400)
   --binary          use the memcached binary protocol for cache commands
   --timeout S       seconds to connect and for each reply (default 10)
   --flags F         set: client flags (default 0)
@@ -50,6 +54,15 @@ Options:
                     lost (server gone, or lockcached-cli killed)
   -h, --help        print this help
   --version         print the version
+
+Where the server is: --host, --port and --lock-port go with every command
+(each uses the port it speaks to), so one alias serves both ports:
+  alias lc='lockcached-cli --port 11311 --lock-port 11411'
+The environment variables LOCKCACHED_HOST, LOCKCACHED_PORT and
+LOCKCACHED_LOCK_PORT set their defaults; an option on the command line wins
+over its variable. An empty variable counts as unset; an invalid one (not a
+port from 1 to 65535, a host with spaces) is a usage error unless its option
+is given.
 
 Exit status: 0 done; 1 the server said no (miss, not stored, locked...);
 64 usage error; 69 server unreachable or failing; 75 lock busy (run, lock);
@@ -68,7 +81,8 @@ int execute(const lockcached::cli::Options& options) {
 
 int main(int argc, char** argv) {
   try {
-    lockcached::cli::Options options = lockcached::cli::parse_options(argc, argv);
+    lockcached::cli::Options options = lockcached::cli::parse_options(
+        argc, argv, [](const char* name) { return std::getenv(name); });
     if (options.help) {
       std::cout << kUsage;
       return EX_OK;

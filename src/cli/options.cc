@@ -17,16 +17,26 @@ namespace {
 constexpr std::string_view kCacheCommands = "get set delete lock unlock unlock_all keys stats";
 constexpr std::string_view kLockServiceCommands = "run locks";
 
+// `text` as a whole number from min to max; nullopt for anything else.
 template <typename Number>
-Number parse_integer(std::string_view option, std::string_view text, Number min, Number max) {
+std::optional<Number> to_integer(std::string_view text, Number min, Number max) {
   Number value{};
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+template <typename Number>
+Number parse_integer(std::string_view option, std::string_view text, Number min, Number max) {
+  std::optional<Number> value = to_integer(text, min, max);
+  if (!value) {
     throw UsageError("--" + std::string(option) + " wants a whole number from " +
                      std::to_string(min) + " to " + std::to_string(max) + ", not \"" +
                      std::string(text) + "\"");
   }
-  return value;
+  return *value;
 }
 
 double parse_seconds(std::string_view option, std::string_view text, bool forever_allowed) {
@@ -46,7 +56,10 @@ double parse_seconds(std::string_view option, std::string_view text, bool foreve
 
 struct OptionSpec {
   std::string_view name;
-  // The commands that take it, space-separated; empty: every command.
+  // The commands that take it, space-separated; empty: every command. Where
+  // the server is (--host, --port, --lock-port) goes with every command, so
+  // that one alias (or one environment) serves the cache and the lock service
+  // alike; a command ignores the port it does not speak to.
   std::string_view commands;
   bool takes_value;
   std::function<void(Options&, std::string_view)> apply;
@@ -62,7 +75,7 @@ const std::vector<OptionSpec>& option_specs() {
          o.timeout = parse_seconds("timeout", v, false);
          if (o.timeout == 0) throw UsageError("--timeout must be more than 0 seconds");
        }},
-      {"port", kCacheCommands, true,
+      {"port", "", true,
        [](Options& o, std::string_view v) {
          o.port = parse_integer<uint16_t>("port", v, 1, 65535);
        }},
@@ -76,7 +89,7 @@ const std::vector<OptionSpec>& option_specs() {
          o.exptime = parse_integer<int64_t>("exptime", v, std::numeric_limits<int32_t>::min(),
                                             std::numeric_limits<uint32_t>::max());
        }},
-      {"lock-port", kLockServiceCommands, true,
+      {"lock-port", "", true,
        [](Options& o, std::string_view v) {
          o.lock_port = parse_integer<uint16_t>("lock-port", v, 1, 65535);
        }},
@@ -88,6 +101,57 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, std::string_view) { o.kill_on_loss = true; }},
   };
   return specs;
+}
+
+// The environment's defaults for where the server is, each overridden by an
+// option on the command line.
+struct EnvironmentDefault {
+  const char* variable;
+  std::string_view option;    // the option that wins over it
+  std::string_view expected;  // what a valid value is, for the error message
+  // Stores a valid value and returns true; returns false for an invalid one.
+  bool (*apply)(Options&, std::string_view);
+};
+
+// A host name or address has no spaces or control characters: a value with
+// them is a slip in the environment, better named than looked up.
+bool valid_host(std::string_view text) {
+  return !text.empty() && std::none_of(text.begin(), text.end(),
+                                       [](unsigned char c) { return c <= ' ' || c == 0x7f; });
+}
+
+bool apply_port(uint16_t& port, std::string_view text) {
+  std::optional<uint16_t> value = to_integer<uint16_t>(text, 1, 65535);
+  if (value) port = *value;
+  return value.has_value();
+}
+
+constexpr EnvironmentDefault kEnvironmentDefaults[] = {
+    {"LOCKCACHED_HOST", "host", "a host name or address",
+     [](Options& o, std::string_view v) {
+       if (!valid_host(v)) return false;
+       o.host = v;
+       return true;
+     }},
+    {"LOCKCACHED_PORT", "port", "a port from 1 to 65535",
+     [](Options& o, std::string_view v) { return apply_port(o.port, v); }},
+    {"LOCKCACHED_LOCK_PORT", "lock-port", "a port from 1 to 65535",
+     [](Options& o, std::string_view v) { return apply_port(o.lock_port, v); }},
+};
+
+// Only the variables whose option the command line leaves out are read, so
+// that an option given always works, whatever its variable holds.
+void apply_environment(Options& options, const Environment& environment) {
+  for (const EnvironmentDefault& fallback : kEnvironmentDefaults) {
+    if (options.given.contains(std::string(fallback.option))) continue;
+    const char* value = environment(fallback.variable);
+    // Empty counts as unset, as `LOCKCACHED_PORT= lockcached-cli ...` means.
+    if (value == nullptr || *value == '\0') continue;
+    if (!fallback.apply(options, value)) {
+      throw UsageError(std::string(fallback.variable) + "=" + value + ": expected " +
+                       std::string(fallback.expected));
+    }
+  }
 }
 
 bool lists(std::string_view commands, std::string_view command) {
@@ -154,7 +218,7 @@ void check_options_fit(const Options& options) {
 
 }  // namespace
 
-Options parse_options(int argc, char** argv) {
+Options parse_options(int argc, char** argv, const Environment& environment) {
   Options options;
   int at = 1;
   bool dash_dash = false;
@@ -184,6 +248,9 @@ Options parse_options(int argc, char** argv) {
     }
   }
   check_options_fit(options);
+  // --help and --version work whatever the environment holds: the help is
+  // where to find out what it should hold.
+  if (!options.help && !options.version) apply_environment(options, environment);
   return options;
 }
 

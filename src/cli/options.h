@@ -1,9 +1,12 @@
 // lockcached-cli's command line: options may come anywhere before "--";
 // after "--" come the command that `run` and `lock` hold their lock for (for
-// the other commands, plain arguments that may start with "-").
+// the other commands, plain arguments that may start with "-"). Where the
+// server is may also come from the environment (LOCKCACHED_HOST,
+// LOCKCACHED_PORT, LOCKCACHED_LOCK_PORT); the command line wins.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,11 +30,17 @@ struct Options {
 
   std::vector<std::string> args;                    // the command word and its arguments
   std::optional<std::vector<std::string>> program;  // after "--", for run and lock
-  std::set<std::string> given;                      // the options named, without their dashes
+  std::set<std::string> given;                      // options on the command line, no dashes
 };
 
+// Looks up an environment variable: its value, or nullptr when it is not set.
+// Passed in rather than read from the process, so that parsing depends on
+// nothing but its arguments.
+using Environment = std::function<const char*(const char* name)>;
+
 // Throws UsageError for anything it cannot make sense of, including an
-// option given to a command that does not take it.
-Options parse_options(int argc, char** argv);
+// option given to a command that does not take it and a LOCKCACHED_*
+// variable that is invalid where the command line does not override it.
+Options parse_options(int argc, char** argv, const Environment& environment);
 
 }  // namespace lockcached::cli

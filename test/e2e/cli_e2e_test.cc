@@ -95,22 +95,45 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
+// The pointers execve() wants: one per string, then a null.
+std::vector<char*> pointers_to(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& string : strings)
+    pointers.push_back(string.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// The environment a lockcached-cli under test gets: this process's (PATH for
+// the commands `run` starts, sanitizer settings...) without any LOCKCACHED_*
+// variable, so that one left in the shell that runs the tests cannot point
+// the CLI elsewhere, plus `variables` ("NAME=value").
+std::vector<std::string> cli_environment(const std::vector<std::string>& variables) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (!std::string_view(*entry).starts_with("LOCKCACHED_")) entries.emplace_back(*entry);
+  }
+  entries.insert(entries.end(), variables.begin(), variables.end());
+  return entries;
+}
+
 // One lockcached-cli process in a process group of its own (so that the
 // command it runs can be cleaned up with it), its stdin read from a file and
-// its stdout and stderr written to files in `dir`.
+// its stdout and stderr written to files in `dir`, its environment
+// cli_environment(variables).
 class CliProcess {
  public:
   CliProcess(const fs::path& dir, const std::string& tag, const std::vector<std::string>& args,
-             std::string_view input = "")
+             std::string_view input = "", const std::vector<std::string>& variables = {})
       : out_(dir / (tag + ".out")), err_(dir / (tag + ".err")) {
     fs::path in = dir / (tag + ".in");
     write_file(in, input);
     std::vector<std::string> words = {LOCKCACHED_CLI_BINARY};
     words.insert(words.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& word : words)
-      argv.push_back(word.data());
-    argv.push_back(nullptr);
+    std::vector<char*> argv = pointers_to(words);
+    // Built before fork(): the child may only make async-signal-safe calls.
+    std::vector<std::string> environment = cli_environment(variables);
+    std::vector<char*> envp = pointers_to(environment);
     int in_fd = open(in.c_str(), O_RDONLY | O_CLOEXEC);
     int out_fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int err_fd = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -127,7 +150,7 @@ class CliProcess {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       signal(SIGPIPE, SIG_DFL);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     // Both sides set the group, so that it exists before anyone signals it.
@@ -188,6 +211,39 @@ class CliProcess {
   std::optional<int> status_;
 };
 
+// A port on 127.0.0.1 where connecting is refused: a bound socket that does
+// not listen, for as long as this object lives.
+class RefusingPort {
+ public:
+  RefusingPort() = default;
+  ~RefusingPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+
+  ::testing::AssertionResult open() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return ::testing::AssertionFailure() << "socket: " << std::strerror(errno);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return ::testing::AssertionFailure() << "bind: " << std::strerror(errno);
+    }
+    port_ = std::to_string(ntohs(address.sin_port));
+    return ::testing::AssertionSuccess();
+  }
+
+  const std::string& port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  std::string port_;
+};
+
 struct CliResult {
   int status = -1;  // -1: did not end in time
   std::string out;
@@ -242,20 +298,38 @@ class CliTest : public ::testing::Test {
     return all;
   }
 
+  // --host, --port and --lock-port, all pointing at server_.
+  std::vector<std::string> both_ports_args(std::vector<std::string> args) {
+    std::vector<std::string> all = {"--host",      "127.0.0.1",
+                                    "--port",      std::to_string(server_.port()),
+                                    "--lock-port", std::to_string(lock_port_)};
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
+
   std::unique_ptr<CliProcess> start(const std::vector<std::string>& args,
-                                    std::string_view input = "") {
-    auto process = std::make_unique<CliProcess>(dir_, "cli" + std::to_string(++runs_), args, input);
+                                    std::string_view input = "",
+                                    const std::vector<std::string>& variables = {}) {
+    auto process =
+        std::make_unique<CliProcess>(dir_, "cli" + std::to_string(++runs_), args, input, variables);
     EXPECT_TRUE(process->started());
     return process;
   }
 
-  CliResult run(const std::vector<std::string>& args, std::string_view input = "") {
-    std::unique_ptr<CliProcess> process = start(args, input);
+  CliResult run(const std::vector<std::string>& args, std::string_view input = "",
+                const std::vector<std::string>& variables = {}) {
+    std::unique_ptr<CliProcess> process = start(args, input, variables);
     CliResult result;
     result.status = process->wait().value_or(-1);
     result.out = process->out();
     result.err = process->err();
     return result;
+  }
+
+  // Runs with `variables` ("NAME=value") in the CLI's environment.
+  CliResult run_with(const std::vector<std::string>& variables,
+                     const std::vector<std::string>& args) {
+    return run(args, "", variables);
   }
 
   CliResult cache(std::vector<std::string> args, bool binary = false, std::string_view input = "") {
@@ -522,16 +596,9 @@ TEST_F(CliTest, RunExitsTempFailWhenTheLockIsBusy) {
 }
 
 TEST_F(CliTest, AnUnreachableServerExitsUnavailable) {
-  // A bound socket that does not listen: connecting to it is refused.
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  std::string port = std::to_string(ntohs(address.sin_port));
+  RefusingPort refusing;
+  ASSERT_TRUE(refusing.open());
+  const std::string& port = refusing.port();
   fs::path marker = dir_ / "ran";
 
   CliResult get = run({"--host", "127.0.0.1", "--port", port, "get", "x"});
@@ -541,7 +608,6 @@ TEST_F(CliTest, AnUnreachableServerExitsUnavailable) {
       run({"--host", "127.0.0.1", "--lock-port", port, "run", "x", "--", "touch", marker.string()});
   EXPECT_EQ(job.status, kExitUnavailable) << ::testing::PrintToString(job);
   EXPECT_FALSE(fs::exists(marker));
-  close(fd);
 }
 
 TEST_F(CliTest, KillingTheCliReleasesItsLockAtOnce) {
@@ -670,6 +736,164 @@ TEST_F(CliTest, HelpPrintsTheUsage) {
   EXPECT_EQ(help.status, 0);
   EXPECT_TRUE(help.out.starts_with("usage: lockcached-cli")) << help.out;
   EXPECT_NE(help.out.find("run NAME"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("LOCKCACHED_LOCK_PORT"), std::string::npos) << help.out;
+  // The help is where to find out what the variables should hold.
+  CliResult despite = run_with({"LOCKCACHED_PORT=abc"}, {"--help"});
+  EXPECT_EQ(despite.status, 0) << ::testing::PrintToString(despite);
+  EXPECT_EQ(despite.out, help.out);
+}
+
+// --- where the server is: --host, --port, --lock-port and the environment -------
+
+TEST_F(CliTest, LockcachedPortPicksTheCachePort) {
+  std::vector<std::string> variables = {"LOCKCACHED_PORT=" + std::to_string(server_.port())};
+  CliResult set = run_with(variables, {"--host", "127.0.0.1", "set", "greeting", "hello"});
+  ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
+  CliResult get = run_with(variables, {"--host", "127.0.0.1", "get", "greeting"});
+  EXPECT_EQ(get.status, 0) << ::testing::PrintToString(get);
+  EXPECT_EQ(get.out, "hello\n");
+  Client client = connect_cache();
+  EXPECT_EQ(client.get("greeting"), "hello");
+}
+
+TEST_F(CliTest, LockcachedLockPortPicksTheLockServicePort) {
+  std::vector<std::string> variables = {"LOCKCACHED_LOCK_PORT=" + std::to_string(lock_port_)};
+  CliResult job = run_with(variables, {"--host", "127.0.0.1", "run", "env-job", "--", "sh", "-c",
+                                       "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+  EXPECT_TRUE(parse_u64(job.out)) << "no token in \"" << job.out << "\"";
+
+  Client holder = connect_lock_service();
+  ASSERT_TRUE(holder.request("lock held-by-test").starts_with("200 Acquired "));
+  CliResult locks = run_with(variables, {"--host", "127.0.0.1", "locks"});
+  EXPECT_EQ(locks.status, 0) << ::testing::PrintToString(locks);
+  EXPECT_TRUE(locks.out.starts_with("held-by-test ")) << locks.out;
+}
+
+TEST_F(CliTest, LockcachedHostPicksTheHost) {
+  // No option at all: the environment says where everything is.
+  std::vector<std::string> variables = {"LOCKCACHED_HOST=127.0.0.1",
+                                        "LOCKCACHED_PORT=" + std::to_string(server_.port()),
+                                        "LOCKCACHED_LOCK_PORT=" + std::to_string(lock_port_)};
+  CliResult set = run_with(variables, {"set", "greeting", "hello"});
+  ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
+  EXPECT_EQ(run_with(variables, {"get", "greeting"}).out, "hello\n");
+  CliResult job = run_with(variables, {"run", "env-job", "--", "true"});
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+
+  // A server on another loopback address, where the default (localhost)
+  // does not lead: only the variable can have found it.
+  ServerProcess elsewhere;
+  ASSERT_TRUE(elsewhere.start({"--listen=127.0.0.2", "--threads=1"}));
+  std::vector<std::string> there = {"LOCKCACHED_HOST=127.0.0.2",
+                                    "LOCKCACHED_PORT=" + std::to_string(elsewhere.port())};
+  CliResult stats = run_with(there, {"stats"});
+  EXPECT_EQ(stats.status, 0) << ::testing::PrintToString(stats);
+  std::vector<std::string> lines = lines_of(stats.out);
+  std::string pid_line = "pid " + std::to_string(elsewhere.pid());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), pid_line), lines.end()) << stats.out;
+}
+
+TEST_F(CliTest, TheCommandLineWinsOverTheEnvironment) {
+  RefusingPort refusing;
+  ASSERT_TRUE(refusing.open());
+  std::vector<std::string> nowhere = {"LOCKCACHED_PORT=" + refusing.port(),
+                                      "LOCKCACHED_LOCK_PORT=" + refusing.port()};
+  // The variables are in effect: without the options, nothing answers.
+  EXPECT_EQ(run_with(nowhere, {"--host", "127.0.0.1", "get", "k"}).status, kExitUnavailable);
+  EXPECT_EQ(run_with(nowhere, {"--host", "127.0.0.1", "locks"}).status, kExitUnavailable);
+  // The options win.
+  CliResult set = run_with(nowhere, cache_args({"set", "k", "v"}));
+  EXPECT_EQ(set.status, 0) << ::testing::PrintToString(set);
+  CliResult job = run_with(nowhere, run_args("job", {}, {"true"}));
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+
+  // An invalid variable does no harm where its option is given.
+  std::vector<std::string> garbage = {"LOCKCACHED_HOST=no such host", "LOCKCACHED_PORT=abc",
+                                      "LOCKCACHED_LOCK_PORT=99999"};
+  CliResult get = run_with(garbage, both_ports_args({"get", "k"}));
+  EXPECT_EQ(get.status, 0) << ::testing::PrintToString(get);
+  EXPECT_EQ(get.out, "v\n");
+  CliResult locked_job = run_with(garbage, both_ports_args({"run", "job", "--", "true"}));
+  EXPECT_EQ(locked_job.status, 0) << ::testing::PrintToString(locked_job);
+}
+
+TEST_F(CliTest, AnInvalidVariableIsAUsageErrorThatNamesIt) {
+  std::string port = std::to_string(server_.port());
+  fs::path marker = dir_ / "ran";
+  struct Mistake {
+    std::string variable;
+    std::vector<std::string> args;
+  };
+  std::vector<Mistake> mistakes = {
+      {"LOCKCACHED_PORT=abc", {"--host", "127.0.0.1", "get", "k"}},
+      {"LOCKCACHED_PORT=0", {"--host", "127.0.0.1", "set", "k", "v"}},
+      {"LOCKCACHED_PORT=65536", {"--host", "127.0.0.1", "--binary", "get", "k"}},
+      {"LOCKCACHED_PORT= 11211", {"--host", "127.0.0.1", "stats"}},
+      {"LOCKCACHED_LOCK_PORT=-1", {"--host", "127.0.0.1", "locks"}},
+      {"LOCKCACHED_LOCK_PORT=11400x",
+       {"--host", "127.0.0.1", "run", "job", "--", "touch", marker.string()}},
+      // Checked whether or not the command speaks to that port.
+      {"LOCKCACHED_LOCK_PORT=abc", {"--host", "127.0.0.1", "--port", port, "get", "k"}},
+      {"LOCKCACHED_HOST=two words", {"--port", port, "get", "k"}},
+  };
+  for (const Mistake& mistake : mistakes) {
+    CliResult result = run_with({mistake.variable}, mistake.args);
+    EXPECT_EQ(result.status, kExitUsage)
+        << mistake.variable << " " << ::testing::PrintToString(result);
+    std::vector<std::string> lines = lines_of(result.err);
+    ASSERT_FALSE(lines.empty()) << mistake.variable;
+    std::string expected = mistake.variable.starts_with("LOCKCACHED_HOST=")
+                               ? "expected a host name or address"
+                               : "expected a port from 1 to 65535";
+    EXPECT_EQ(lines[0], "lockcached-cli: " + mistake.variable + ": " + expected);
+    EXPECT_NE(result.err.find("--help"), std::string::npos) << result.err;
+  }
+  EXPECT_FALSE(fs::exists(marker)) << "run ran its command despite the usage error";
+}
+
+TEST_F(CliTest, AnEmptyVariableCountsAsUnset) {
+  // Not a usage error: the command runs.
+  CliResult locks =
+      run_with({"LOCKCACHED_PORT=", "LOCKCACHED_LOCK_PORT=" + std::to_string(lock_port_)},
+               {"--host", "127.0.0.1", "locks"});
+  EXPECT_EQ(locks.status, 0) << ::testing::PrintToString(locks);
+  // The default host, localhost, is used (and refused: nothing listens).
+  RefusingPort refusing;
+  ASSERT_TRUE(refusing.open());
+  CliResult get =
+      run_with({"LOCKCACHED_HOST=", "LOCKCACHED_PORT=" + refusing.port()}, {"get", "k"});
+  EXPECT_EQ(get.status, kExitUnavailable) << ::testing::PrintToString(get);
+  EXPECT_NE(get.err.find("cannot connect to localhost:" + refusing.port()), std::string::npos)
+      << get.err;
+}
+
+TEST_F(CliTest, EveryCommandTakesBothPorts) {
+  // As an alias gives them: alias lc='lockcached-cli --port P --lock-port L'.
+  CliResult set = run(both_ports_args({"set", "k", "v"}));
+  ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
+  CliResult get = run(both_ports_args({"--binary", "get", "k"}));
+  EXPECT_EQ(get.status, 0) << ::testing::PrintToString(get);
+  EXPECT_EQ(get.out, "v\n");
+  CliResult locked = run(both_ports_args({"lock", "k", "--", "true"}));
+  EXPECT_EQ(locked.status, 0) << ::testing::PrintToString(locked);
+  CliResult job = run(
+      both_ports_args({"run", "job", "--", "sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\""}));
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+  EXPECT_TRUE(parse_u64(job.out)) << "no token in \"" << job.out << "\"";
+  CliResult locks = run(both_ports_args({"locks"}));
+  EXPECT_EQ(locks.status, 0) << ::testing::PrintToString(locks);
+
+  // The other options still belong to their commands.
+  for (const std::vector<std::string>& misplaced :
+       std::vector<std::vector<std::string>>{{"locks", "--exptime", "5"},
+                                             {"--binary", "run", "job", "--", "true"},
+                                             {"get", "k", "--wait", "3"}}) {
+    CliResult result = run(both_ports_args(misplaced));
+    EXPECT_EQ(result.status, kExitUsage)
+        << ::testing::PrintToString(misplaced) << " " << ::testing::PrintToString(result);
+    EXPECT_NE(result.err.find("is not an option of"), std::string::npos) << result.err;
+  }
 }
 
 }  // namespace
