@@ -11,6 +11,7 @@ set(LOCKCACHED_CONF_DIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}/lockcached")
 set(LOCKCACHED_CONF_FILE "${LOCKCACHED_CONF_DIR}/lockcached.conf")
 set(LOCKCACHED_BINARY_PATH "${CMAKE_INSTALL_FULL_BINDIR}/lockcached")
 set(LOCKCACHED_DOC_DIR "${CMAKE_INSTALL_FULL_DOCDIR}")
+set(LOCKCACHED_CHECK_PORTS "${CMAKE_INSTALL_FULL_LIBEXECDIR}/lockcached/check-ports")
 if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   set(LOCKCACHED_UNIT_DIR_DEFAULT "/lib/systemd/system")
 else()
@@ -27,11 +28,16 @@ else()
   set(LOCKCACHED_SERVICE_TYPE simple)
 endif()
 configure_file(etc/lockcached.service.in ${PROJECT_BINARY_DIR}/etc/lockcached.service @ONLY)
+# What the package's postinst asks before it starts the service (and what an
+# operator can run after editing the flagfile): are the ports free?
+configure_file(cmake/debian/check-ports.in ${PROJECT_BINARY_DIR}/etc/check-ports @ONLY)
 
 install(TARGETS lockcached RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET lockcached-cli)
   install(TARGETS lockcached-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+install(PROGRAMS ${PROJECT_BINARY_DIR}/etc/check-ports
+        DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/lockcached)
 install(FILES etc/lockcached.conf DESTINATION ${LOCKCACHED_CONF_DIR})
 install(FILES ${PROJECT_BINARY_DIR}/etc/lockcached.service
         DESTINATION ${LOCKCACHED_SYSTEMD_UNIT_DIR})
