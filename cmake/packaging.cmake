@@ -46,6 +46,7 @@ install(FILES etc/lockcached.logrotate
 file(GLOB LOCKCACHED_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES README.md LICENSE ${LOCKCACHED_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+include(cmake/manpages.cmake)
 
 # --- Debian package ---------------------------------------------------------
 set(CPACK_PACKAGE_NAME lockcached)
