@@ -48,10 +48,41 @@ install(FILES README.md LICENSE ${LOCKCACHED_DOCS} DESTINATION ${CMAKE_INSTALL_D
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
 include(cmake/manpages.cmake)
 
+# The Debian changelog (cmake/debian/changelog) is where the package's
+# version comes from: its top entry's upstream part must be project()'s
+# version, and its Debian revision becomes CPack's release, so that
+# "lockcached (0.1.0-1)" there is the 0.1.0-1 dpkg shows. Installed as
+# changelog.Debian.gz (Debian policy 12.7), compressed as dh_compress does.
+set(LOCKCACHED_CHANGELOG ${PROJECT_SOURCE_DIR}/cmake/debian/changelog)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${LOCKCACHED_CHANGELOG})
+file(STRINGS ${LOCKCACHED_CHANGELOG} LOCKCACHED_CHANGELOG_TOP LIMIT_COUNT 1)
+if(NOT LOCKCACHED_CHANGELOG_TOP MATCHES "^lockcached \\(([^)-]+)-([^)-]+)\\) ")
+  message(FATAL_ERROR "cmake/debian/changelog does not start with an entry "
+                      "\"lockcached (VERSION-REVISION) ...\": ${LOCKCACHED_CHANGELOG_TOP}")
+endif()
+if(NOT CMAKE_MATCH_1 STREQUAL PROJECT_VERSION)
+  message(FATAL_ERROR "cmake/debian/changelog's top entry is ${CMAKE_MATCH_1}-${CMAKE_MATCH_2}, "
+                      "project() says ${PROJECT_VERSION}: add an entry for ${PROJECT_VERSION}")
+endif()
+set(LOCKCACHED_DEBIAN_REVISION ${CMAKE_MATCH_2})
+set(LOCKCACHED_CHANGELOG_GZ ${PROJECT_BINARY_DIR}/debian/changelog.Debian.gz)
+add_custom_command(
+  OUTPUT ${LOCKCACHED_CHANGELOG_GZ}
+  COMMAND ${CMAKE_COMMAND} -E copy ${LOCKCACHED_CHANGELOG} ${PROJECT_BINARY_DIR}/debian/changelog.Debian
+  COMMAND gzip -9nf ${PROJECT_BINARY_DIR}/debian/changelog.Debian
+  DEPENDS ${LOCKCACHED_CHANGELOG}
+  COMMENT "gzip: changelog.Debian.gz"
+  VERBATIM)
+add_custom_target(changelog ALL DEPENDS ${LOCKCACHED_CHANGELOG_GZ})
+install(FILES ${LOCKCACHED_CHANGELOG_GZ} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
 # --- Debian package ---------------------------------------------------------
 set(CPACK_PACKAGE_NAME lockcached)
 set(CPACK_PACKAGE_VENDOR "lockcached")
-set(CPACK_PACKAGE_CONTACT "lockcached maintainers <lockcached@localhost>")
+# Maintainer: the project's commit identity, which cmake/debian/changelog's
+# trailer names too (test/ci/50-packaging.sh checks that they agree).
+set(CPACK_PACKAGE_CONTACT "lockcached maintainers <maintainers@users.noreply.a-seed-1269e54a.example>")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CPACK_PACKAGE_CONTACT}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "memcached-compatible cache server with server-side locking")
 string(CONCAT CPACK_PACKAGE_DESCRIPTION
@@ -59,6 +90,8 @@ string(CONCAT CPACK_PACKAGE_DESCRIPTION
        "client works unchanged, and adds locks on cached objects plus a named-lock\n"
        "service with fencing tokens. The package runs it as a systemd service.")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+# 0.1.0-1: the revision from cmake/debian/changelog (above).
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${LOCKCACHED_DEBIAN_REVISION})
 # The package holds exactly what "cmake --install" puts under this prefix,
 # which is what the generated unit points at.
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
