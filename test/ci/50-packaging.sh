@@ -1,31 +1,27 @@
 #!/usr/bin/env bash
-# The Debian package: build it with CPack (prefix /usr, with libsystemd),
-# install it with apt, check what it holds, verify its systemd unit, run the
-# service the way the unit does and check that it tells systemd READY=1 and
-# serves, rotate its glog files with the installed logrotate file, then
-# remove and purge it. CI runs in a container without systemd as PID 1, so
-# the unit is verified (systemd-analyze) and its ExecStart is run by hand,
-# as an unprivileged user, with a NOTIFY_SOCKET this script listens on.
+# The Debian package: build it with CPack (prefix /usr, with libsystemd and
+# man pages), install it with apt beside Debian's memcached holding
+# 127.0.0.1:11211 and check that postinst saw the port taken and did not
+# start the service, check what it holds (man pages and changelog
+# included), verify its systemd unit, run the service the way the unit does
+# and check that it tells systemd READY=1 and serves, rotate its glog files
+# with the installed logrotate file, then remove and purge it. CI runs in a
+# container without systemd as PID 1, so the unit is verified
+# (systemd-analyze) and its ExecStart is run by hand, as an unprivileged
+# user, with a NOTIFY_SOCKET this script listens on.
 set -euo pipefail
-
-apt-get install -y --no-install-recommends \
-  libsystemd-dev dpkg-dev file systemd logrotate python3 >/dev/null
-
-build=build-pkg
-cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DLOCKCACHED_BUILD_TESTS=OFF \
-  -DLOCKCACHED_BUILD_BENCH=OFF -DLOCKCACHED_SYSTEMD=ON >/dev/null
-cmake --build "$build" -j2
-rm -f "$build"/lockcached_*.deb
-(cd "$build" && cpack -G DEB)
-deb=$(ls "$build"/lockcached_*.deb)
-echo "built $deb"
 
 work=$(mktemp -d)
 chmod 755 "$work"
+# Debian's memcached stays installed after the stage only if it was before
+# (the README's test command installs it; other stages run /usr/bin/memcached).
+memcached_before=$(dpkg-query -W -f='${db:Status-Status}' memcached 2>/dev/null || true)
 cleanup() {
-  # The server, should the check have failed while it ran.
+  # The servers, should a check have failed while they ran.
   if [ -s "$work/pid" ]; then kill "$(cat "$work/pid")" 2>/dev/null || true; fi
+  if [ -s "$work/memcached/pid" ]; then kill "$(cat "$work/memcached/pid")" 2>/dev/null || true; fi
   if dpkg-query -W lockcached >/dev/null 2>&1; then dpkg --purge lockcached >/dev/null || true; fi
+  if [ "$memcached_before" != installed ]; then apt-get purge -y memcached >/dev/null 2>&1 || true; fi
   rm -rf "$work" /var/log/lockcached
 }
 trap cleanup EXIT
@@ -35,17 +31,107 @@ fail() {
   exit 1
 }
 
-# --- install ----------------------------------------------------------------
-apt-get install -y "./$deb"
+# help2man makes the man pages, man-db reads them back; iproute2's ss lets
+# check-ports name the program that holds a port.
+apt-get install -y --no-install-recommends libsystemd-dev dpkg-dev file systemd \
+  logrotate python3 help2man man-db iproute2 memcached >/dev/null
 
+build=build-pkg
+cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DLOCKCACHED_BUILD_TESTS=OFF \
+  -DLOCKCACHED_BUILD_BENCH=OFF -DLOCKCACHED_SYSTEMD=ON -DLOCKCACHED_MAN_PAGES=ON >/dev/null
+cmake --build "$build" -j2
+rm -f "$build"/lockcached_*.deb
+(cd "$build" && cpack -G DEB)
+deb=$(ls "$build"/lockcached_*.deb)
+echo "built $deb"
+
+# --- install beside Debian's memcached -----------------------------------------
+# memcached's postinst starts nothing without systemd: start it by hand on
+# the address and port /etc/memcached.conf gives it, 127.0.0.1:11211, and
+# install lockcached while it holds them.
+install -d -o nobody "$work/memcached"
+memcached -d -l 127.0.0.1 -p 11211 -u nobody -P "$work/memcached/pid"
+for _ in $(seq 100); do
+  if [ -s "$work/memcached/pid" ] && (: </dev/tcp/127.0.0.1/11211) 2>/dev/null; then break; fi
+  sleep 0.1
+done
+memcached_pid=$(cat "$work/memcached/pid" 2>/dev/null) && kill -0 "$memcached_pid" ||
+  fail "memcached did not start on 127.0.0.1:11211 (is the port taken already?)"
+
+apt-get install -y "./$deb" 2>&1 | tee "$work/install.log"
+
+for package in memcached lockcached; do
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$package")" = installed ] ||
+    fail "$package is not installed"
+done
+# postinst asked check-ports, which found the port taken, said so, and the
+# service was not started (without systemd postinst never starts it; with
+# systemd this "held" is what keeps it from starting into a failed unit).
+for line in "lockcached: 127.0.0.1:11211 (--port) is in use by memcached (pid $memcached_pid)" \
+  "lockcached: /etc/lockcached/lockcached.conf, then run: systemctl start lockcached" \
+  "lockcached: lockcached.service was not started."; do
+  grep -qF "$line" "$work/install.log" || fail "the installation did not say: $line"
+done
+check_ports=/usr/libexec/lockcached/check-ports
+decision=$("$check_ports" 2>"$work/check-ports.err")
+[ "$decision" = held ] || fail "check-ports says $decision while memcached holds 11211"
+grep -qF 'is in use by memcached' "$work/check-ports.err" || fail "check-ports does not name memcached"
+# With the port free again, the decision is to start, without a word.
+kill "$memcached_pid"
+for _ in $(seq 100); do
+  if ! kill -0 "$memcached_pid" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+decision=$("$check_ports" 2>"$work/check-ports.err")
+[ "$decision" = start ] && [ ! -s "$work/check-ports.err" ] ||
+  fail "check-ports says $decision with the ports free: $(cat "$work/check-ports.err")"
+echo "check-ports: held beside memcached, start once it is gone"
+
+# --- what the package holds ------------------------------------------------------
 for path in /usr/bin/lockcached /etc/lockcached/lockcached.conf \
   /lib/systemd/system/lockcached.service /etc/logrotate.d/lockcached \
-  /usr/share/doc/lockcached/README.md /usr/share/doc/lockcached/copyright; do
+  /usr/share/doc/lockcached/README.md /usr/share/doc/lockcached/copyright \
+  /usr/share/doc/lockcached/changelog.Debian.gz "$check_ports" \
+  /usr/share/man/man1/lockcached.1.gz; do
   dpkg -S "$path" >/dev/null || fail "the package does not hold $path"
 done
 if [ -f src/cli/CMakeLists.txt ]; then
-  dpkg -S /usr/bin/lockcached-cli >/dev/null || fail "the package does not hold lockcached-cli"
+  dpkg -S /usr/bin/lockcached-cli /usr/share/man/man1/lockcached-cli.1.gz >/dev/null ||
+    fail "the package does not hold lockcached-cli and its man page"
 fi
+
+# The man pages, as man shows them: text from each binary's --help (a flag,
+# an option) and from etc/man/*.h2m.in (the sections --help cannot hold),
+# nothing groff warns about. Read whole (grep -q would cut man's pipe short
+# under pipefail), not hyphenated.
+man_page_has() {
+  local text
+  text=$(man --nh --nj -P cat "$1") || fail "man $1 failed"
+  for expected in "${@:2}"; do
+    grep -qF -- "$expected" <<<"$text" || fail "$1(1) lacks \"$expected\""
+  done
+}
+man_page_has lockcached lock_port SIGNALS SIGHUP 'EXIT STATUS' /etc/lockcached/lockcached.conf
+if [ -f src/cli/CMakeLists.txt ]; then
+  man_page_has lockcached-cli --kill-on-loss 'EXIT STATUS' EX_TEMPFAIL LOCKCACHED_LOCK_PORT
+fi
+for page in /usr/share/man/man1/lockcached*.1.gz; do
+  warnings=$(man --warnings -l "$page" 2>&1 >/dev/null)
+  [ -z "$warnings" ] || fail "$page: $warnings"
+done
+
+# The changelog: its top entry is the package's version, and its trailer
+# the package's Maintainer.
+changelog=/usr/share/doc/lockcached/changelog.Debian.gz
+zcat "$changelog" >"$work/changelog"
+version=$(dpkg-query -W -f='${Version}' lockcached)
+[ "$(dpkg-parsechangelog -l "$work/changelog" -SVersion)" = "$version" ] ||
+  fail "changelog.Debian's version is not the package's $version"
+maintainer=$(dpkg-query -W -f='${Maintainer}' lockcached)
+[ "$(dpkg-parsechangelog -l "$work/changelog" -SMaintainer)" = "$maintainer" ] ||
+  fail "changelog.Debian's trailer is not the package's Maintainer ($maintainer)"
+[[ "$maintainer" != *localhost* ]] || fail "Maintainer: $maintainer"
+echo "Version: $version, Maintainer: $maintainer"
 dpkg-query -W -f='${Conffiles}\n' lockcached | grep -q '^ /etc/lockcached/lockcached.conf ' ||
   fail "/etc/lockcached/lockcached.conf is not a conffile"
 depends=$(dpkg-query -W -f='${Depends}' lockcached)
