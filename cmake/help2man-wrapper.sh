@@ -2,11 +2,11 @@
 # What help2man runs in place of $HELP2MAN_PROGRAM (cmake/manpages.cmake):
 # the program with help2man's --help or --version, stderr included.
 #
-# lockcached's --help is gflags', which exits 1 (today; 0 once it lists its
-# own flags), and help2man takes whatever text it gets, exit status or not,
-# so a crash would make a page of half a help text. This passes the text on
-# only after exit status 0 or 1; after anything else it prints nothing, and
-# help2man fails the build with "can't get `--help' info".
+# help2man takes whatever text it gets, exit status or not, so a crash would
+# make a page of half a help text. This passes the text on only after exit
+# status 0 (both binaries' --help and --version exit 0); after anything
+# else it prints nothing, and help2man fails the build with "can't get
+# `--help' info".
 #
 # Two touches so that help2man reads the text as it is laid out:
 # - it finds the synopsis only after "Usage:", and lockcached-cli says
@@ -18,6 +18,6 @@
 set -u
 output=$("$HELP2MAN_PROGRAM" "$@" 2>&1)
 status=$?
-if [ "$status" -gt 1 ]; then exit "$status"; fi
+if [ "$status" -ne 0 ]; then exit "$status"; fi
 printf '%s\n' "$output" | sed '1s/^usage:/Usage:/' |
   awk '/^  [^ ]/ && previous != "" && previous !~ /:$/ { print "" } { print; previous = $0 }'
