@@ -290,12 +290,25 @@ int main(int argc, char** argv) {
   // A service logs to stderr (the journal under systemd) unless told otherwise.
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   gflags::SetVersionString(LOCKCACHED_VERSION);
+  // Blocked from the first instant, in every thread that will start (they
+  // inherit the mask): a SIGHUP during start-up must not kill the server.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGUSR1})
+    sigaddset(&signals, signal_number);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
   std::vector<std::string> args = load_configuration(argc, argv);
   google::InitGoogleLogging(argv[0]);
   lockcached::core::log_verbosity.store(FLAGS_v, std::memory_order_relaxed);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // A crash (SIGSEGV, SIGABRT, ...) flushes the buffered log lines and
+  // writes a stack trace. Not under a sanitizer, whose own report must win.
+  google::InstallFailureSignalHandler();
+#endif
 
-  // Before any thread starts: fork copies only this one, and every thread
-  // inherits the signal mask.
+  // Before any thread starts: fork copies only this one.
   server::Daemon daemon;
   if (std::string error; FLAGS_daemonize && !daemon.detach(&error)) {
     LOG(ERROR) << "cannot daemonize: " << error;
@@ -306,13 +319,6 @@ int main(int argc, char** argv) {
     daemon.failed(status);
     return status;
   };
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGUSR1})
-    sigaddset(&signals, signal_number);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
   unsigned long wanted_fds = static_cast<unsigned long>(FLAGS_max_connections) +
                              static_cast<unsigned long>(FLAGS_lock_max_connections) + 64;
   if (unsigned long got = server::raise_descriptor_limit(wanted_fds); got < wanted_fds) {
