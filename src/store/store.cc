@@ -155,6 +155,9 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
   if (item->exptime != 0) ++shard.expiring;
   shard.bytes += item->total_size();
   ++shard.total_items;
+  // Encoding the change is the listener's business: it may copy the bytes
+  // now or keep a reference and copy them after the lock is released.
+  if (ChangeListener* listener = this->listener()) listener->on_store(*item);
 }
 
 void Store::unlink(Shard& shard, Item* item) {
@@ -162,6 +165,11 @@ void Store::unlink(Shard& shard, Item* item) {
 }
 
 void Store::unlink(Shard& shard, Item* item, uint64_t hash) {
+  if (ChangeListener* listener = this->listener()) listener->on_delete(item->key());
+  detach(shard, item, hash);
+}
+
+void Store::detach(Shard& shard, Item* item, uint64_t hash) {
   shard.table.erase(hash, item);
   if (item->locked) {
     shard.owners.erase(item);
@@ -179,7 +187,7 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
       new_item->locked = true;
       shard.owners.emplace(new_item, shard.owner_of(old_item));
     }
-    unlink(shard, old_item, hash);
+    detach(shard, old_item, hash);  // link reports the new version
   }
   link(shard, hash, new_item);
 }
@@ -239,26 +247,35 @@ bool Store::crawl_needed(uint64_t* flush_cas_seen) {
   return false;
 }
 
-uint64_t Store::crawl(uint64_t cursor, size_t budget) {
+// cursor = shard index << 32 | bucket index. Buckets keep their meaning
+// when a table doubles (hash_table.h), so a cursor survives growth.
+template <typename Visit>
+uint64_t Store::walk_piece(uint64_t cursor, size_t budget, Visit&& visit) {
   uint64_t shard_index = cursor >> 32;
   size_t bucket = static_cast<uint32_t>(cursor);
   size_t shard_count = shards_.size();
   if (shard_index >= shard_count) return kScanDone;
   Shard& shard = *shards_[shard_index];
-  RelTime now = clock_.now();
   std::lock_guard lock(shard.mutex);
   size_t seen = 0;
   for (; bucket < shard.table.bucket_count() && seen < budget; ++bucket) {
     shard.table.for_each_in_bucket(bucket, [&](Item* item) {
       ++seen;
-      if (!is_live(*item, now)) {
-        reclaim(shard, item);
-        ++shard.crawler_reclaimed;
-      }
+      visit(shard, item);
     });
   }
   if (bucket < shard.table.bucket_count()) return shard_index << 32 | bucket;
   return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
+}
+
+uint64_t Store::crawl(uint64_t cursor, size_t budget) {
+  RelTime now = clock_.now();
+  return walk_piece(cursor, budget, [&](Shard& shard, Item* item) {
+    if (!is_live(*item, now)) {
+      reclaim(shard, item);
+      ++shard.crawler_reclaimed;
+    }
+  });
 }
 
 ItemRef Store::allocate(std::string_view key, uint32_t flags, RelTime exptime,
@@ -298,7 +315,7 @@ ItemRef Store::touch(std::string_view key, RelTime exptime) {
   std::lock_guard lock(shard.mutex);
   Item* item = find(shard, hash, key, now);
   if (!item) return {};
-  shard.set_exptime(item, exptime);
+  retime(shard, item, exptime);
   note_access(item, now);
   return ItemRef::share(item);
 }
@@ -325,7 +342,7 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   result.key_binary = item->key_binary;
   result.last_access = now - item->atime;
   result.exptime_before = result.created ? 0 : item->exptime;
-  if (request.touch) shard.set_exptime(item, request.exptime);
+  if (request.touch) retime(shard, item, request.exptime);
   result.token_was_sent = item->token_sent;
   result.stale = item->stale;
   bool won = result.created || (item->stale && !item->token_sent);
@@ -497,6 +514,11 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   return {ArithStatus::kOk, value, fresh->cas, exptime, exptime_before, old_item == nullptr};
 }
 
+void Store::retime(Shard& shard, Item* item, RelTime exptime) {
+  shard.set_exptime(item, exptime);
+  if (ChangeListener* listener = this->listener()) listener->on_store(*item);
+}
+
 void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {
   item->locked = true;
   shard.owners.emplace(item, owner);
@@ -532,7 +554,7 @@ ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* 
     return {};
   }
   set_lock(shard, item, owner);
-  if (exptime) shard.set_exptime(item, *exptime);
+  if (exptime) retime(shard, item, *exptime);
   *status = LockStatus::kOk;
   note_access(item, clock_.now());
   return ItemRef::share(item);
@@ -589,36 +611,57 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   return {StoreStatus::kStored, item->cas};
 }
 
-// cursor = shard index << 32 | bucket index.
 uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
                           const std::function<void(std::string_view)>& visit) {
-  uint64_t shard_index = cursor >> 32;
-  size_t bucket = static_cast<uint32_t>(cursor);
-  size_t shard_count = shards_.size();
-  if (shard_index >= shard_count) return kScanDone;
-  Shard& shard = *shards_[shard_index];
   RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  size_t seen = 0;
-  for (; bucket < shard.table.bucket_count() && seen < budget; ++bucket) {
-    shard.table.for_each_in_bucket(bucket, [&](Item* item) {
-      ++seen;
-      std::string_view key = item->key();
-      if (is_live(*item, now) && key.substr(0, prefix.size()) == prefix) visit(key);
-    });
-  }
-  if (bucket < shard.table.bucket_count()) return shard_index << 32 | bucket;
-  return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
+  return walk_piece(cursor, budget, [&](Shard&, Item* item) {
+    std::string_view key = item->key();
+    if (is_live(*item, now) && key.substr(0, prefix.size()) == prefix) visit(key);
+  });
+}
+
+uint64_t Store::snapshot_items(uint64_t cursor, size_t budget,
+                               const std::function<void(const Item&)>& visit) {
+  RelTime now = clock_.now();
+  return walk_piece(cursor, budget, [&](Shard&, Item* item) {
+    if (is_live(*item, now)) visit(*item);
+  });
 }
 
 void Store::flush_all(int64_t delay_seconds) {
-  if (delay_seconds <= 0) {
+  RelTime moment = delay_seconds <= 0 ? 0 : clock_.now() + static_cast<RelTime>(delay_seconds);
+  ChangeListener* listener = this->listener();
+  if (!listener) return start_flush(moment);
+  // With a listener, the flush must fall between two changes of every key:
+  // a store that got its CAS before the flush's must be reported before it,
+  // one after it after it, or a replica would drop what the master kept (or
+  // keep what it dropped). Holding every shard lock (in index order, the
+  // only place that takes more than one) orders the flush against all of
+  // them. flush_all is rare; without a listener it takes no lock at all.
+  for (auto& shard : shards_)
+    shard->mutex.lock();
+  start_flush(moment);
+  // Read again under the locks: it may have been removed meanwhile.
+  if ((listener = this->listener())) listener->on_flush(moment);
+  for (auto& shard : shards_)
+    shard->mutex.unlock();
+}
+
+void Store::start_flush(RelTime moment) {
+  if (moment == 0) {
     flush_time_.store(0, std::memory_order_relaxed);
     raise_flush_cas(next_cas());
   } else {
-    flush_time_.store(clock_.now() + static_cast<RelTime>(delay_seconds),
-                      std::memory_order_relaxed);
+    flush_time_.store(moment, std::memory_order_relaxed);
   }
+}
+
+void Store::set_change_listener(ChangeListener* listener) {
+  listener_.store(listener, std::memory_order_release);
+  // Every call reads the listener under a shard lock and returns before
+  // releasing it: once each lock has been taken once, none is in progress.
+  for (auto& shard : shards_)
+    std::lock_guard lock(shard->mutex);
 }
 
 void Store::set_memory_limit(size_t bytes) {

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "lockcached/store/change_listener.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/item.h"
 
@@ -182,6 +183,14 @@ class Store {
   uint64_t scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
                      const std::function<void(std::string_view)>& visit);
 
+  // Walks the live items in pieces, for a replication snapshot: like
+  // scan_keys, calls visit(item) under the shard lock for each live item
+  // among about `budget` items from `cursor`. Run while a ChangeListener is
+  // set, every item is seen either by the walk or, after the walk passed
+  // it, by the listener (docs/architecture.md, "Replication").
+  uint64_t snapshot_items(uint64_t cursor, size_t budget,
+                          const std::function<void(const Item&)>& visit);
+
   // One step of the expiry crawler: reclaims the expired and flushed items
   // among about `budget` items from `cursor` (0 at first) under one shard
   // lock. Returns where to go on, or kScanDone after the last shard.
@@ -203,6 +212,12 @@ class Store {
   StoreStats stats() const;
   void reset_stats();
 
+  // Reports every change from now on to `listener` (nullptr: to nobody, the
+  // default). Returns once no call to the previous listener is in progress,
+  // so the caller may then destroy it. A store without a listener pays one
+  // pointer test per change and nothing per read.
+  void set_change_listener(ChangeListener* listener);
+
  private:
   struct Shard;
 
@@ -211,17 +226,28 @@ class Store {
   bool is_flushed(const Item& item, RelTime now);
   void apply_due_flush(RelTime now);
   void raise_flush_cas(uint64_t cas);
+  // Flushes at `moment` (0: now), as flush_all does.
+  void start_flush(RelTime moment);
   static void note_access(Item* item, RelTime now);
   bool is_live(const Item& item, RelTime now);
+  ChangeListener* listener() const { return listener_.load(std::memory_order_acquire); }
+  // Sets a linked item's exptime in place (touch) and reports it.
+  void retime(Shard& shard, Item* item, RelTime exptime);
+  // Calls visit(shard, item) for about `budget` items from `cursor` under
+  // one shard lock: the walk of crawl, scan_keys and snapshot_items.
+  template <typename Visit>
+  uint64_t walk_piece(uint64_t cursor, size_t budget, Visit&& visit);
   void set_lock(Shard& shard, Item* item, OwnerId owner);
   void clear_lock(Shard& shard, Item* item);
   // Finds a live item; unlinks an expired or flushed one on the way.
   Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
   void link(Shard& shard, uint64_t hash, Item* item);
-  // Takes an item out of its shard. Callers that hold the key's hash pass
-  // it, sparing a second pass over the key.
+  // Takes an item out of its shard and reports the key gone. Callers that
+  // hold the key's hash pass it, sparing a second pass over the key.
   void unlink(Shard& shard, Item* item);
   void unlink(Shard& shard, Item* item, uint64_t hash);
+  // unlink without the report: the key lives on in a new item.
+  void detach(Shard& shard, Item* item, uint64_t hash);
   // Links new_item in place of old_item (which may be null).
   void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
   // Evicts from the LRU tail until `bytes` more fit; never evicts `keep`.
@@ -241,6 +267,9 @@ class Store {
   // flush_all state, read on every lookup.
   std::atomic<RelTime> flush_time_{0};  // a delayed flush_all's moment; 0: none pending
   std::atomic<uint64_t> flush_cas_{0};  // items with a smaller cas are gone
+  // Read under the shard lock of the change it reports: a change either
+  // sees a listener set before a walk took that lock, or the walk sees it.
+  std::atomic<ChangeListener*> listener_{nullptr};
 };
 
 }  // namespace lockcached::store
