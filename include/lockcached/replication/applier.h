@@ -1,0 +1,58 @@
+// The replica's side of the stream: parses memcached binary SetQ, DeleteQ
+// and Flush(Q) requests (and Noop, for keep-alives) from a byte stream cut
+// anywhere, and applies them to a Store.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "lockcached/store/store.h"
+
+namespace lockcached::replication {
+
+class Applier {
+ public:
+  // Frames whose value exceeds store.max_item_size() are refused.
+  explicit Applier(store::Store& store);
+
+  // Applies every complete frame in `bytes` and keeps an incomplete one for
+  // the next call. Returns false once a frame is malformed (error() says
+  // how); the applier then refuses everything, and the caller must drop the
+  // connection and resync from an empty store: the stream's position is lost.
+  // At most one frame is ever buffered, and a header that declares a body
+  // larger than any valid frame's is refused before its body is read.
+  bool feed(std::string_view bytes);
+
+  // Why feed failed; empty while it has not.
+  std::string_view error() const { return error_; }
+  uint64_t frames_applied() const { return frames_applied_; }
+  // Bytes of an incomplete frame waiting for the rest.
+  size_t buffered() const { return pending_.size(); }
+
+ private:
+  // The frame's whole size when the 24 header bytes at `header` start a
+  // frame we accept; 0 (and error_ set) when not.
+  size_t check_header(const char* header);
+  // Moves bytes into pending_ up to the end of its frame and applies it once
+  // complete; returns the bytes left over.
+  std::string_view fill_pending(std::string_view bytes);
+  // A whole, checked frame.
+  void apply(std::string_view frame);
+  void apply_set(std::string_view extras, std::string_view key, std::string_view value);
+  void apply_flush(std::string_view extras);
+  void fail(const char* why) { error_ = why; }
+  size_t reject(const char* why) {
+    fail(why);
+    return 0;
+  }
+
+  store::Store& store_;
+  const size_t max_body_;
+  std::string pending_;
+  const char* error_ = "";
+  uint64_t frames_applied_ = 0;
+};
+
+}  // namespace lockcached::replication

@@ -1,0 +1,62 @@
+// The replication stream's frames: memcached binary requests (SetQ, DeleteQ,
+// FlushQ), so that any memcached-compatible server can follow a lockcached
+// master, as with yrmcds (../shared/specs/replication.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "lockcached/store/clock.h"
+#include "lockcached/store/item.h"
+
+namespace lockcached::replication {
+
+// The few constants of memcached's binary protocol the stream uses; the
+// same values as protocol/binary_protocol.h, which this layer does not
+// include (it sits below the protocols, beside the store).
+namespace wire {
+constexpr uint8_t kRequestMagic = 0x80;
+constexpr size_t kHeaderSize = 24;
+constexpr uint8_t kFlush = 0x08;
+constexpr uint8_t kNoop = 0x0a;
+constexpr uint8_t kSetQ = 0x11;
+constexpr uint8_t kDeleteQ = 0x14;
+constexpr uint8_t kFlushQ = 0x18;
+constexpr uint8_t kSetExtras = 8;    // flags, exptime
+constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
+}  // namespace wire
+
+// Appends frames to a byte string. Opaque and CAS are 0: a CAS in a SetQ
+// would make it a compare-and-swap on the replica, which assigns its own.
+class Encoder {
+ public:
+  explicit Encoder(const store::Clock& clock) : clock_(clock) {}
+
+  // SetQ: flags and exptime as extras, the key, the value without the
+  // "\r\n" that items keep after it.
+  void append_set(const store::Item& item, std::string& out) const;
+  void append_delete(std::string_view key, std::string& out) const;
+  // FlushQ; `moment` as ChangeListener::on_flush gives it (0: at once).
+  void append_flush(store::RelTime moment, std::string& out) const;
+
+  // An exptime for the wire: 0 (never) or an absolute unix time, never a
+  // relative one. A relative TTL would restart when the replica applies the
+  // frame (late by the stream's lag, or by the whole snapshot for an item
+  // sent in one), so the copy would outlive the original; a unix time means
+  // the same moment on every node whose clock is in sync (NTP).
+  uint32_t wire_time(store::RelTime time) const;
+
+  static size_t set_size(const store::Item& item) {
+    return wire::kHeaderSize + wire::kSetExtras + item.key_len + item.value_len;
+  }
+
+ private:
+  static void append_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
+                            size_t body_length, std::string& out);
+
+  const store::Clock& clock_;
+};
+
+}  // namespace lockcached::replication

@@ -1,0 +1,52 @@
+// The bytes waiting for one replica: the frames of every change the store
+// reports, and of the snapshot's items, in the order the shard locks let
+// them in. The later server step sends them; this class only collects.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "lockcached/replication/encoder.h"
+#include "lockcached/store/change_listener.h"
+
+namespace lockcached::replication {
+
+// A store::ChangeListener that encodes each change at once, under the
+// caller's shard lock. Encoding later from a reference (ItemRef) would spare
+// the copy under the lock, but a touch changes exptime in place, so the
+// exptime would have to be captured anyway, the refcount costs two locked
+// instructions per change, and the references would pin deleted items'
+// memory for as long as the replica lags; a copy of a typical item is
+// cheaper than all that, and the frame is what must be buffered anyway.
+class ReplicaBuffer final : public store::ChangeListener {
+ public:
+  // A replica too slow to keep `limit` bytes or fewer waiting is dropped:
+  // the buffer then discards its bytes, collects nothing more, and take()
+  // says so; the replica must resync.
+  ReplicaBuffer(const store::Clock& clock, size_t limit) : encoder_(clock), limit_(limit) {}
+
+  void on_store(const store::Item& item) override;
+  void on_delete(std::string_view key) override;
+  void on_flush(store::RelTime moment) override;
+
+  // Replaces `out` with the waiting bytes, leaving none; false (and no
+  // bytes) once the buffer has overflowed.
+  bool take(std::string& out);
+  size_t size() const;
+  bool overflowed() const;
+
+ private:
+  // Appends one frame; `size` is an upper bound of its length.
+  template <typename Append>
+  void add(size_t size, Append&& append);
+
+  const Encoder encoder_;
+  const size_t limit_;
+  mutable std::mutex mutex_;  // taken under a shard lock, never the reverse
+  std::string bytes_;
+  bool overflowed_ = false;
+};
+
+}  // namespace lockcached::replication

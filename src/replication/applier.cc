@@ -1,0 +1,173 @@
+#include "lockcached/replication/applier.h"
+
+#include <endian.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "lockcached/replication/encoder.h"
+
+namespace lockcached::replication {
+namespace {
+
+uint16_t u16_at(const char* bytes) {
+  uint16_t big;
+  std::memcpy(&big, bytes, sizeof big);
+  return be16toh(big);
+}
+
+uint32_t u32_at(const char* bytes) {
+  uint32_t big;
+  std::memcpy(&big, bytes, sizeof big);
+  return be32toh(big);
+}
+
+uint64_t u64_at(const char* bytes) {
+  uint64_t big;
+  std::memcpy(&big, bytes, sizeof big);
+  return be64toh(big);
+}
+
+struct FrameHeader {
+  uint8_t magic;
+  uint8_t opcode;
+  size_t key_length;
+  size_t extras_length;
+  uint8_t data_type;
+  size_t body_length;
+  uint64_t cas;
+};
+
+FrameHeader decode(const char* bytes) {
+  return {static_cast<uint8_t>(bytes[0]),  static_cast<uint8_t>(bytes[1]), u16_at(bytes + 2),
+          static_cast<uint8_t>(bytes[4]),  static_cast<uint8_t>(bytes[5]), u32_at(bytes + 8),
+          u64_at(bytes + 16)};
+}
+
+// Whether the lengths fit the opcode: nullptr when they do, else why not.
+const char* check_shape(const FrameHeader& h) {
+  bool has_key = h.key_length >= 1 && h.key_length <= store::kMaxKeyLength;
+  size_t value_length = h.body_length - h.extras_length - h.key_length;
+  switch (h.opcode) {
+    case wire::kSetQ:
+      return h.extras_length == wire::kSetExtras && has_key ? nullptr : "malformed SetQ";
+    case wire::kDeleteQ:
+      return h.extras_length == 0 && has_key && value_length == 0 ? nullptr : "malformed DeleteQ";
+    case wire::kFlush:
+    case wire::kFlushQ:
+      return (h.extras_length == 0 || h.extras_length == wire::kFlushExtras) &&
+                     h.key_length == 0 && value_length == 0
+                 ? nullptr
+                 : "malformed Flush";
+    case wire::kNoop:
+      return h.body_length == 0 ? nullptr : "malformed Noop";
+    default:
+      return "opcode not in a replication stream";
+  }
+}
+
+}  // namespace
+
+// The largest valid body: SetQ extras, the longest key, the largest value.
+Applier::Applier(store::Store& store)
+    : store_(store),
+      max_body_(wire::kSetExtras + store::kMaxKeyLength + store.max_item_size()) {}
+
+bool Applier::feed(std::string_view bytes) {
+  if (*error_) return false;
+  if (!pending_.empty()) {
+    bytes = fill_pending(bytes);
+    if (*error_) return false;
+    if (!pending_.empty()) return true;  // everything went into the frame
+  }
+  // Whole frames straight from the input: no copy but into the item.
+  while (bytes.size() >= wire::kHeaderSize) {
+    size_t size = check_header(bytes.data());
+    if (size == 0) return false;
+    if (bytes.size() < size) break;
+    apply(bytes.substr(0, size));
+    if (*error_) return false;
+    bytes.remove_prefix(size);
+  }
+  pending_.assign(bytes);  // at most one frame, its header (if whole) checked
+  return true;
+}
+
+std::string_view Applier::fill_pending(std::string_view bytes) {
+  auto move = [&](size_t wanted) {
+    size_t take = std::min(wanted - pending_.size(), bytes.size());
+    pending_.append(bytes.substr(0, take));
+    bytes.remove_prefix(take);
+  };
+  if (pending_.size() < wire::kHeaderSize) {
+    move(wire::kHeaderSize);
+    if (pending_.size() < wire::kHeaderSize) return bytes;
+  }
+  size_t size = check_header(pending_.data());
+  if (size == 0) return {};
+  move(size);
+  if (pending_.size() == size) {
+    apply(pending_);
+    pending_.clear();
+  }
+  return bytes;
+}
+
+size_t Applier::check_header(const char* header) {
+  FrameHeader h = decode(header);
+  if (h.magic != wire::kRequestMagic) return reject("not a binary request (magic)");
+  if (h.data_type != 0) return reject("data type is not raw");
+  if (h.cas != 0) return reject("a replicated frame carries no CAS");
+  if (h.body_length > max_body_) return reject("frame larger than the largest item");
+  if (h.extras_length + h.key_length > h.body_length) return reject("key and extras exceed body");
+  if (const char* why = check_shape(h)) return reject(why);
+  size_t value_length = h.body_length - h.extras_length - h.key_length;
+  if (value_length > store_.max_item_size()) return reject("value larger than the largest item");
+  return wire::kHeaderSize + h.body_length;
+}
+
+void Applier::apply(std::string_view frame) {
+  FrameHeader h = decode(frame.data());
+  std::string_view body = frame.substr(wire::kHeaderSize);
+  std::string_view extras = body.substr(0, h.extras_length);
+  std::string_view key = body.substr(h.extras_length, h.key_length);
+  std::string_view value = body.substr(h.extras_length + h.key_length);
+  switch (h.opcode) {
+    case wire::kSetQ:
+      apply_set(extras, key, value);
+      break;
+    case wire::kDeleteQ:
+      store_.remove(key, 0, store::kNoOwner);  // already gone is fine
+      break;
+    case wire::kFlush:
+    case wire::kFlushQ:
+      apply_flush(extras);
+      break;
+    default:  // kNoop
+      break;
+  }
+  if (!*error_) ++frames_applied_;
+}
+
+// The master's exptime is a unix time (Encoder::wire_time); a relative one
+// from another kind of master is taken as memcached would take it.
+void Applier::apply_set(std::string_view extras, std::string_view key, std::string_view value) {
+  uint32_t flags = u32_at(extras.data());
+  store::RelTime exptime = store::to_rel_time(u32_at(extras.data() + 4), store_.clock());
+  store::ItemRef item = store_.allocate(key, flags, exptime, value.size());
+  if (!item) return fail("no memory for an item");
+  std::memcpy(item->value(), value.data(), value.size());
+  // A replica refuses its clients' writes, so nothing can be locked here; a
+  // store short of memory drops the old value (kSet), as the master's would.
+  store_.store(store::StoreCommand::kSet, item, 0, store::kNoOwner);
+}
+
+void Applier::apply_flush(std::string_view extras) {
+  uint32_t when = extras.empty() ? 0 : u32_at(extras.data());
+  if (when == 0) return store_.flush_all(0);
+  store::RelTime moment = store::to_rel_time(when, store_.clock());
+  store::RelTime now = store_.clock().now();
+  store_.flush_all(moment > now ? static_cast<int64_t>(moment - now) : 0);
+}
+
+}  // namespace lockcached::replication

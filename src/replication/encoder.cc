@@ -1,0 +1,63 @@
+#include "lockcached/replication/encoder.h"
+
+#include <endian.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace lockcached::replication {
+namespace {
+
+void append_u16(uint16_t value, std::string& out) {
+  uint16_t big = htobe16(value);
+  out.append(reinterpret_cast<const char*>(&big), sizeof big);
+}
+
+void append_u32(uint32_t value, std::string& out) {
+  uint32_t big = htobe32(value);
+  out.append(reinterpret_cast<const char*>(&big), sizeof big);
+}
+
+}  // namespace
+
+// magic, opcode, key length, extras length, data type (0: raw), vbucket,
+// total body length, opaque, CAS.
+void Encoder::append_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
+                            size_t body_length, std::string& out) {
+  out.push_back(static_cast<char>(wire::kRequestMagic));
+  out.push_back(static_cast<char>(opcode));
+  append_u16(static_cast<uint16_t>(key_length), out);
+  out.push_back(static_cast<char>(extras_length));
+  out.append(3, '\0');  // data type, vbucket
+  append_u32(static_cast<uint32_t>(body_length), out);
+  out.append(12, '\0');  // opaque, CAS
+}
+
+void Encoder::append_set(const store::Item& item, std::string& out) const {
+  out.reserve(out.size() + set_size(item));
+  append_header(wire::kSetQ, item.key_len, wire::kSetExtras,
+                wire::kSetExtras + item.key_len + item.value_len, out);
+  append_u32(item.flags, out);
+  append_u32(wire_time(item.exptime), out);
+  out.append(item.key());
+  out.append(item.value_view());
+}
+
+void Encoder::append_delete(std::string_view key, std::string& out) const {
+  append_header(wire::kDeleteQ, key.size(), 0, key.size(), out);
+  out.append(key);
+}
+
+void Encoder::append_flush(store::RelTime moment, std::string& out) const {
+  append_header(wire::kFlushQ, 0, wire::kFlushExtras, wire::kFlushExtras, out);
+  append_u32(wire_time(moment), out);
+}
+
+uint32_t Encoder::wire_time(store::RelTime time) const {
+  if (time == 0) return 0;
+  int64_t unix_time = clock_.unix_epoch_of_zero() + time;
+  // RelTime 1 means "already expired": a unix time in the past says so too.
+  return static_cast<uint32_t>(std::clamp<int64_t>(unix_time, 1, UINT32_MAX));
+}
+
+}  // namespace lockcached::replication

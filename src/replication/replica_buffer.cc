@@ -1,0 +1,48 @@
+#include "lockcached/replication/replica_buffer.h"
+
+namespace lockcached::replication {
+
+template <typename Append>
+void ReplicaBuffer::add(size_t size, Append&& append) {
+  std::lock_guard lock(mutex_);
+  if (overflowed_) return;
+  if (bytes_.size() + size > limit_) {
+    overflowed_ = true;
+    std::string().swap(bytes_);  // the replica starts over: free the memory now
+    return;
+  }
+  append(bytes_);
+}
+
+void ReplicaBuffer::on_store(const store::Item& item) {
+  add(Encoder::set_size(item), [&](std::string& out) { encoder_.append_set(item, out); });
+}
+
+void ReplicaBuffer::on_delete(std::string_view key) {
+  add(wire::kHeaderSize + key.size(),
+      [&](std::string& out) { encoder_.append_delete(key, out); });
+}
+
+void ReplicaBuffer::on_flush(store::RelTime moment) {
+  add(wire::kHeaderSize + wire::kFlushExtras,
+      [&](std::string& out) { encoder_.append_flush(moment, out); });
+}
+
+bool ReplicaBuffer::take(std::string& out) {
+  out.clear();
+  std::lock_guard lock(mutex_);
+  out.swap(bytes_);
+  return !overflowed_;
+}
+
+size_t ReplicaBuffer::size() const {
+  std::lock_guard lock(mutex_);
+  return bytes_.size();
+}
+
+bool ReplicaBuffer::overflowed() const {
+  std::lock_guard lock(mutex_);
+  return overflowed_;
+}
+
+}  // namespace lockcached::replication
