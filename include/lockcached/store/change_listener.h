@@ -25,8 +25,9 @@ class ChangeListener {
   // (set, add, replace, append and prepend results, cas, incr/decr results,
   // meta-protocol creations), or given a new exptime in place (touch, gat,
   // lock-and-get with a TTL). Key, value and flags of a linked item never
-  // change, so a listener may keep a reference (ItemRef::share) and read
-  // them later; exptime does change in place under the shard lock, so read
+  // change, so a listener may keep a reference (ItemRef::share on
+  // const_cast<Item*>(&item): the refcount is the one field a reference
+  // touches) and read them later; exptime does change in place under the shard lock, so read
   // it here if it matters.
   virtual void on_store(const Item& item) = 0;
   // `key` is gone: deleted, evicted, or reclaimed after expiry or a flush.
