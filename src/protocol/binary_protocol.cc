@@ -13,28 +13,6 @@
 #include "lockcached/version.h"
 
 namespace lockcached::protocol {
-namespace binary {
-
-Header decode_header(const char* bytes) {
-  Header header;
-  uint16_t u16;
-  uint32_t u32;
-  uint64_t u64;
-  header.magic = static_cast<uint8_t>(bytes[0]);
-  header.opcode = static_cast<uint8_t>(bytes[1]);
-  std::memcpy(&u16, bytes + 2, 2);
-  header.key_length = be16toh(u16);
-  header.extras_length = static_cast<uint8_t>(bytes[4]);
-  std::memcpy(&u32, bytes + 8, 4);
-  header.body_length = be32toh(u32);
-  std::memcpy(&header.opaque, bytes + 12, 4);
-  std::memcpy(&u64, bytes + 16, 8);
-  header.cas = be64toh(u64);
-  return header;
-}
-
-}  // namespace binary
-
 namespace {
 
 using namespace binary;

@@ -10,53 +10,29 @@
 namespace lockcached::replication {
 namespace {
 
-uint16_t u16_at(const char* bytes) {
-  uint16_t big;
-  std::memcpy(&big, bytes, sizeof big);
-  return be16toh(big);
-}
-
 uint32_t u32_at(const char* bytes) {
   uint32_t big;
   std::memcpy(&big, bytes, sizeof big);
   return be32toh(big);
 }
 
-uint64_t u64_at(const char* bytes) {
-  uint64_t big;
-  std::memcpy(&big, bytes, sizeof big);
-  return be64toh(big);
-}
-
-struct FrameHeader {
-  uint8_t magic;
-  uint8_t opcode;
-  size_t key_length;
-  size_t extras_length;
-  uint8_t data_type;
-  size_t body_length;
-  uint64_t cas;
-};
-
-FrameHeader decode(const char* bytes) {
-  return {static_cast<uint8_t>(bytes[0]),  static_cast<uint8_t>(bytes[1]), u16_at(bytes + 2),
-          static_cast<uint8_t>(bytes[4]),  static_cast<uint8_t>(bytes[5]), u32_at(bytes + 8),
-          u64_at(bytes + 16)};
+// What the body holds beyond extras and key; call once they fit in it.
+size_t value_length(const protocol::binary::Header& h) {
+  return size_t{h.body_length} - h.extras_length - h.key_length;
 }
 
 // Whether the lengths fit the opcode: nullptr when they do, else why not.
-const char* check_shape(const FrameHeader& h) {
+const char* check_shape(const protocol::binary::Header& h) {
   bool has_key = h.key_length >= 1 && h.key_length <= store::kMaxKeyLength;
-  size_t value_length = h.body_length - h.extras_length - h.key_length;
   switch (h.opcode) {
     case wire::kSetQ:
       return h.extras_length == wire::kSetExtras && has_key ? nullptr : "malformed SetQ";
     case wire::kDeleteQ:
-      return h.extras_length == 0 && has_key && value_length == 0 ? nullptr : "malformed DeleteQ";
+      return h.extras_length == 0 && has_key && value_length(h) == 0 ? nullptr : "malformed DeleteQ";
     case wire::kFlush:
     case wire::kFlushQ:
       return (h.extras_length == 0 || h.extras_length == wire::kFlushExtras) &&
-                     h.key_length == 0 && value_length == 0
+                     h.key_length == 0 && value_length(h) == 0
                  ? nullptr
                  : "malformed Flush";
     case wire::kNoop:
@@ -114,20 +90,21 @@ std::string_view Applier::fill_pending(std::string_view bytes) {
 }
 
 size_t Applier::check_header(const char* header) {
-  FrameHeader h = decode(header);
+  protocol::binary::Header h = protocol::binary::decode_header(header);
   if (h.magic != wire::kRequestMagic) return reject("not a binary request (magic)");
   if (h.data_type != 0) return reject("data type is not raw");
   if (h.cas != 0) return reject("a replicated frame carries no CAS");
   if (h.body_length > max_body_) return reject("frame larger than the largest item");
-  if (h.extras_length + h.key_length > h.body_length) return reject("key and extras exceed body");
+  if (size_t{h.extras_length} + h.key_length > h.body_length) {
+    return reject("key and extras exceed body");
+  }
   if (const char* why = check_shape(h)) return reject(why);
-  size_t value_length = h.body_length - h.extras_length - h.key_length;
-  if (value_length > store_.max_item_size()) return reject("value larger than the largest item");
+  if (value_length(h) > store_.max_item_size()) return reject("value larger than the largest item");
   return wire::kHeaderSize + h.body_length;
 }
 
 void Applier::apply(std::string_view frame) {
-  FrameHeader h = decode(frame.data());
+  protocol::binary::Header h = protocol::binary::decode_header(frame.data());
   std::string_view body = frame.substr(wire::kHeaderSize);
   std::string_view extras = body.substr(0, h.extras_length);
   std::string_view key = body.substr(h.extras_length, h.key_length);

@@ -8,22 +8,17 @@
 #include <string>
 #include <string_view>
 
+#include "lockcached/protocol/binary_wire.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/item.h"
 
 namespace lockcached::replication {
 
-// The few constants of memcached's binary protocol the stream uses; the
-// same values as protocol/binary_protocol.h, which this layer does not
-// include (it sits below the protocols, beside the store).
+// The stream speaks memcached's binary protocol (protocol/binary_wire.h:
+// plain data, so this layer still sits below the protocols); these are
+// the extras of the two requests that carry any.
 namespace wire {
-constexpr uint8_t kRequestMagic = 0x80;
-constexpr size_t kHeaderSize = 24;
-constexpr uint8_t kFlush = 0x08;
-constexpr uint8_t kNoop = 0x0a;
-constexpr uint8_t kSetQ = 0x11;
-constexpr uint8_t kDeleteQ = 0x14;
-constexpr uint8_t kFlushQ = 0x18;
+using namespace protocol::binary;
 constexpr uint8_t kSetExtras = 8;    // flags, exptime
 constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
 }  // namespace wire

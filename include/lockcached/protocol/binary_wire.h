@@ -1,0 +1,100 @@
+// memcached's binary protocol on the wire: magics, opcodes (with the
+// locking extension of ../shared/specs/locking.md), statuses and the
+// 24-byte header. Plain data and no dependencies, so that both the client
+// protocol (binary_protocol.h) and the replication stream, which frames its
+// changes as binary requests (replication/encoder.h), speak it from one
+// definition.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lockcached::protocol {
+
+namespace binary {
+
+constexpr uint8_t kRequestMagic = 0x80;
+constexpr uint8_t kResponseMagic = 0x81;
+constexpr size_t kHeaderSize = 24;
+
+enum Opcode : uint8_t {
+  kGet = 0x00,
+  kSet = 0x01,
+  kAdd = 0x02,
+  kReplace = 0x03,
+  kDelete = 0x04,
+  kIncrement = 0x05,
+  kDecrement = 0x06,
+  kQuit = 0x07,
+  kFlush = 0x08,
+  kGetQ = 0x09,
+  kNoop = 0x0a,
+  kVersion = 0x0b,
+  kGetK = 0x0c,
+  kGetKQ = 0x0d,
+  kAppend = 0x0e,
+  kPrepend = 0x0f,
+  kStat = 0x10,
+  kSetQ = 0x11,
+  kAddQ = 0x12,
+  kReplaceQ = 0x13,
+  kDeleteQ = 0x14,
+  kIncrementQ = 0x15,
+  kDecrementQ = 0x16,
+  kQuitQ = 0x17,
+  kFlushQ = 0x18,
+  kAppendQ = 0x19,
+  kPrependQ = 0x1a,
+  kVerbosity = 0x1b,
+  kTouch = 0x1c,
+  kGat = 0x1d,
+  kGatQ = 0x1e,
+  kGatK = 0x23,
+  kGatKQ = 0x24,
+  // The locking extension.
+  kLock = 0x40,
+  kLockQ = 0x41,
+  kUnlock = 0x42,
+  kUnlockQ = 0x43,
+  kUnlockAll = 0x44,
+  kUnlockAllQ = 0x45,
+  kLaG = 0x46,
+  kLaGQ = 0x47,
+  kLaGK = 0x48,
+  kLaGKQ = 0x49,
+  kRaU = 0x4a,
+  kRaUQ = 0x4b,
+  // yrmcds's key dump: one reply per key, then an empty one.
+  kKeys = 0x50,
+};
+
+enum Status : uint16_t {
+  kSuccess = 0x00,
+  kNotFound = 0x01,
+  kExists = 0x02,
+  kTooLarge = 0x03,
+  kInvalid = 0x04,
+  kNotStored = 0x05,
+  kNonNumeric = 0x06,
+  kLocked = 0x10,
+  kNotLocked = 0x11,
+  kUnknownCommand = 0x81,
+  kOutOfMemory = 0x82,
+};
+
+struct Header {
+  uint8_t magic;
+  uint8_t opcode;
+  uint16_t key_length;
+  uint8_t extras_length;
+  uint8_t data_type;  // 0: raw bytes, the only type memcached defines
+  uint32_t body_length;
+  uint32_t opaque;  // echoed as received, byte order untouched
+  uint64_t cas;
+};
+
+Header decode_header(const char* bytes);
+
+}  // namespace binary
+
+}  // namespace lockcached::protocol
