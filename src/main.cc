@@ -149,17 +149,6 @@ server::Settings settings_from_flags() {
   return settings;
 }
 
-// gflags accepts "-name" as well as "--name", "no" before a boolean, and
-// dashes for underscores; memcached's short options must not take those.
-bool is_gflag(std::string_view name) {
-  std::string normalized(name);
-  std::replace(normalized.begin(), normalized.end(), '-', '_');
-  gflags::CommandLineFlagInfo info;
-  if (gflags::GetCommandLineFlagInfo(normalized.c_str(), &info)) return true;
-  if (normalized == "help" || normalized == "helpfull" || normalized == "version") return true;
-  return normalized.starts_with("no") &&
-         gflags::GetCommandLineFlagInfo(normalized.c_str() + 2, &info) && info.type == "bool";
-}
 
 // Tells systemd (Type=notify in lockcached.service) how the service is
 // doing; without $NOTIFY_SOCKET, i.e. not under systemd, it does nothing.
@@ -185,10 +174,14 @@ std::vector<std::string> load_configuration(int argc, char** argv) {
     std::cerr << "lockcached: " << message << "\n";
     std::exit(kUsageError);
   };
-  server::TranslatedCommandLine command_line =
-      server::translate_memcached_options({argv, argv + argc}, is_gflag);
+  // gflags takes "-name" as well as "--name"; memcached's short options
+  // must leave those alone.
+  server::FlagRegistry registry = server::gflags_registry();
+  server::TranslatedCommandLine command_line = server::translate_memcached_options(
+      {argv, argv + argc},
+      [&](std::string_view name) { return server::names_flag(registry, name); });
   if (!command_line.error.empty()) usage_error(command_line.error);
-  server::LoadedFlags loaded = server::load_flags(command_line.args, server::gflags_registry());
+  server::LoadedFlags loaded = server::load_flags(command_line.args, registry);
   if (!loaded.error.empty()) usage_error(loaded.error);
   if (loaded.info_request == "version") {
     std::cout << "lockcached " << LOCKCACHED_VERSION << "\n";

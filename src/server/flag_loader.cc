@@ -1,5 +1,6 @@
 #include "lockcached/server/flag_loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -37,6 +38,21 @@ std::optional<SplitFlag> split_flag(std::string_view arg) {
     if (c == '-') c = '_';
   if (equals != std::string_view::npos) flag.value = std::string(arg.substr(equals + 1));
   return flag;
+}
+
+// "--noname" sets the boolean flag "name" to false, as in gflags.
+struct ResolvedFlag {
+  std::string name;
+  FlagType type;
+  bool negated;
+};
+ResolvedFlag resolve(const FlagRegistry& registry, const std::string& name) {
+  FlagType type = registry.type_of(name);
+  if (type == FlagType::kUnknown && name.starts_with("no") &&
+      registry.type_of(name.substr(2)) == FlagType::kBool) {
+    return {name.substr(2), FlagType::kBool, true};
+  }
+  return {name, type, false};
 }
 
 std::string where(const std::string& origin) { return " (" + origin + ")"; }
@@ -101,17 +117,9 @@ class FlagWalker {
       if (info_request.empty()) info_request = request;
       return;
     }
-    std::string name = flag.name;
-    std::string value = flag.value.value_or("");
-    FlagType type = registry_.type_of(name);
-    if (type == FlagType::kUnknown && name.starts_with("no") && !flag.value &&
-        registry_.type_of(name.substr(2)) == FlagType::kBool) {
-      name = name.substr(2);
-      type = FlagType::kBool;
-      value = "false";
-    } else if (type == FlagType::kBool && !flag.value) {
-      value = "true";
-    }
+    auto [name, type, negated] = resolve(registry_, flag.name);
+    if (negated && flag.value) type = FlagType::kUnknown;  // "--nofoo=x" means nothing
+    std::string value = flag.value.value_or(negated ? "false" : "true");
     if (type == FlagType::kUnknown) {
       error = "unknown flag --" + flag.name + where(origin);
       return;
@@ -160,6 +168,12 @@ std::vector<SourcedArgument> from_command_line(const std::vector<std::string>& a
 }
 
 }  // namespace
+
+bool names_flag(const FlagRegistry& registry, std::string_view name) {
+  std::string normalized(name);
+  std::replace(normalized.begin(), normalized.end(), '-', '_');
+  return resolve(registry, normalized).type != FlagType::kUnknown;
+}
 
 std::optional<std::vector<std::string>> read_file_lines(const std::string& path,
                                                         std::string* error) {

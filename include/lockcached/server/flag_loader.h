@@ -38,6 +38,11 @@ struct FlagRegistry {
 // The registry of the flags gflags knows in this process.
 FlagRegistry gflags_registry();
 
+// Whether `name` (dashes or underscores) names a flag of `registry`, or is
+// "no" before a boolean one: how memcached's option translator tells
+// gflags' single-dash arguments ("-logtostderr") from its own ("-vv").
+bool names_flag(const FlagRegistry& registry, std::string_view name);
+
 // How to read a flagfile: its lines, or nullopt with *error set.
 using ReadLines = std::function<std::optional<std::vector<std::string>>(const std::string& path,
                                                                          std::string* error)>;
