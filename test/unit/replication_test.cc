@@ -389,13 +389,13 @@ class RandomChanges {
     switch (pick(clock ? 15 : 13)) {
       case 0:
       case 1:
-        put(store_, StoreCommand::kSet, key, value(), pick(4), exptime());
+        put_drawn(StoreCommand::kSet, key);
         break;
       case 2:
-        put(store_, StoreCommand::kAdd, key, value(), pick(4), exptime());
+        put_drawn(StoreCommand::kAdd, key);
         break;
       case 3:
-        put(store_, StoreCommand::kReplace, key, value(), pick(4), exptime());
+        put_drawn(StoreCommand::kReplace, key);
         break;
       case 4:
         put(store_, StoreCommand::kAppend, key, value());
@@ -454,10 +454,22 @@ class RandomChanges {
 
   RelTime exptime() { return pick(3) == 0 ? store_.now() + 1 + pick(30) : 0; }
 
+  // A store with random value, flags and exptime, drawn one after the other:
+  // as arguments of one call their order would be unspecified, and GCC and
+  // clang drew different histories from the same seed.
+  void put_drawn(StoreCommand command, const std::string& key) {
+    RelTime expires = exptime();
+    uint32_t flags = pick(4);
+    std::string data = value();
+    put(store_, command, key, data, flags, expires);
+  }
+
   void cas(const std::string& key) {
     ItemRef item = store_.get(key);
     uint64_t cas = item ? item->cas + pick(2) : 1;  // right or stale
-    put(store_, StoreCommand::kCas, key, value(), pick(4), 0, cas);
+    uint32_t flags = pick(4);  // drawn in a fixed order, as in put_drawn
+    std::string data = value();
+    put(store_, StoreCommand::kCas, key, data, flags, 0, cas);
   }
 
   void arith(const std::string& key) {
