@@ -16,14 +16,11 @@
 #include <string>
 #include <string_view>
 
+#include "server_process.h"
+
 namespace e2e {
 
 enum class Sanitizer { kNone, kAddress, kThread };
-
-inline std::string server_binary_path() {
-  const char* binary = std::getenv("LOCKCACHED_SERVER_BINARY");
-  return binary != nullptr && *binary != '\0' ? binary : LOCKCACHED_BINARY;
-}
 
 inline Sanitizer detect_server_sanitizer() {
   if (const char* forced = std::getenv("LOCKCACHED_SANITIZER")) {
@@ -32,7 +29,7 @@ inline Sanitizer detect_server_sanitizer() {
     if (name == "thread") return Sanitizer::kThread;
     if (name == "none") return Sanitizer::kNone;
   }
-  std::ifstream file(server_binary_path(), std::ios::binary);
+  std::ifstream file(server_binary(), std::ios::binary);
   std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
   if (bytes.find("__asan_init") != std::string::npos) return Sanitizer::kAddress;
   if (bytes.find("__tsan_init") != std::string::npos) return Sanitizer::kThread;
