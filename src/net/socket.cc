@@ -1,7 +1,9 @@
 #include "lockcached/net/socket.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,16 +39,22 @@ AddrInfoPtr resolve(const std::string& host, uint16_t port, std::string* error) 
   return AddrInfoPtr(result);
 }
 
+// A non-blocking socket for host:port's first address; -1 (*error set)
+// when the name does not resolve or no socket can be had.
+int open_socket(const std::string& host, uint16_t port, AddrInfoPtr* info, std::string* error) {
+  *info = resolve(host, port, error);
+  if (!*info) return -1;
+  int fd = socket((*info)->ai_family, (*info)->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) *error = std::string("socket: ") + std::strerror(errno);
+  return fd;
+}
+
 }  // namespace
 
 int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error) {
-  AddrInfoPtr info = resolve(host, port, error);
-  if (!info) return -1;
-  int fd = socket(info->ai_family, info->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *error = std::string("socket: ") + std::strerror(errno);
-    return -1;
-  }
+  AddrInfoPtr info;
+  int fd = open_socket(host, port, &info, error);
+  if (fd < 0) return -1;
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (share_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
@@ -80,6 +88,45 @@ uint16_t local_port(int fd) {
     return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
   }
   return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+}
+
+int open_connection(const std::string& host, uint16_t port, std::string* error) {
+  AddrInfoPtr info;
+  int fd = open_socket(host, port, &info, error);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd, info->ai_addr, info->ai_addrlen) != 0 && errno != EINPROGRESS) {
+    *error = host + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int connect_result(int fd) {
+  int result = 0;
+  socklen_t length = sizeof result;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &length) != 0) return errno;
+  return result;
+}
+
+std::string peer_name(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
+  char text[INET6_ADDRSTRLEN] = "?";
+  uint16_t port;
+  if (address.ss_family == AF_INET6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+    port = ntohs(v6->sin6_port);
+    return "[" + std::string(text) + "]:" + std::to_string(port);
+  }
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
+  inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+  port = ntohs(v4->sin_port);
+  return std::string(text) + ":" + std::to_string(port);
 }
 
 }  // namespace lockcached::net

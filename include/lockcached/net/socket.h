@@ -24,6 +24,15 @@ bool port_is_free(const std::string& host, uint16_t port);
 
 uint16_t local_port(int fd);
 
+// A non-blocking TCP connection to host:port, under way: the fd becomes
+// writable once it is made or has failed (connect_result says which).
+// Returns -1 with *error set when it cannot even start.
+int open_connection(const std::string& host, uint16_t port, std::string* error);
+// 0 once a connection from open_connection is made, else its errno.
+int connect_result(int fd);
+// "address:port" of the other end ("?" when unknown).
+std::string peer_name(int fd);
+
 // The system calls of the request path, made directly. glibc's read(),
 // send() and sendmsg() are thread cancellation points: in a process with
 // more than one thread each call costs two atomic read-modify-writes on the
