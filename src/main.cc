@@ -22,6 +22,7 @@
 
 #include "lockcached/core/verbosity.h"
 #include "lockcached/server/command_line.h"
+#include "lockcached/replication/virtual_ip.h"
 #include "lockcached/server/flag_loader.h"
 #include "lockcached/server/process.h"
 #include "lockcached/server/server.h"
@@ -48,6 +49,16 @@ DEFINE_uint64(lock_service_max_locks_per_session, 10000,
               "Named locks one lock-service session may hold plus wait for (0: no limit)");
 DEFINE_uint64(lock_service_max_names, 1000000,
               "Named locks that may exist in the lock service at once (0: no limit)");
+DEFINE_string(virtual_ip, "",
+              "Replication (docs/high-availability.md): the address keepalived moves; the node "
+              "holding it is the master, the others read-only replicas (empty: no replication)");
+DEFINE_int32(repl_port, 11213, "TCP port, on the virtual IP, where replicas connect to the master");
+DEFINE_int32(repl_buffer_size, 30,
+             "Megabytes of changes the master keeps for one replica; a replica further behind is "
+             "dropped and resyncs");
+DEFINE_int32(repl_timeout, 10,
+             "Seconds of silence after which master and replica give each other up; a replica "
+             "that lost its master waits as long for the virtual IP before it resyncs");
 
 #ifdef LOCKCACHED_WITH_JEMALLOC
 // jemalloc reads this at start-up. Freed pages stay for reuse about a
@@ -76,6 +87,7 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"Connections and threads",
      {"max_connections", "lock_max_connections", "idle_timeout", "threads"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
+    {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout"}},
     {"Process", {"flagfile", "user", "daemonize", "pid_file"}},
     {"Logging (glog)", {"logtostderr", "log_dir", "v", "logbufsecs"}},
 };
@@ -121,6 +133,22 @@ FlagProblem check_flags() {
   if (FLAGS_lock_max_connections < 1) return {"lock_max_connections", "must be at least 1"};
   if (FLAGS_idle_timeout < 0) return {"idle_timeout", "must be 0 or more"};
   if (split_commas(FLAGS_listen).empty()) return {"listen", "needs at least one address"};
+  if (!FLAGS_virtual_ip.empty() && !lockcached::replication::is_numeric_address(FLAGS_virtual_ip)) {
+    return {"virtual_ip", "must be a numeric IPv4 or IPv6 address: " + FLAGS_virtual_ip};
+  }
+  if (FLAGS_repl_port < 1 || FLAGS_repl_port > 65535) return {"repl_port", "must be 1..65535"};
+  // A buffer must hold a few of the largest items, or one large set would
+  // drop every replica.
+  if (FLAGS_repl_buffer_size < 1 || FLAGS_repl_buffer_size > 65536) {
+    return {"repl_buffer_size", "must be 1..65536"};
+  }
+  if (!FLAGS_virtual_ip.empty() &&
+      (int64_t{FLAGS_repl_buffer_size} << 20) < 4 * FLAGS_max_item_size) {
+    return {"repl_buffer_size", "must hold at least 4 x --max_item_size with --virtual_ip"};
+  }
+  if (FLAGS_repl_timeout < 2 || FLAGS_repl_timeout > 3600) {
+    return {"repl_timeout", "must be 2..3600"};
+  }
   if (!FLAGS_user.empty() && !server::user_exists(FLAGS_user)) {
     return {"user", "no such user: " + FLAGS_user};
   }
@@ -146,6 +174,10 @@ server::Settings settings_from_flags() {
       std::chrono::duration_cast<std::chrono::microseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
+  settings.virtual_ip = FLAGS_virtual_ip;
+  settings.repl_port = static_cast<uint16_t>(FLAGS_repl_port);
+  settings.repl_buffer_size = static_cast<size_t>(FLAGS_repl_buffer_size) << 20;
+  settings.repl_timeout_seconds = FLAGS_repl_timeout;
   return settings;
 }
 

@@ -33,6 +33,13 @@ LockService::LockService(LockLimits limits, uint64_t token_floor)
 
 LockService::~LockService() = default;
 
+void LockService::raise_token_floor(uint64_t floor) {
+  uint64_t last = next_token_.load(std::memory_order_relaxed);
+  while (last < floor &&
+         !next_token_.compare_exchange_weak(last, floor, std::memory_order_relaxed)) {
+  }
+}
+
 LockService::Shard& LockService::shard_for(std::string_view name) const {
   return shards_[std::hash<std::string_view>{}(name) % kShards];
 }

@@ -166,6 +166,26 @@ Shape check_shape(const Header& h) {
   return ok ? Shape::kValid : Shape::kInvalid;
 }
 
+// Everything but the reads, stat, version, noop, verbosity, quit and keys.
+bool changes_the_cache(uint8_t opcode) {
+  switch (opcode) {
+    case kGet:
+    case kGetQ:
+    case kGetK:
+    case kGetKQ:
+    case kQuit:
+    case kQuitQ:
+    case kNoop:
+    case kVersion:
+    case kStat:
+    case kVerbosity:
+    case kKeys:
+      return false;
+    default:
+      return true;
+  }
+}
+
 std::string_view status_text(uint16_t status) {
   switch (status) {
     case kNotFound:
@@ -188,6 +208,8 @@ std::string_view status_text(uint16_t status) {
       return "Unknown command";
     case kOutOfMemory:
       return "Out of memory";
+    case kTemporaryFailure:
+      return kReadOnlyReason;
     default:
       return "Unhandled error";
   }
@@ -264,6 +286,14 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     if (shape == Shape::kUnknown) {
       // Skip the body without buffering it, however large it claims to be.
       respond_error(out, header, kUnknownCommand);
+      pos += kHeaderSize;
+      swallow_left_ = header.body_length;
+      state_ = State::kSwallow;
+      continue;
+    }
+    if (core_.read_only() && changes_the_cache(header.opcode)) {
+      // Answered even for a quiet opcode: a write is never lost silently.
+      respond_error(out, header, kTemporaryFailure);
       pos += kHeaderSize;
       swallow_left_ = header.body_length;
       state_ = State::kSwallow;
@@ -435,6 +465,8 @@ void BinaryProtocol::stat(const Request& request, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kGeneral, list);
   } else if (request.key == "settings") {
     core_.collect_stats(core::StatsGroup::kSettings, list);
+  } else if (request.key == "replication") {
+    core_.collect_stats(core::StatsGroup::kReplication, list);
   } else if (request.key == "reset") {
     core_.reset_stats();
   } else if (request.key != "items" && request.key != "slabs" && request.key != "sizes") {

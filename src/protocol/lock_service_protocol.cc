@@ -61,6 +61,12 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   Words words = split_words(line);
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   std::string_view command = words[0];
+  if (context_.read_only && context_.read_only->load(std::memory_order_relaxed) &&
+      command != "stats" && command != "quit") {
+    out.append("503 ");
+    out.append(kReadOnlyReason);
+    return out.append("\r\n");
+  }
   if (command == "lock") return lock(words, out);
   if (command == "unlock") return unlock(words, out);
   if (command == "unlock_all") {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lockcached/protocol/base64.h"
+#include "lockcached/protocol/handler.h"
 
 namespace lockcached::protocol {
 namespace {
@@ -175,6 +176,16 @@ bool MetaCommands::append_echo(const Words& words, size_t first, std::string_vie
 }
 
 MetaCommands::DataBlock MetaCommands::execute(const Words& words, OutputQueue& out) {
+  // A replica serves mg (without N or T, which would write) and the rest
+  // that only reads; ms still has its data block skipped.
+  if (core_.read_only() && writes_on_replica(words)) {
+    finish_line("SERVER_ERROR " + std::string(kReadOnlyReason), out);
+    if (words[0][1] != 's') return {};
+    int32_t length;
+    bool sized = words.count >= 3 && parse_i32(words[2], &length) && length >= 0 &&
+                 length <= INT_MAX - 2;
+    return {{}, sized ? static_cast<size_t>(length) + 2 : 0};
+  }
   switch (words[0][1]) {
     case 'n':
       out.append("MN\r\n");
@@ -196,6 +207,23 @@ MetaCommands::DataBlock MetaCommands::execute(const Words& words, OutputQueue& o
     default:
       out.append("ERROR\r\n");
       return {};
+  }
+}
+
+bool MetaCommands::writes_on_replica(const Words& words) {
+  switch (words[0][1]) {
+    case 's':
+    case 'd':
+    case 'a':
+      return true;
+    case 'g':
+      // N (create on a miss) and T (a new TTL) change the cache.
+      for (size_t i = 2; i < words.count; ++i) {
+        if (words[i][0] == 'N' || words[i][0] == 'T') return true;
+      }
+      return false;
+    default:
+      return false;
   }
 }
 

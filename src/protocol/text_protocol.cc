@@ -22,6 +22,16 @@ constexpr size_t kMaxLeadingSpaces = 100;
 // memcached refuses a data length it could not add the CRLF to.
 constexpr int32_t kMaxDataLength = INT32_MAX - 2;
 
+// What a replica refuses (the storage commands check in update(), once
+// they know how much data to skip).
+bool changes_the_cache(std::string_view command) {
+  for (std::string_view write : {"delete", "incr", "decr", "touch", "gat", "gats", "flush_all",
+                                 "lock", "unlock", "unlock_all"}) {
+    if (command == write) return true;
+  }
+  return false;
+}
+
 bool is_multiget_prefix(std::string_view line) {
   for (std::string_view prefix : {"get ", "gets ", "gat ", "gats "}) {
     if (line.substr(0, prefix.size()) == prefix) return true;
@@ -86,6 +96,13 @@ void TextProtocol::reply(OutputQueue& out, std::string_view text) {
   out.append("\r\n");
 }
 
+// Even with noreply, as memcached's out_errstring: a write must never be
+// lost without a word.
+void TextProtocol::refuse_on_replica(OutputQueue& out) {
+  noreply_ = false;
+  reply(out, "SERVER_ERROR " + std::string(kReadOnlyReason));
+}
+
 void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   // -vv, as memcached's: every request line, after the connection's id.
   LOCKCACHED_VLOG(2) << '<' << core_.owner() << ' ' << escape_for_log(line);
@@ -100,6 +117,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (words.count == 0 || words[0].size() < 2) return reply(out, "ERROR");
   std::string_view command = words[0];
 
+  if (core_.read_only() && changes_the_cache(command)) return refuse_on_replica(out);
   if (command.size() == 2 && command[0] == 'm') return meta(words, out);
   if (command == "get" || command == "bget") return get(words, line, false, false, out);
   if (command == "gets") return get(words, line, true, false, out);
@@ -259,12 +277,16 @@ void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue&
       length > kMaxDataLength) {
     return reply(out, kBadFormat);
   }
-  store::ItemRef item = core_.allocate(key, flags, exptime, static_cast<size_t>(length));
-  if (!item) {
+  store::ItemRef item;
+  if (core_.read_only()) {
+    refuse_on_replica(out);
+  } else if (item = core_.allocate(key, flags, exptime, static_cast<size_t>(length)); !item) {
     reply(out, static_cast<size_t>(length) > core_.max_item_size()
                    ? "SERVER_ERROR object too large for cache"
                    : "SERVER_ERROR out of memory storing object");
     core_.drop_stale(command, key);
+  }
+  if (!item) {
     swallow_left_ = static_cast<size_t>(length) + 2;
     state_ = State::kSwallow;
     return;
@@ -473,6 +495,8 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kGeneral, list);
   } else if (words[1] == "settings") {
     core_.collect_stats(core::StatsGroup::kSettings, list);
+  } else if (words[1] == "replication") {
+    core_.collect_stats(core::StatsGroup::kReplication, list);
   } else if (words[1] == "reset") {
     core_.reset_stats();
     return reply(out, "RESET");

@@ -62,4 +62,9 @@ AddressOwnership address_ownership(const std::string& address, std::string* erro
   return ownership;
 }
 
+bool is_numeric_address(const std::string& address) {
+  Parsed parsed;
+  return parse(address, &parsed);
+}
+
 }  // namespace lockcached::replication

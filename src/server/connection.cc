@@ -34,11 +34,13 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
     : worker_(worker),
       fd_(fd),
       kind_(kind),
-      core_(worker.state().store, worker.stats(), worker.stats_source(), id) {
+      core_(worker.state().store, worker.stats(), worker.stats_source(), id,
+            &worker.state().read_only) {
   last_read_ms_ = worker_.reactor().now_ms();
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
-        worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); }});
+        worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); },
+        &worker_.state().read_only});
   }
   interest_ = EPOLLIN;
   LOCKCACHED_VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")

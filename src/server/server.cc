@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include <glog/logging.h>
@@ -20,6 +21,12 @@ std::string seconds_text(const timeval& tv) {
   std::snprintf(text, sizeof text, "%ld.%06ld", static_cast<long>(tv.tv_sec),
                 static_cast<long>(tv.tv_usec));
   return text;
+}
+
+uint64_t unix_micros() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+      duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
 }
 
 std::string join(const std::vector<std::string>& parts) {
@@ -50,6 +57,7 @@ bool Server::start(std::string* error) {
     lock_port_ = settings.lock_port == kAnyFreePort ? 0 : static_cast<uint16_t>(settings.lock_port);
     if (!listen(PortKind::kLockService, &lock_port_, error)) return false;
   }
+  if (!settings.virtual_ip.empty() && !start_replication(error)) return false;
   for (auto& worker : workers_)
     worker->start();
   crawler_.start();
@@ -77,7 +85,38 @@ bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
   return true;
 }
 
+bool Server::start_replication(std::string* error) {
+  const Settings& settings = state_.settings;
+  replication::NodeSettings node_settings;
+  node_settings.virtual_ip = settings.virtual_ip;
+  node_settings.repl_port = settings.repl_port;
+  node_settings.buffer_limit = settings.repl_buffer_size;
+  node_settings.timeout_ms = int64_t{settings.repl_timeout_seconds} * 1000;
+  replication::Node::Hooks hooks;
+  hooks.demoted = [this] { close_client_connections(); };
+  // The old master's tokens started at its own start time in microseconds
+  // and grew by one per grant: far slower than the clock. Tokens from the
+  // moment of promotion on are greater, with clocks in sync (NTP), as for a
+  // restart (docs/lock-service.md, "Fencing tokens").
+  hooks.promoted = [this] { state_.lock_service.raise_token_floor(unix_micros()); };
+  replication_ = std::make_unique<replication::Node>(node_settings, state_.store, state_.read_only,
+                                                     std::move(hooks));
+  if (!replication_->start(error)) {
+    *error = "--virtual_ip: " + *error;
+    return false;
+  }
+  return true;
+}
+
+void Server::close_client_connections() {
+  for (auto& worker : workers_) {
+    Worker* raw = worker.get();
+    raw->reactor().post([raw] { raw->close_connections(); });
+  }
+}
+
 void Server::stop() {
+  if (replication_) replication_->stop();
   governor_.stop();
   crawler_.stop();
   for (auto& worker : workers_)
@@ -110,10 +149,54 @@ void Server::reset() {
 }
 
 void Server::collect(core::StatsGroup group, core::StatList& out) const {
-  if (group == core::StatsGroup::kSettings) {
-    collect_settings(out);
-  } else {
-    collect_general(out);
+  switch (group) {
+    case core::StatsGroup::kSettings:
+      return collect_settings(out);
+    case core::StatsGroup::kReplication:
+      return collect_replication(out);
+    case core::StatsGroup::kGeneral:
+      return collect_general(out);
+  }
+}
+
+// `stats replication`: the role, then per replica (a master's) or the link
+// (a replica's), named as memcached names per-class stats ("items:1:...").
+void Server::collect_replication(core::StatList& out) const {
+  if (!replication_) {
+    out.emplace_back("role", "none");
+    return;
+  }
+  replication::NodeStatus status = replication_->status();
+  const replication::NodeSettings& settings = replication_->settings();
+  auto add = [&out](std::string name, uint64_t value) {
+    out.emplace_back(std::move(name), std::to_string(value));
+  };
+  out.emplace_back("role", status.role == replication::Role::kMaster ? "master" : "replica");
+  out.emplace_back("state", status.state);
+  out.emplace_back("virtual_ip", settings.virtual_ip);
+  out.emplace_back("repl_port", std::to_string(settings.repl_port));
+  add("promotions", status.promotions);
+  add("demotions", status.demotions);
+  add("resyncs", status.resyncs);
+  add("replicas_dropped", status.replicas_dropped);
+  if (status.role == replication::Role::kReplica) {
+    out.emplace_back("master", settings.virtual_ip + ":" + std::to_string(settings.repl_port));
+    add("bytes_applied", status.link.bytes_applied);
+    add("frames_applied", status.link.frames_applied);
+    return;
+  }
+  add("replicas", status.replicas.size());
+  for (size_t i = 0; i < status.replicas.size(); ++i) {
+    const replication::FollowerStatus& replica = status.replicas[i];
+    std::string prefix = "replica:" + std::to_string(i) + ":";
+    out.emplace_back(prefix + "address", replica.address);
+    out.emplace_back(prefix + "state", replica.syncing ? "snapshot" : "streaming");
+    add(prefix + "snapshot_items", replica.snapshot_items);
+    add(prefix + "bytes_sent", replica.bytes_sent);
+    add(prefix + "bytes_acked", replica.bytes_acked);
+    add(prefix + "lag_bytes", replica.bytes_sent + replica.bytes_pending - replica.bytes_acked);
+    add(prefix + "connected_seconds", static_cast<uint64_t>(replica.connected_ms / 1000));
+    add(prefix + "silent_ms", static_cast<uint64_t>(replica.silent_ms));
   }
 }
 
@@ -158,6 +241,12 @@ void Server::collect_general(core::StatList& out) const {
   add("evicted_unfetched", store.evicted_unfetched);
   add("crawler_reclaimed", store.crawler_reclaimed);
   add("curr_locks", store.locked_items);
+  if (replication_) {
+    replication::NodeStatus status = replication_->status();
+    add("replication_role", std::string(status.role == replication::Role::kMaster ? "master"
+                                                                                  : "replica"));
+    add("replication_replicas", status.replicas.size());
+  }
 }
 
 void Server::collect_settings(core::StatList& out) const {
@@ -178,6 +267,10 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("idle_timeout",
                    std::to_string(state_.idle_timeout_seconds.load(std::memory_order_relaxed)));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
+  out.emplace_back("virtual_ip", settings.virtual_ip);
+  out.emplace_back("repl_port", std::to_string(settings.repl_port));
+  out.emplace_back("repl_buffer_size", std::to_string(settings.repl_buffer_size));
+  out.emplace_back("repl_timeout", std::to_string(settings.repl_timeout_seconds));
 }
 
 }  // namespace lockcached::server

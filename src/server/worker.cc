@@ -145,11 +145,15 @@ void Worker::free_retired() {
   retired_.clear();
 }
 
-void Worker::shut_down() {
-  listeners_.clear();
+void Worker::close_connections() {
   for (Connection* connection : connections_)
     connection->close();
   free_retired();
+}
+
+void Worker::shut_down() {
+  listeners_.clear();
+  close_connections();
 }
 
 }  // namespace lockcached::server

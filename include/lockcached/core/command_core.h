@@ -2,6 +2,7 @@
 // store, with the statistics bookkeeping done once for all protocols.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,11 +16,18 @@ namespace lockcached::core {
 
 class CommandCore {
  public:
+  // `read_only`, when given, is true while this server is a replica
+  // (replication::Node sets it): the protocols then refuse every write.
   CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
-              store::OwnerId owner)
-      : store_(store), stats_(stats), stats_source_(stats_source), owner_(owner) {}
+              store::OwnerId owner, const std::atomic<bool>* read_only = nullptr)
+      : store_(store),
+        stats_(stats),
+        stats_source_(stats_source),
+        owner_(owner),
+        read_only_(read_only) {}
 
   store::OwnerId owner() const { return owner_; }
+  bool read_only() const { return read_only_ && read_only_->load(std::memory_order_relaxed); }
   ThreadStats& thread_stats() { return stats_; }
   size_t max_item_size() const { return store_.max_item_size(); }
   // A client's exptime in server time (memcached rules, see store::to_rel_time).
@@ -92,6 +100,7 @@ class CommandCore {
   ThreadStats& stats_;
   StatsSource& stats_source_;
   const store::OwnerId owner_;
+  const std::atomic<bool>* const read_only_;
   // Keys this connection has locked. A key may linger after its item was
   // deleted or replaced by the holder; unlocking it then is a harmless miss.
   std::unordered_set<std::string> held_;

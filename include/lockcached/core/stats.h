@@ -68,7 +68,7 @@ void subtract(CounterValues& from, const CounterValues& baseline);
 
 using StatList = std::vector<std::pair<std::string, std::string>>;
 
-enum class StatsGroup { kGeneral, kSettings };
+enum class StatsGroup { kGeneral, kSettings, kReplication };
 
 // What `stats` reports; the server wires the process-wide numbers behind it.
 class StatsSource {

@@ -80,6 +80,7 @@ enum Status : uint16_t {
   kNotLocked = 0x11,
   kUnknownCommand = 0x81,
   kOutOfMemory = 0x82,
+  kTemporaryFailure = 0x86,  // a read-only replica refusing a write
 };
 
 struct Header {

@@ -8,6 +8,10 @@
 
 namespace lockcached::protocol {
 
+// Why a replica refuses a write (docs/high-availability.md): each protocol
+// puts it in its own error form.
+constexpr std::string_view kReadOnlyReason = "read-only replica: writes go to the master";
+
 class ProtocolHandler {
  public:
   virtual ~ProtocolHandler() = default;

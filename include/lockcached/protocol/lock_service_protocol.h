@@ -3,6 +3,7 @@
 // formats only; locks::LockService does the work.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +23,8 @@ struct LockServiceContext {
   OutputQueue& out;       // where replies to waits go when the wait ends
   // Called on the reactor thread once such a reply is queued.
   std::function<void()> on_async_reply;
+  // True while this server is a replica: only stats and quit are served.
+  const std::atomic<bool>* read_only = nullptr;
 };
 
 class LockServiceProtocol final : public ProtocolHandler {

@@ -67,6 +67,8 @@ class MetaCommands {
   static bool append_echo(const Words& words, size_t first, std::string_view key, bool base64,
                           std::string& line);
 
+  // Whether a replica must refuse this request (it would change the cache).
+  static bool writes_on_replica(const Words& words);
   void get(const Words& words, OutputQueue& out);
   DataBlock set(const Words& words, OutputQueue& out);
   void remove(const Words& words, OutputQueue& out);

@@ -36,6 +36,7 @@ class TextProtocol final : public ProtocolHandler {
   void execute(std::string_view line, OutputQueue& out);
   // Appends text and CRLF unless the command said noreply.
   void reply(OutputQueue& out, std::string_view text);
+  void refuse_on_replica(OutputQueue& out);
   void check_partial_line(std::string_view partial, OutputQueue& out);
 
   void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);

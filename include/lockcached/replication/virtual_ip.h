@@ -14,4 +14,8 @@ enum class AddressOwnership { kLocal, kRemote, kInvalid };
 // address, or the interfaces cannot be read (with *error set).
 AddressOwnership address_ownership(const std::string& address, std::string* error);
 
+// Whether `address` is a numeric IPv4 or IPv6 address (no name lookups: a
+// virtual IP must not depend on DNS).
+bool is_numeric_address(const std::string& address);
+
 }  // namespace lockcached::replication

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lockcached/core/stats.h"
+#include "lockcached/replication/node.h"
 #include "lockcached/server/server_state.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/store/crawler.h"
@@ -43,6 +44,12 @@ class Server final : public core::StatsSource {
 
  private:
   bool listen(PortKind kind, uint16_t* port, std::string* error);
+  // With --virtual_ip: takes the role the address gives before any client
+  // is served.
+  bool start_replication(std::string* error);
+  // A demoted master's clients go: posted to every worker.
+  void close_client_connections();
+  void collect_replication(core::StatList& out) const;
   core::CounterValues thread_counters() const;
   void collect_general(core::StatList& out) const;
   void collect_settings(core::StatList& out) const;
@@ -51,6 +58,7 @@ class Server final : public core::StatsSource {
   store::Crawler crawler_{state_.store};
   store::MemoryGovernor governor_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<replication::Node> replication_;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;
   mutable std::mutex baseline_mutex_;

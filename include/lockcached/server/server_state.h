@@ -40,6 +40,8 @@ struct ServerState {
   std::atomic<int> lock_connections{0};
   std::atomic<uint64_t> total_connections{0};
   std::atomic<uint64_t> rejected_connections{0};
+  // True while this node is a replica: the protocols refuse writes.
+  std::atomic<bool> read_only{false};
   // Connection ids double as lock owners: unique for the life of the process.
   std::atomic<uint64_t> next_connection_id{1};
 };

@@ -32,6 +32,11 @@ struct Settings {
   // Fencing tokens start above this; main sets the start time in
   // microseconds since the Unix epoch (docs/lock-service.md).
   uint64_t fencing_token_floor = 0;
+  // Replication (docs/high-availability.md); empty: none, a single server.
+  std::string virtual_ip;
+  uint16_t repl_port = 11213;
+  size_t repl_buffer_size = size_t{30} << 20;  // per replica, on the master
+  int repl_timeout_seconds = 10;
 };
 
 }  // namespace lockcached::server

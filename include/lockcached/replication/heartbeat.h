@@ -1,0 +1,33 @@
+// The replication stream's keep-alive, both ways. The master sends a binary
+// Noop once a tick; any memcached-compatible replica answers it, so the
+// master learns that the replica lives, and a replica that hears nothing
+// for a while knows that the master is gone (a dead machine sends no RST).
+// A lockcached replica also sends a Noop response of its own every tick,
+// with the count of stream bytes it has applied in the CAS field: the
+// master's measure of its lag.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lockcached::replication {
+
+void append_noop_request(std::string& out);
+void append_noop_response(uint64_t bytes_applied, std::string& out);
+
+// Reads what a replica sends back, cut anywhere: responses only.
+class ResponseReader {
+ public:
+  // False once the bytes are not responses: the replica must be dropped.
+  bool feed(std::string_view bytes);
+  // The largest count a Noop response carried; 0 when none did.
+  uint64_t bytes_applied() const { return bytes_applied_; }
+
+ private:
+  std::string pending_;
+  uint64_t bytes_applied_ = 0;
+};
+
+}  // namespace lockcached::replication

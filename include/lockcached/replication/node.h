@@ -1,0 +1,104 @@
+// One server's part in replication (yrmcds's model, docs/high-availability.md):
+// the node that holds the virtual IP is the master and streams every change
+// to the replicas that connect to it; the others are read-only replicas of
+// it. A thread of its own looks at the virtual IP once a tick and changes
+// role when the address moves.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockcached/net/reactor.h"
+#include "lockcached/replication/master.h"
+#include "lockcached/replication/replica_link.h"
+#include "lockcached/store/store.h"
+
+namespace lockcached::replication {
+
+struct NodeSettings {
+  std::string virtual_ip;
+  uint16_t repl_port = 11213;
+  size_t buffer_limit = size_t{30} << 20;  // per replica, on the master
+  // A peer silent this long is gone; a replica that lost its master waits
+  // as long for the virtual IP before it resyncs from whoever has it.
+  int64_t timeout_ms = 10000;
+  int64_t tick_ms = 1000;  // how often the virtual IP is looked at
+};
+
+enum class Role : uint8_t { kMaster, kReplica };
+
+struct NodeStatus {
+  Role role = Role::kReplica;
+  std::string state;  // "master", "connecting", "streaming", "waiting for the virtual IP"
+  LinkStatus link;    // a replica's
+  std::vector<FollowerStatus> replicas;  // a master's
+  uint64_t promotions = 0;
+  uint64_t demotions = 0;
+  uint64_t resyncs = 0;  // connections to a master, each starting from empty
+  uint64_t replicas_dropped = 0;
+};
+
+class Node {
+ public:
+  // What the server does when the role changes, on the replication thread.
+  struct Hooks {
+    // Closes every client connection (on demotion: their cache locks and
+    // sessions belonged to the master this node was).
+    std::function<void()> demoted;
+    std::function<void()> promoted;
+  };
+
+  // While a replica, *read_only is true: the protocols then refuse writes.
+  Node(NodeSettings settings, store::Store& store, std::atomic<bool>& read_only, Hooks hooks);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Takes the role the virtual IP gives now and starts the thread. False,
+  // with *error set, when the address cannot be checked.
+  bool start(std::string* error);
+  void stop();
+
+  // Thread-safe.
+  NodeStatus status() const;
+  const NodeSettings& settings() const { return settings_; }
+
+ private:
+  void schedule_tick();
+  void tick();
+  void promote();
+  void demote();
+  // A replica without a link: connects, unless it still waits to see
+  // whether the virtual IP comes here.
+  void keep_linked(int64_t now_ms);
+  bool open_master(std::string* error);
+  void retry_open_master();
+  void wake();
+
+  const NodeSettings settings_;
+  store::Store& store_;
+  std::atomic<bool>& read_only_;
+  const Hooks hooks_;
+  net::Reactor reactor_;
+  std::thread thread_;
+  std::atomic<bool> wake_posted_{false};
+
+  mutable std::mutex mutex_;  // what status() reads: everything below
+  Role role_ = Role::kReplica;
+  std::unique_ptr<Master> master_;
+  std::unique_ptr<ReplicaLink> link_;
+  bool link_was_streaming_ = false;
+  int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since
+  uint64_t promotions_ = 0;
+  uint64_t demotions_ = 0;
+  uint64_t resyncs_ = 0;
+  uint64_t dropped_before_ = 0;  // replicas dropped by earlier Master objects
+};
+
+}  // namespace lockcached::replication

@@ -1,0 +1,201 @@
+#include "lockcached/replication/node.h"
+
+#include <glog/logging.h>
+
+#include "lockcached/replication/virtual_ip.h"
+
+namespace lockcached::replication {
+
+Node::Node(NodeSettings settings, store::Store& store, std::atomic<bool>& read_only, Hooks hooks)
+    : settings_(std::move(settings)), store_(store), read_only_(read_only), hooks_(std::move(hooks)) {
+  reactor_.set_before_sleep([this] {
+    std::lock_guard lock(mutex_);
+    if (master_) master_->free_dropped();
+  });
+}
+
+Node::~Node() {
+  stop();
+}
+
+bool Node::start(std::string* error) {
+  AddressOwnership owner = address_ownership(settings_.virtual_ip, error);
+  if (owner == AddressOwnership::kInvalid) return false;
+  {
+    std::lock_guard lock(mutex_);
+    role_ = owner == AddressOwnership::kLocal ? Role::kMaster : Role::kReplica;
+  }
+  read_only_.store(role_ == Role::kReplica, std::memory_order_relaxed);
+  LOG(INFO) << "replication: virtual IP " << settings_.virtual_ip
+            << (role_ == Role::kMaster ? " is here: starting as master"
+                                       : " is elsewhere: starting as a replica");
+  if (role_ == Role::kMaster) {
+    // Before the server is ready: a replica started next finds the port open.
+    std::lock_guard lock(mutex_);
+    if (!open_master(error)) return false;
+  } else {
+    reactor_.post([this] { keep_linked(net::monotonic_ms()); });
+  }
+  schedule_tick();
+  thread_ = std::thread([this] {
+    reactor_.run();
+    std::lock_guard lock(mutex_);
+    master_.reset();
+    link_.reset();
+  });
+  return true;
+}
+
+void Node::stop() {
+  reactor_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Node::schedule_tick() {
+  reactor_.add_timer(settings_.tick_ms, [this] {
+    tick();
+    schedule_tick();
+  });
+}
+
+void Node::tick() {
+  std::string error;
+  AddressOwnership owner = address_ownership(settings_.virtual_ip, &error);
+  if (owner == AddressOwnership::kInvalid) {
+    LOG_EVERY_N(ERROR, 60) << "replication: cannot tell who holds the virtual IP: " << error;
+    return;
+  }
+  bool here = owner == AddressOwnership::kLocal;
+  if (role_ == Role::kMaster) {
+    if (!here) return demote();
+    std::lock_guard lock(mutex_);
+    if (!master_) {
+      retry_open_master();
+      return;
+    }
+    master_->heartbeat();
+    return;
+  }
+  if (here) return promote();
+  if (link_) link_->heartbeat();
+  keep_linked(net::monotonic_ms());
+}
+
+void Node::keep_linked(int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  if (link_ && !link_->ended()) {
+    link_was_streaming_ = link_was_streaming_ || link_->status().connected;
+    return;
+  }
+  if (link_) {
+    if (link_was_streaming_) {
+      // The master may be gone for good: if the virtual IP comes here
+      // soon, this node takes over with what it has (tick promotes it).
+      LOG(WARNING) << "replication: lost the master (" << link_->end_reason()
+                   << "); waiting up to " << settings_.timeout_ms
+                   << " ms for the virtual IP to move";
+      lost_master_ms_ = now_ms;
+    } else {
+      LOG_EVERY_N(WARNING, 30) << "replication: no master at " << settings_.virtual_ip << ":"
+                               << settings_.repl_port << " (" << link_->end_reason()
+                               << "); retrying every tick";
+    }
+    link_.reset();
+    link_was_streaming_ = false;
+  }
+  if (lost_master_ms_ >= 0) {
+    if (now_ms - lost_master_ms_ < settings_.timeout_ms) return;
+    LOG(WARNING) << "replication: the virtual IP went elsewhere; dropping this node's data "
+                    "to resync from the new master";
+    lost_master_ms_ = -1;
+    store_.flush_all(0);
+  }
+  LinkSettings link_settings{settings_.virtual_ip, settings_.repl_port, settings_.timeout_ms};
+  link_ = std::make_unique<ReplicaLink>(reactor_, store_, link_settings);
+  if (link_->start()) ++resyncs_;
+}
+
+void Node::promote() {
+  std::lock_guard lock(mutex_);
+  LOG(WARNING) << "replication: the virtual IP " << settings_.virtual_ip
+               << " is here now: promoting this replica to master";
+  link_.reset();
+  link_was_streaming_ = false;
+  lost_master_ms_ = -1;
+  role_ = Role::kMaster;
+  ++promotions_;
+  hooks_.promoted();
+  read_only_.store(false, std::memory_order_relaxed);
+  retry_open_master();
+}
+
+void Node::demote() {
+  {
+    std::lock_guard lock(mutex_);
+    LOG(WARNING) << "replication: lost the virtual IP " << settings_.virtual_ip
+                 << ": this master becomes a replica and resyncs";
+    read_only_.store(true, std::memory_order_relaxed);
+    if (master_) dropped_before_ += master_->dropped_total();
+    master_.reset();
+    role_ = Role::kReplica;
+    ++demotions_;
+  }
+  // Its clients' cache locks and lock-service sessions belonged to the
+  // master this node was; they must find the new one.
+  hooks_.demoted();
+  keep_linked(net::monotonic_ms());
+}
+
+// With mutex_ held.
+bool Node::open_master(std::string* error) {
+  MasterSettings master_settings{settings_.virtual_ip, settings_.repl_port,
+                                 settings_.buffer_limit, settings_.timeout_ms};
+  auto master = std::make_unique<Master>(reactor_, store_, master_settings, [this] { wake(); });
+  if (!master->listen(error)) return false;
+  master_ = std::move(master);
+  return true;
+}
+
+// With mutex_ held. A promoted node whose listener cannot open (the port is
+// taken) serves as master all the same and tries again at the next tick.
+void Node::retry_open_master() {
+  std::string error;
+  if (!open_master(&error)) {
+    LOG_EVERY_N(ERROR, 30) << "replication: cannot listen for replicas: " << error;
+  }
+}
+
+// From any thread, under a shard lock: one posted pump at a time.
+void Node::wake() {
+  if (wake_posted_.exchange(true, std::memory_order_acq_rel)) return;
+  reactor_.post([this] {
+    wake_posted_.store(false, std::memory_order_release);
+    std::lock_guard lock(mutex_);
+    if (master_) master_->pump_all();
+  });
+}
+
+NodeStatus Node::status() const {
+  std::lock_guard lock(mutex_);
+  NodeStatus status;
+  status.role = role_;
+  status.promotions = promotions_;
+  status.demotions = demotions_;
+  status.resyncs = resyncs_;
+  status.replicas_dropped = dropped_before_;
+  if (role_ == Role::kMaster) {
+    status.state = "master";
+    if (master_) {
+      status.replicas = master_->followers();
+      status.replicas_dropped += master_->dropped_total();
+    }
+  } else if (link_ && !link_->ended()) {
+    status.link = link_->status();
+    status.state = status.link.connected ? "streaming" : "connecting";
+  } else {
+    status.state = lost_master_ms_ >= 0 ? "waiting for the virtual IP" : "connecting";
+  }
+  return status;
+}
+
+}  // namespace lockcached::replication
