@@ -149,6 +149,18 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
   expect_configuration_error({"-p", "0", "--daemonize=maybe"}, "bad value 'maybe' for --daemonize");
 }
 
+// A virtual IP is an address, never a name: DNS must not decide who is master.
+TEST(ConfigurationE2e, ReplicationFlagsAreChecked) {
+  expect_configuration_error({"--port=0", "--virtual_ip=lockcached.example"},
+                             "--virtual_ip: must be a numeric IPv4 or IPv6 address: "
+                             "lockcached.example (command line)");
+  expect_configuration_error({"--port=0", "--repl_port=0"}, "--repl_port: must be 1..65535");
+  expect_configuration_error({"--port=0", "--repl_timeout=1"}, "--repl_timeout: must be 2..3600");
+  expect_configuration_error(
+      {"--port=0", "--virtual_ip=192.0.2.100", "--max_item_size=16777216"},
+      "--repl_buffer_size: must hold at least 4 x --max_item_size with --virtual_ip");
+}
+
 TEST(ConfigurationE2e, AMissingFlagfileStopsTheStart) {
   expect_configuration_error({"--flagfile=/nonexistent/lockcached.conf"},
                              "cannot read flagfile /nonexistent/lockcached.conf (command line): "

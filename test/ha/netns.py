@@ -97,6 +97,10 @@ class Cluster:
 
     def add_address(self, node, address):
         _ip("addr", "add", "%s/%d" % (address, PREFIX), "dev", "eth0", netns=self.names[node])
+        # What keepalived's gratuitous ARP does: the others forget which
+        # machine had the address, or they keep sending to the old one.
+        for name in self.names:
+            _ip("neigh", "flush", "all", netns=name, check=False)
 
     def remove_address(self, node, address):
         _ip("addr", "del", "%s/%d" % (address, PREFIX), "dev", "eth0", netns=self.names[node])

@@ -1,0 +1,25 @@
+# High availability: replication between real lockcached processes in
+# network namespaces (test/ha/netns.py: TEST-NET-1 addresses on a private
+# bridge, no route out), the virtual IP moved by hand
+# (test/ha/replication_test.py), and the harness's own keepalived check
+# (test/ha/netns_selftest.py). Needs root, iproute2 and keepalived; takes
+# under a minute.
+missing=()
+for package in iproute2 keepalived; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
+    missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  # keepalived's package enables a service that starts only with a
+  # /etc/keepalived/keepalived.conf; the tests run their own daemons.
+  apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Stage 10 builds build/lockcached; build just the server if it is missing.
+if [ ! -x build/lockcached ]; then
+  cmake -S . -B build -DLOCKCACHED_WERROR=ON
+  cmake --build build -j2 --target lockcached
+fi
+
+python3 test/ha/netns_selftest.py
+LOCKCACHED_BINARY=build/lockcached python3 -W error::ResourceWarning test/ha/replication_test.py
