@@ -46,6 +46,9 @@ install(FILES etc/lockcached.logrotate
 file(GLOB LOCKCACHED_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES README.md LICENSE ${LOCKCACHED_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+# A start for keepalived on each node of a cluster (docs/high-availability.md);
+# an example, never installed where keepalived would read it unasked.
+install(FILES etc/keepalived.conf DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 include(cmake/manpages.cmake)
 
 # The Debian changelog (cmake/debian/changelog) is where the package's

@@ -1,9 +1,10 @@
 # High availability: replication between real lockcached processes in
 # network namespaces (test/ha/netns.py: TEST-NET-1 addresses on a private
-# bridge, no route out), the virtual IP moved by hand
-# (test/ha/replication_test.py), and the harness's own keepalived check
-# (test/ha/netns_selftest.py). Needs root, iproute2 and keepalived; takes
-# under a minute.
+# bridge, no route out): the harness's own keepalived check
+# (test/ha/netns_selftest.py), the virtual IP moved by hand
+# (test/ha/replication_test.py), and a master killed with SIGKILL under
+# real keepalived running etc/keepalived.conf (test/ha/failover_test.py).
+# Needs root, iproute2 and keepalived; takes under a minute.
 missing=()
 for package in iproute2 keepalived; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
@@ -15,11 +16,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Stage 10 builds build/lockcached; build just the server if it is missing.
-if [ ! -x build/lockcached ]; then
+# Stage 10 builds build/lockcached; build what is missing.
+if [ ! -x build/lockcached ] || [ ! -x build/src/cli/lockcached-cli ]; then
   cmake -S . -B build -DLOCKCACHED_WERROR=ON
-  cmake --build build -j2 --target lockcached
+  cmake --build build -j2 --target lockcached lockcached-cli
 fi
 
 python3 test/ha/netns_selftest.py
-LOCKCACHED_BINARY=build/lockcached python3 -W error::ResourceWarning test/ha/replication_test.py
+export LOCKCACHED_BINARY=build/lockcached LOCKCACHED_CLI=build/src/cli/lockcached-cli
+python3 -W error::ResourceWarning test/ha/replication_test.py
+python3 -W error::ResourceWarning test/ha/failover_test.py
