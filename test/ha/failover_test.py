@@ -13,9 +13,7 @@ lost); CI runs it in test/ci/25-high-availability.sh.
 
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -56,34 +54,25 @@ def keepalived_config(cluster, node, priority):
     return config
 
 
-class Writer(threading.Thread):
-    """Sets key:0, key:1, ... through the virtual IP as fast as the master
-    answers, reconnecting whenever the connection fails; remembers which
-    writes were acknowledged and when the first one after `mark` was."""
+class VipClient(threading.Thread):
+    """A client in the client node that repeats step() through the virtual
+    IP until stopped, connecting again whenever the connection fails (as
+    an application would across a failover)."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, port):
         super().__init__(daemon=True)
         self.cluster = cluster
+        self.port = port
         self.stop = threading.Event()
-        self.acked = []
-        self.ack_times = []
-        self.refused = 0
 
     def run(self):
         c = None
-        i = 0
         while not self.stop.is_set():
             try:
                 if c is None:
-                    c = haclient.client(self.cluster, CLIENT_NODE, self.cluster.vip)
+                    c = haclient.client(self.cluster, CLIENT_NODE, self.cluster.vip, self.port)
                     c.sock.settimeout(2)
-                reply = c.set("key:%d" % i, str(i))
-                if reply == "STORED":
-                    self.acked.append(i)
-                    self.ack_times.append(time.monotonic())
-                else:
-                    self.refused += 1
-                i += 1
+                self.step(c)
             except OSError:
                 if c is not None:
                     c.close()
@@ -91,56 +80,52 @@ class Writer(threading.Thread):
                 time.sleep(0.05)
         if c is not None:
             c.close()
+
+    def finish(self):
+        self.stop.set()
+        self.join()
+
+
+class Writer(VipClient):
+    """Sets key:0, key:1, ... as fast as the master answers; remembers which
+    writes were acknowledged, and when."""
+
+    def __init__(self, cluster):
+        super().__init__(cluster, haclient.CACHE_PORT)
+        self.next = 0
+        self.acked = []
+        self.ack_times = []
+
+    def step(self, c):
+        i = self.next
+        self.next += 1
+        if c.set("key:%d" % i, str(i)) == "STORED":
+            self.acked.append(i)
+            self.ack_times.append(time.monotonic())
 
     def first_ack_after(self, moment):
         return next((t for t in self.ack_times if t > moment), None)
 
 
-class LockTaker(threading.Thread):
-    """Takes and releases one named lock through the virtual IP in a loop,
-    keeping every fencing token it was granted."""
+class LockTaker(VipClient):
+    """Takes and releases one named lock in a loop, keeping every fencing
+    token it was granted."""
 
     def __init__(self, cluster):
-        super().__init__(daemon=True)
-        self.cluster = cluster
-        self.stop = threading.Event()
+        super().__init__(cluster, haclient.LOCK_PORT)
         self.tokens = []
 
-    def run(self):
-        c = None
-        while not self.stop.is_set():
-            try:
-                if c is None:
-                    c = haclient.client(self.cluster, CLIENT_NODE, self.cluster.vip,
-                                        haclient.LOCK_PORT)
-                    c.sock.settimeout(2)
-                reply = c.call("lock failover-test")
-                if reply.startswith("200 Acquired "):
-                    self.tokens.append(int(reply.split()[2]))
-                    c.call("unlock failover-test")
-            except OSError:
-                if c is not None:
-                    c.close()
-                c = None
-                time.sleep(0.05)
-        if c is not None:
-            c.close()
+    def step(self, c):
+        reply = c.call("lock failover-test")
+        if reply.startswith("200 Acquired "):
+            self.tokens.append(int(reply.split()[2]))
+            c.call("unlock failover-test")
 
 
-class KeepalivedFailover(unittest.TestCase):
-    def setUp(self):
-        log_root = os.environ.get("HA_LOG_DIR")
-        if log_root:
-            os.makedirs(log_root, exist_ok=True)
-        self.work = tempfile.mkdtemp(dir=log_root, prefix=self.id() + ".")
-        self.cluster = netns.Cluster(SERVERS + 1).__enter__()
-        self.servers = haclient.Servers(self.cluster, BINARY, self.work, ["--listen=0.0.0.0"])
-
-    def tearDown(self):
-        self.servers.close()
-        self.cluster.close()
-        if not os.environ.get("HA_LOG_DIR"):
-            shutil.rmtree(self.work)
+class KeepalivedFailover(haclient.ClusterTest):
+    NODES = SERVERS + 1
+    BINARY = BINARY
+    FLAGS = ["--listen=0.0.0.0"]
 
     def start_keepalived(self, node):
         config = os.path.join(self.work, "keepalived%d.conf" % node)
@@ -186,10 +171,8 @@ class KeepalivedFailover(unittest.TestCase):
         failover_seconds = writer.first_ack_after(killed_at) - killed_at
         acked_before = len(writer.acked)
         eventually(lambda: len(writer.acked) > acked_before + 200, 10, "writes go on")
-        writer.stop.set()
-        locker.stop.set()
-        writer.join()
-        locker.join()
+        writer.finish()
+        locker.finish()
 
         holders = self.cluster.holders(self.cluster.vip)
         self.assertEqual(len(holders), 1, "exactly one node holds the virtual IP")

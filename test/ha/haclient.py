@@ -9,10 +9,15 @@ nothing routed out of the namespaces.
 
 import ctypes
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+import unittest
+
+import netns
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -186,3 +191,27 @@ def eventually(condition, timeout, what):
         if time.monotonic() > deadline:
             raise AssertionError("not within %.0f s: %s" % (timeout, what))
         time.sleep(0.05)
+
+
+class ClusterTest(unittest.TestCase):
+    """A fresh cluster of NODES namespaces per test, lockcached (BINARY, with
+    FLAGS beside the common ones) started in them as the test asks. The
+    servers' logs stay in $HA_LOG_DIR when it is set."""
+
+    NODES = 2
+    BINARY = None
+    FLAGS = []
+
+    def setUp(self):
+        log_root = os.environ.get("HA_LOG_DIR")
+        if log_root:
+            os.makedirs(log_root, exist_ok=True)
+        self.work = tempfile.mkdtemp(dir=log_root, prefix=self.id() + ".")
+        self.cluster = netns.Cluster(self.NODES).__enter__()
+        self.servers = Servers(self.cluster, self.BINARY, self.work, self.FLAGS)
+
+    def tearDown(self):
+        self.servers.close()
+        self.cluster.close()
+        if not os.environ.get("HA_LOG_DIR"):
+            shutil.rmtree(self.work)

@@ -8,16 +8,13 @@ CI runs it in test/ci/25-high-availability.sh.
 """
 
 import os
-import shutil
 import socket
 import struct
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import haclient  # noqa: E402
-import netns  # noqa: E402
 from haclient import eventually  # noqa: E402
 
 BINARY = os.path.abspath(os.environ.get("LOCKCACHED_BINARY", "build/lockcached"))
@@ -36,23 +33,9 @@ def items(servers, node):
         c.close()
 
 
-class ClusterTest(unittest.TestCase):
+class ClusterTest(haclient.ClusterTest):
     NODES = 2
-
-    def setUp(self):
-        # The servers' logs stay in $HA_LOG_DIR when it is set.
-        log_root = os.environ.get("HA_LOG_DIR")
-        if log_root:
-            os.makedirs(log_root, exist_ok=True)
-        self.work = tempfile.mkdtemp(dir=log_root, prefix=self.id() + ".")
-        self.cluster = netns.Cluster(self.NODES).__enter__()
-        self.servers = haclient.Servers(self.cluster, BINARY, self.work)
-
-    def tearDown(self):
-        self.servers.close()
-        self.cluster.close()
-        if not os.environ.get("HA_LOG_DIR"):
-            shutil.rmtree(self.work)
+    BINARY = BINARY
 
     def vip_client(self, from_node):
         return self.servers.vip_client(from_node)
