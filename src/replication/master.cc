@@ -72,7 +72,6 @@ class Master::Follower final : public net::EventHandler {
         snapshot_(master.store_, buffer_),
         connected_ms_(net::monotonic_ms()),
         heard_ms_(connected_ms_) {
-    buffer_.set_wake(master.wake_);
   }
   ~Follower() override { close_socket(); }
 
@@ -199,12 +198,10 @@ class Master::Follower final : public net::EventHandler {
   std::atomic<size_t> queued_{0};
 };
 
-Master::Master(net::Reactor& reactor, store::Store& store, MasterSettings settings,
-               std::function<void()> wake)
+Master::Master(net::Reactor& reactor, store::Store& store, MasterSettings settings)
     : reactor_(reactor),
       store_(store),
       settings_(std::move(settings)),
-      wake_(std::move(wake)),
       // A piece must fit in a buffer with room to spare, even of the
       // largest items: at most a quarter of it.
       piece_items_(std::clamp<size_t>(settings_.buffer_limit / 4 / store.max_item_size(), 1,

@@ -4,22 +4,14 @@ namespace lockcached::replication {
 
 template <typename Append>
 void ReplicaBuffer::add(size_t size, Append&& append) {
-  bool was_empty;
-  {
-    std::lock_guard lock(mutex_);
-    if (overflowed_) return;
-    if (bytes_.size() + size > limit_) {
-      overflowed_ = true;
-      std::string().swap(bytes_);  // the replica starts over: free the memory now
-      was_empty = true;            // the sender must learn of it
-    } else {
-      was_empty = bytes_.empty();
-      append(bytes_);
-    }
+  std::lock_guard lock(mutex_);
+  if (overflowed_) return;
+  if (bytes_.size() + size > limit_) {
+    overflowed_ = true;
+    std::string().swap(bytes_);  // the replica starts over: free the memory now
+    return;
   }
-  // Only the first bytes after a take() wake the sender: while it has not
-  // come for them, more changes just add to the buffer.
-  if (was_empty && wake_) wake_();
+  append(bytes_);
 }
 
 void ReplicaBuffer::on_store(const store::Item& item) {

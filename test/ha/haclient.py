@@ -134,10 +134,12 @@ class Servers:
             c.close()
         self.clients.clear()
 
-    def start(self, node):
+    def start(self, node, prefix=()):
+        """Starts lockcached in `node` (behind `prefix`, e.g. taskset, which
+        must exec it) and waits until it accepts connections."""
         log_path = os.path.join(self.log_dir, "node%d.log" % node)
         with open(log_path, "ab") as log:  # the child keeps its own descriptor
-            self.processes[node] = self.cluster.run(node, [self.binary] + self.flags,
+            self.processes[node] = self.cluster.run(node, list(prefix) + [self.binary] + self.flags,
                                                     stdout=log, stderr=subprocess.STDOUT)
         address = self.cluster.addresses[node]
         deadline = time.monotonic() + 10

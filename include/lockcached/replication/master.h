@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,10 +37,7 @@ struct MasterSettings {
 
 class Master {
  public:
-  // `wake` is called from any thread, under a shard lock, when a replica's
-  // buffer gets bytes: it must soon make pump_all() run on this reactor.
-  Master(net::Reactor& reactor, store::Store& store, MasterSettings settings,
-         std::function<void()> wake);
+  Master(net::Reactor& reactor, store::Store& store, MasterSettings settings);
   // Closes every replica's connection and takes the store's listener away.
   ~Master();
   Master(const Master&) = delete;
@@ -52,7 +48,8 @@ class Master {
   // Once a tick (about a second): a Noop to each replica, which answers it,
   // and away with those that said nothing for too long.
   void heartbeat();
-  // Sends what waits for any replica; the buffers' wake-up lands here.
+  // Sends what waits for any replica. The owner calls it every millisecond
+  // (Node::kSendIntervalMs) rather than being woken by each change.
   void pump_all();
   // Frees replicas dropped since the last call (never while one of their
   // own callbacks runs).
@@ -76,7 +73,6 @@ class Master {
   net::Reactor& reactor_;
   store::Store& store_;
   const MasterSettings settings_;
-  const std::function<void()> wake_;
   const size_t piece_items_;  // items per snapshot piece
   int listen_fd_ = -1;
   std::unique_ptr<Acceptor> acceptor_;

@@ -71,6 +71,8 @@ class Node {
 
  private:
   void schedule_tick();
+  void schedule_send();
+  static constexpr int64_t kSendIntervalMs = 1;
   void tick();
   void promote();
   void demote();
@@ -79,7 +81,6 @@ class Node {
   void keep_linked(int64_t now_ms);
   bool open_master(std::string* error);
   void retry_open_master();
-  void wake();
 
   const NodeSettings settings_;
   store::Store& store_;
@@ -87,7 +88,6 @@ class Node {
   const Hooks hooks_;
   net::Reactor reactor_;
   std::thread thread_;
-  std::atomic<bool> wake_posted_{false};
 
   mutable std::mutex mutex_;  // what status() reads: everything below
   Role role_ = Role::kReplica;

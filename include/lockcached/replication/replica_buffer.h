@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -28,11 +27,6 @@ class ReplicaBuffer final : public store::ChangeListener {
   // says so; the replica must resync.
   ReplicaBuffer(const store::Clock& clock, size_t limit) : encoder_(clock), limit_(limit) {}
 
-  // Called when bytes arrive in an empty buffer (from the changing thread,
-  // under its shard lock, so it must be short: the server posts a wake-up
-  // to the thread that sends). Set it before the buffer gets any change.
-  void set_wake(std::function<void()> wake) { wake_ = std::move(wake); }
-
   void on_store(const store::Item& item) override;
   void on_delete(std::string_view key) override;
   void on_flush(store::RelTime moment) override;
@@ -50,7 +44,6 @@ class ReplicaBuffer final : public store::ChangeListener {
 
   const Encoder encoder_;
   const size_t limit_;
-  std::function<void()> wake_;
   mutable std::mutex mutex_;  // taken under a shard lock, never the reverse
   std::string bytes_;
   bool overflowed_ = false;
