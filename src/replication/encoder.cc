@@ -22,21 +22,23 @@ void append_u32(uint32_t value, std::string& out) {
 
 // magic, opcode, key length, extras length, data type (0: raw), vbucket,
 // total body length, opaque, CAS.
-void Encoder::append_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
-                            size_t body_length, std::string& out) {
-  out.push_back(static_cast<char>(wire::kRequestMagic));
+void wire::append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
+                                 size_t body_length, std::string& out, uint64_t cas) {
+  out.push_back(static_cast<char>(kRequestMagic));
   out.push_back(static_cast<char>(opcode));
   append_u16(static_cast<uint16_t>(key_length), out);
   out.push_back(static_cast<char>(extras_length));
   out.append(3, '\0');  // data type, vbucket
   append_u32(static_cast<uint32_t>(body_length), out);
-  out.append(12, '\0');  // opaque, CAS
+  out.append(4, '\0');  // opaque
+  uint64_t big_cas = htobe64(cas);
+  out.append(reinterpret_cast<const char*>(&big_cas), sizeof big_cas);
 }
 
 void Encoder::append_set(const store::Item& item, std::string& out) const {
   out.reserve(out.size() + set_size(item));
-  append_header(wire::kSetQ, item.key_len, wire::kSetExtras,
-                wire::kSetExtras + item.key_len + item.value_len, out);
+  wire::append_request_header(wire::kSetQ, item.key_len, wire::kSetExtras,
+                              wire::kSetExtras + item.key_len + item.value_len, out);
   append_u32(item.flags, out);
   append_u32(wire_time(item.exptime), out);
   out.append(item.key());
@@ -44,12 +46,12 @@ void Encoder::append_set(const store::Item& item, std::string& out) const {
 }
 
 void Encoder::append_delete(std::string_view key, std::string& out) const {
-  append_header(wire::kDeleteQ, key.size(), 0, key.size(), out);
+  wire::append_request_header(wire::kDeleteQ, key.size(), 0, key.size(), out);
   out.append(key);
 }
 
 void Encoder::append_flush(store::RelTime moment, std::string& out) const {
-  append_header(wire::kFlushQ, 0, wire::kFlushExtras, wire::kFlushExtras, out);
+  wire::append_request_header(wire::kFlushQ, 0, wire::kFlushExtras, wire::kFlushExtras, out);
   append_u32(wire_time(moment), out);
 }
 

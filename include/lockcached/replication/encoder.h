@@ -21,6 +21,12 @@ namespace wire {
 using namespace protocol::binary;
 constexpr uint8_t kSetExtras = 8;    // flags, exptime
 constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
+
+// Appends a request header: data type raw, vbucket and opaque 0. `cas` is 0
+// in every frame of the stream (a replica assigns its own); only the
+// replica's ack (lock_stream.h) carries a number there.
+void append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
+                           size_t body_length, std::string& out, uint64_t cas = 0);
 }  // namespace wire
 
 // Appends frames to a byte string. Opaque and CAS are 0: a CAS in a SetQ
@@ -48,9 +54,6 @@ class Encoder {
   }
 
  private:
-  static void append_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
-                            size_t body_length, std::string& out);
-
   const store::Clock& clock_;
 };
 
