@@ -1,5 +1,6 @@
 #include "lockcached/locks/lock_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
@@ -52,6 +53,7 @@ std::shared_ptr<Session> LockService::create_session() {
   } while (sessions_.count(id) != 0);
   auto session = std::make_shared<Session>(id);
   sessions_.emplace(id, session);
+  if (LockChangeListener* listener = this->listener()) listener->on_session(id, session->grace_ms);
   return session;
 }
 
@@ -71,7 +73,8 @@ std::shared_ptr<Session> LockService::resume_session(std::string_view id) {
 
 void LockService::discard_session(const std::shared_ptr<Session>& session) {
   std::lock_guard lock(sessions_mutex_);
-  sessions_.erase(session->id);
+  if (sessions_.erase(session->id) == 0) return;
+  if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
 }
 
 int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* detachment) {
@@ -107,10 +110,25 @@ void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detac
     if (session->attached || session->detachments != detachment) return;  // resumed
     ++session->detachments;  // expired once: a repeated call finds nothing to do
     sessions_.erase(session->id);
+    if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
     --in_grace_;
     leave_empty_in_grace(*session);
   }
   release_all(session);
+}
+
+// Under sessions_mutex_ like every change of the registry, so that its
+// report is ordered against the session's creation and end.
+void LockService::set_grace(const std::shared_ptr<Session>& session, int64_t grace_ms) {
+  std::lock_guard lock(sessions_mutex_);
+  std::lock_guard session_lock(session->mutex);
+  session->grace_ms = grace_ms;
+  LockChangeListener* listener = this->listener();
+  if (!listener) return;
+  // An ended session must stay ended on a replica.
+  auto found = sessions_.find(session->id);
+  if (found != sessions_.end() && found->second == session)
+    listener->on_session(session->id, grace_ms);
 }
 
 void LockService::leave_empty_in_grace(Session& session) {
@@ -121,14 +139,22 @@ void LockService::leave_empty_in_grace(Session& session) {
 
 void LockService::take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
                        bool was_waiting) {
-  entry.owner = session;
-  entry.token = next_token_.fetch_add(1, std::memory_order_relaxed) + 1;
-  entry.acquired_ms = now_ms();
   grants_.fetch_add(1, std::memory_order_relaxed);
+  hold(entry, session, name, next_token_.fetch_add(1, std::memory_order_relaxed) + 1, was_waiting);
+}
+
+void LockService::hold(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
+                       uint64_t token, bool was_waiting) {
+  entry.owner = session;
+  entry.token = token;
+  entry.acquired_ms = now_ms();
   held_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard session_lock(session->mutex);
-  session->held.emplace(name);
-  if (was_waiting) --session->waits;  // the wait became a lock: same count
+  {
+    std::lock_guard session_lock(session->mutex);
+    session->held.emplace(name);
+    if (was_waiting) --session->waits;  // the wait became a lock: same count
+  }
+  if (LockChangeListener* listener = this->listener()) listener->on_grant(name, session->id, token);
 }
 
 bool LockService::session_full(const Session& session) const {
@@ -235,6 +261,7 @@ bool LockService::release_locked(const std::shared_ptr<Session>& session, std::s
     std::lock_guard session_lock(session->mutex);
     session->held.erase(std::string(name));
   }
+  if (LockChangeListener* listener = this->listener()) listener->on_release(name, session->id);
   pass_on(shard, entry, grants);
   return true;
 }
@@ -289,6 +316,102 @@ std::vector<LockInfo> LockService::list(std::string_view prefix) const {
     }
   }
   return locks;
+}
+
+void LockService::set_change_listener(LockChangeListener* listener) {
+  listener_.store(listener, std::memory_order_release);
+  // Every call reads the listener under sessions_mutex_ or a shard lock and
+  // returns before releasing it: once each has been taken once, none is in
+  // progress.
+  { std::lock_guard lock(sessions_mutex_); }
+  for (size_t i = 0; i < kShards; ++i)
+    std::lock_guard lock(shards_[i].mutex);
+}
+
+uint64_t LockService::snapshot(uint64_t cursor, LockChangeListener& out) const {
+  if (cursor == 0) {
+    send_sessions(out);
+    return 1;
+  }
+  if (cursor > kShards) return kSnapshotDone;
+  const Shard& shard = shards_[cursor - 1];
+  {
+    std::lock_guard lock(shard.mutex);
+    for (const auto& [name, entry] : shard.entries)
+      out.on_grant(name, entry.owner->id, entry.token);
+  }
+  return cursor == kShards ? kSnapshotDone : cursor + 1;
+}
+
+// The high-water mark is read after set_change_listener took every shard
+// lock, so it covers every token drawn (under a shard lock) before that.
+void LockService::send_sessions(LockChangeListener& out) const {
+  std::lock_guard lock(sessions_mutex_);
+  out.on_token_floor(next_token_.load(std::memory_order_relaxed));
+  for (const auto& [id, session] : sessions_) {
+    int64_t grace_ms;
+    {
+      std::lock_guard session_lock(session->mutex);
+      grace_ms = session->grace_ms;
+    }
+    out.on_session(id, grace_ms);
+  }
+}
+
+bool LockService::adopt(const LockState& state, std::vector<Adopted>* in_grace) {
+  uint64_t floor = state.token_high_water;
+  for (const auto& [name, owner] : state.locks)
+    floor = std::max(floor, owner.token);
+  {
+    std::lock_guard lock(sessions_mutex_);
+    if (!sessions_.empty() || names_.load(std::memory_order_relaxed) != 0) return false;
+    raise_token_floor(floor);
+  }
+  for (const auto& [id, saved] : state.sessions) {
+    std::shared_ptr<Session> session = adopt_session(id, saved);
+    for (const std::string& name : saved.held) {
+      auto owner = state.locks.find(name);
+      if (owner != state.locks.end() && owner->second.session == id) {
+        adopt_lock(session, name, owner->second.token);
+      }
+    }
+    // As if its connection had just dropped: the same rules as any detach.
+    uint64_t detachment;
+    int64_t grace_ms = detach(session, &detachment);
+    if (grace_ms > 0) in_grace->push_back({std::move(session), detachment, grace_ms});
+  }
+  return true;
+}
+
+std::shared_ptr<Session> LockService::adopt_session(const std::string& id,
+                                                    const SessionState& saved) {
+  auto session = std::make_shared<Session>(id);
+  session->grace_ms = saved.grace_ms;
+  std::lock_guard lock(sessions_mutex_);
+  sessions_.emplace(id, session);
+  if (LockChangeListener* listener = this->listener()) listener->on_session(id, saved.grace_ms);
+  return session;
+}
+
+void LockService::adopt_lock(const std::shared_ptr<Session>& session, const std::string& name,
+                             uint64_t token) {
+  Shard& shard = shard_for(name);
+  std::lock_guard lock(shard.mutex);
+  auto [entry, created] = shard.entries.try_emplace(name);
+  if (!created) return;  // a LockState has one owner per name
+  names_.fetch_add(1, std::memory_order_relaxed);
+  hold(entry->second, session, name, token, false);
+}
+
+// Under sessions_mutex_, which orders its report.
+void LockService::raise_token_floor(uint64_t token) {
+  uint64_t current = next_token_.load(std::memory_order_relaxed);
+  while (current < token &&
+         !next_token_.compare_exchange_weak(current, token, std::memory_order_relaxed)) {
+  }
+  if (LockChangeListener* listener = this->listener()) {
+    listener->on_token_floor(next_token_.load(std::memory_order_relaxed));
+  }
 }
 
 }  // namespace lockcached::locks

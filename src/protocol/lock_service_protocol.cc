@@ -188,10 +188,7 @@ void LockServiceProtocol::set_timeout(const Words& words, OutputQueue& out) {
   if (words.count != 2 || !parse_u64(words[1], &millis) || millis > kMaxGraceMs) {
     return out.append("400 Bad timeout\r\n");
   }
-  {
-    std::lock_guard lock(session_->mutex);
-    session_->grace_ms = static_cast<int64_t>(millis);
-  }
+  context_.service.set_grace(session_, static_cast<int64_t>(millis));
   out.append("200 Timeout set\r\n");
 }
 

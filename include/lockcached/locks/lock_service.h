@@ -18,6 +18,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "lockcached/locks/lock_change_listener.h"
+
 namespace lockcached::locks {
 
 constexpr int64_t kDefaultGraceMs = 30000;
@@ -109,6 +111,8 @@ class LockService {
   // The grace period ran out: releases everything unless the session was
   // resumed since `detachment`.
   void expire(const std::shared_ptr<Session>& session, uint64_t detachment);
+  // How long the session's locks will outlive its next disconnect.
+  void set_grace(const std::shared_ptr<Session>& session, int64_t grace_ms);
 
   // Takes the lock if it is free (or already the session's) and no limit
   // forbids it.
@@ -130,6 +134,79 @@ class LockService {
   ServiceStats stats() const;
   // Every held lock whose name starts with `prefix`.
   std::vector<LockInfo> list(std::string_view prefix) const;
+
+  // ---- Replication (docs/architecture.md, "Replication", the lock service's part) ----
+
+  // Reports every change from now on to `listener` (nullptr: to nobody, the
+  // default). Returns once no call to the previous listener is in progress,
+  // so the caller may then destroy it. Without a listener a change pays one
+  // pointer test. Each call is made under the lock that orders what it
+  // reports:
+  // - on_grant and on_release: the name's shard lock, which every change
+  //   of that name holds (a grant's token is drawn under it too), so the
+  //   calls for a name come in the order of its changes; a release handed
+  //   on to a waiter reports on_release, then the waiter's on_grant, both
+  //   in one hold.
+  // - on_session and on_session_end: sessions_mutex_, which every change of
+  //   the registry and of a session's grace holds (create_session,
+  //   set_grace, discard_session, expire, adopt), so a session's calls come
+  //   in the order of its changes. on_session_end is reported the moment
+  //   the session leaves the registry, which is when it ends: the releases
+  //   of its locks come after it (from release_all, each on_release under
+  //   its shard lock) and change nothing more on a replica, which dropped
+  //   them with the session; a waiter's grant of such a name comes after
+  //   that release.
+  // - Between a session and its names: a session is reported (under
+  //   sessions_mutex_) before create_session returns, so before any grant
+  //   to it. No grant to a session follows its end: a session leaves the
+  //   registry once no connection uses it, so with no wait queued (a
+  //   connection cancels its wait before it detaches, and reads no
+  //   conn_id while it waits).
+  // - on_token_floor (adopt): sessions_mutex_; it is a maximum, so its
+  //   order against grants does not matter.
+  void set_change_listener(LockChangeListener* listener);
+
+  // The whole state for a new replica, a piece at a time, sent to `out`
+  // under the same locks as the changes: call with 0, then with what it
+  // returns until kSnapshotDone. The rule is the store's (replication/
+  // snapshot.h): set `out` as the listener BEFORE the first piece, so that
+  // every frame about a name or a session is added under its lock in the
+  // order of its changes; a state sent twice (by the stream, then by the
+  // walk) is harmless, since a replica applies each call as "this is now
+  // so". Piece 0 sends the token high-water mark (every token handed out
+  // before the listener was set is at most it; later ones travel in their
+  // grants) and every session, in one hold of sessions_mutex_ (sessions
+  // are few: connected clients and those in grace); then one piece per
+  // shard sends its locks as grants. Sessions come first because a replica
+  // ignores a grant to a session it does not know (one that ended before
+  // the walk while the release of its locks was still on its way): a lock
+  // of a live session granted before the session's piece is sent again by
+  // its shard's piece.
+  static constexpr uint64_t kSnapshotDone = ~uint64_t{0};
+  uint64_t snapshot(uint64_t cursor, LockChangeListener& out) const;
+
+  // What the server needs to end an adopted session that nobody resumes:
+  // as detach() gives it, call expire(session, detachment) after grace_ms.
+  struct Adopted {
+    std::shared_ptr<Session> session;
+    uint64_t detachment;
+    int64_t grace_ms;
+  };
+  // Promotion of a replica: installs `state` (a replica's LockMirror) into
+  // this service, which must be empty (no session, no lock; false and no
+  // change otherwise), before any client uses it. Each session comes back
+  // with its id, grace and locks (with their tokens), detached as if its
+  // connection had just dropped: its grace counts from now, and a client
+  // that sends `conn_id ID` in time gets it back with resume_session. A
+  // session whose grace is 0 ends at once and its locks are released,
+  // exactly as detach() does (it could not have outlived a disconnect on
+  // the old master either); an empty one past
+  // LockLimits::max_empty_sessions_in_grace too. The others are appended
+  // to *in_grace. Limits do not refuse adopted locks: they were admitted
+  // once. Tokens from now on are above the adopted high-water mark and
+  // every adopted token, and above this service's own floor. A listener
+  // set now is told every adopted session and lock and the new floor.
+  bool adopt(const LockState& state, std::vector<Adopted>* in_grace);
 
  private:
   struct Entry {
@@ -158,8 +235,19 @@ class LockService {
   // Under the shard lock, for a name without an entry: creates it, held by
   // `session`, unless a limit refuses.
   Acquired create(Shard& shard, std::string name, const std::shared_ptr<Session>& session);
+  // Under the shard lock: a grant with a new token.
   void take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
             bool was_waiting);
+  // Under the shard lock: `session` now holds the entry, with `token`.
+  void hold(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
+            uint64_t token, bool was_waiting);
+  LockChangeListener* listener() const { return listener_.load(std::memory_order_acquire); }
+  // Snapshot piece 0, under sessions_mutex_.
+  void send_sessions(LockChangeListener& out) const;
+  // adopt(): a registered, attached session holding `saved`'s locks.
+  std::shared_ptr<Session> adopt_session(const std::string& id, const SessionState& saved);
+  void adopt_lock(const std::shared_ptr<Session>& session, const std::string& name, uint64_t token);
+  void raise_token_floor(uint64_t token);
   // The owner let go: the first waiter gets it, or the entry goes.
   void pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
                std::vector<Grant>& grants);
@@ -170,7 +258,7 @@ class LockService {
   static constexpr size_t kShards = 64;
   const LockLimits limits_;
   std::unique_ptr<Shard[]> shards_;
-  std::atomic<uint64_t> names_{0};  // entries in all shards; reserved before creating one
+  std::atomic<uint64_t> names_{0};    // entries in all shards; reserved before creating one
   std::atomic<uint64_t> next_token_;  // the last token handed out
   std::atomic<uint64_t> grants_{0};
   std::atomic<uint64_t> timeouts_{0};
@@ -183,6 +271,10 @@ class LockService {
   uint64_t next_session_ = 0;    // guarded by sessions_mutex_
   uint64_t in_grace_ = 0;        // guarded by sessions_mutex_
   uint64_t empty_in_grace_ = 0;  // guarded by sessions_mutex_
+  // Read under the lock that orders the change it reports (see
+  // set_change_listener): a change either sees a listener set before a
+  // snapshot piece took that lock, or the piece sees the change.
+  std::atomic<LockChangeListener*> listener_{nullptr};
 };
 
 }  // namespace lockcached::locks
