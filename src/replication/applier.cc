@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "lockcached/replication/encoder.h"
+#include "lockcached/replication/lock_stream.h"
 
 namespace lockcached::replication {
 namespace {
@@ -44,10 +45,13 @@ const char* check_shape(const protocol::binary::Header& h) {
 
 }  // namespace
 
-// The largest valid body: SetQ extras, the longest key, the largest value.
-Applier::Applier(store::Store& store)
+// The largest valid body: SetQ extras, the longest key, the largest value
+// (or a lock frame's, should the store's items be smaller).
+Applier::Applier(store::Store& store, locks::LockChangeListener* locks)
     : store_(store),
-      max_body_(wire::kSetExtras + store::kMaxKeyLength + store.max_item_size()) {}
+      locks_(locks),
+      max_body_(std::max(wire::kSetExtras + store::kMaxKeyLength + store.max_item_size(),
+                         wire::kLockMaxBody)) {}
 
 bool Applier::feed(std::string_view bytes) {
   if (*error_) return false;
@@ -98,7 +102,8 @@ size_t Applier::check_header(const char* header) {
   if (size_t{h.extras_length} + h.key_length > h.body_length) {
     return reject("key and extras exceed body");
   }
-  if (const char* why = check_shape(h)) return reject(why);
+  bool lock_frame = locks_ && wire::is_lock_frame(h.opcode);
+  if (const char* why = lock_frame ? check_lock_header(h) : check_shape(h)) return reject(why);
   if (value_length(h) > store_.max_item_size()) return reject("value larger than the largest item");
   return wire::kHeaderSize + h.body_length;
 }
@@ -120,10 +125,15 @@ void Applier::apply(std::string_view frame) {
     case wire::kFlushQ:
       apply_flush(extras);
       break;
-    default:  // kNoop
+    case wire::kNoop:
+      break;
+    default:  // a lock frame: check_header let it in only with locks_
+      if (const char* why = apply_lock_frame(h, extras, key, value, *locks_)) fail(why);
       break;
   }
-  if (!*error_) ++frames_applied_;
+  if (*error_) return;
+  ++frames_applied_;
+  bytes_applied_ += frame.size();
 }
 
 // The master's exptime is a unix time (Encoder::wire_time); a relative one
