@@ -35,10 +35,8 @@ LockService::LockService(LockLimits limits, uint64_t token_floor)
 LockService::~LockService() = default;
 
 void LockService::raise_token_floor(uint64_t floor) {
-  uint64_t last = next_token_.load(std::memory_order_relaxed);
-  while (last < floor &&
-         !next_token_.compare_exchange_weak(last, floor, std::memory_order_relaxed)) {
-  }
+  std::lock_guard lock(sessions_mutex_);
+  raise_floor_locked(floor);
 }
 
 LockService::Shard& LockService::shard_for(std::string_view name) const {
@@ -365,7 +363,7 @@ bool LockService::adopt(const LockState& state, std::vector<Adopted>* in_grace) 
   {
     std::lock_guard lock(sessions_mutex_);
     if (!sessions_.empty() || names_.load(std::memory_order_relaxed) != 0) return false;
-    raise_token_floor(floor);
+    raise_floor_locked(floor);
   }
   for (const auto& [id, saved] : state.sessions) {
     std::shared_ptr<Session> session = adopt_session(id, saved);
@@ -403,8 +401,7 @@ void LockService::adopt_lock(const std::shared_ptr<Session>& session, const std:
   hold(entry->second, session, name, token, false);
 }
 
-// Under sessions_mutex_, which orders its report.
-void LockService::raise_token_floor(uint64_t token) {
+void LockService::raise_floor_locked(uint64_t token) {
   uint64_t current = next_token_.load(std::memory_order_relaxed);
   while (current < token &&
          !next_token_.compare_exchange_weak(current, token, std::memory_order_relaxed)) {

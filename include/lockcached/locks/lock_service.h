@@ -247,7 +247,8 @@ class LockService {
   // adopt(): a registered, attached session holding `saved`'s locks.
   std::shared_ptr<Session> adopt_session(const std::string& id, const SessionState& saved);
   void adopt_lock(const std::shared_ptr<Session>& session, const std::string& name, uint64_t token);
-  void raise_token_floor(uint64_t token);
+  // With sessions_mutex_ held, which orders its report.
+  void raise_floor_locked(uint64_t token);
   // The owner let go: the first waiter gets it, or the entry goes.
   void pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
                std::vector<Grant>& grants);
