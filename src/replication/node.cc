@@ -60,10 +60,10 @@ void Node::schedule_tick() {
 }
 
 // Sending on a timer instead of waking this thread for each change: a
-// wake-up (eventfd write, context switch) per set cost the master 32% more
-// CPU per request on workload 1 with one replica; batching a millisecond's
-// changes into one send costs 9% (bench/RESULTS.md), for at most a
-// millisecond more lag.
+// wake-up (eventfd write, context switch) per change cost the master about
+// 30% more CPU per request on workload 1 with one replica; batching a
+// millisecond's changes into one send costs 1% (bench/RESULTS.md), for at
+// most a millisecond more lag.
 void Node::schedule_send() {
   reactor_.add_timer(kSendIntervalMs, [this] {
     {
