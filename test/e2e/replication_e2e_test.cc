@@ -21,8 +21,10 @@ namespace {
 using e2e::Client;
 using e2e::ServerProcess;
 
-// TEST-NET-1 (RFC 5737): never an address of this host, never routed.
-constexpr const char* kElsewhere = "--virtual_ip=192.0.2.100";
+// On loopback's network (127.0.0.0/8 stays on this host) but not an address
+// of any interface: a virtual IP held elsewhere, and nothing a replica's
+// connection attempts could reach outside the machine.
+constexpr const char* kElsewhere = "--virtual_ip=127.0.0.2";
 constexpr const char* kReadOnly = "SERVER_ERROR read-only replica: writes go to the master";
 
 // A port nobody listens on now (the kernel's pick, given back at once).
@@ -80,13 +82,14 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
 }
 
 TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {
+  uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start({kElsewhere, "--lock_port=-1"}));
+  ASSERT_TRUE(server.start({kElsewhere, "--repl_port=" + std::to_string(repl_port), "--lock_port=-1"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   std::map<std::string, std::string> replication = client.stats("replication");
   EXPECT_EQ(replication["role"], "replica");
-  EXPECT_EQ(replication["master"], "192.0.2.100:11213");
+  EXPECT_EQ(replication["master"], "127.0.0.2:" + std::to_string(repl_port));
   EXPECT_EQ(client.stats()["replication_role"], "replica");
   EXPECT_EQ(client.store("set", "k", "v"), kReadOnly);
   EXPECT_EQ(client.store("set", "k", "v", 0, 0, "noreply"), kReadOnly);
