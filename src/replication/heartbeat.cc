@@ -1,11 +1,9 @@
 #include "lockcached/replication/heartbeat.h"
 
-#include <endian.h>
-
 #include <algorithm>
-#include <cstring>
 
 #include "lockcached/protocol/binary_wire.h"
+#include "lockcached/replication/encoder.h"
 
 namespace lockcached::replication {
 namespace {
@@ -16,23 +14,18 @@ using namespace protocol::binary;
 // not a replica answering us.
 constexpr uint32_t kMaxResponseBody = 4096;
 
-void append_noop(uint8_t magic, uint64_t cas, std::string& out) {
-  char header[kHeaderSize] = {};
-  header[0] = static_cast<char>(magic);
-  header[1] = static_cast<char>(kNoop);
-  uint64_t cas_be = htobe64(cas);
-  std::memcpy(header + 16, &cas_be, sizeof cas_be);
-  out.append(header, kHeaderSize);
-}
-
 }  // namespace
 
 void append_noop_request(std::string& out) {
-  append_noop(kRequestMagic, 0, out);
+  wire::append_request_header(wire::kNoop, 0, 0, 0, out);
 }
 
+// A request header with the response's magic: the two differ in nothing
+// else when there is no status, key or body.
 void append_noop_response(uint64_t bytes_applied, std::string& out) {
-  append_noop(kResponseMagic, bytes_applied, out);
+  size_t start = out.size();
+  wire::append_request_header(wire::kNoop, 0, 0, 0, out, bytes_applied);
+  out[start] = static_cast<char>(kResponseMagic);
 }
 
 bool ResponseReader::feed(std::string_view bytes) {

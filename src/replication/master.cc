@@ -289,26 +289,23 @@ void Master::free_dropped() {
   dropped_.clear();
 }
 
-void Master::pump_all() {
+// A copy: sending or a heartbeat may drop a follower from followers_.
+std::vector<Master::Follower*> Master::live_followers() const {
+  std::lock_guard lock(mutex_);
   std::vector<Follower*> live;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& follower : followers_)
-      live.push_back(follower.get());
-  }
-  for (Follower* follower : live)
+  for (const auto& follower : followers_)
+    live.push_back(follower.get());
+  return live;
+}
+
+void Master::pump_all() {
+  for (Follower* follower : live_followers())
     follower->pump();
 }
 
 void Master::heartbeat() {
-  std::vector<Follower*> live;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& follower : followers_)
-      live.push_back(follower.get());
-  }
   int64_t now = net::monotonic_ms();
-  for (Follower* follower : live) {
+  for (Follower* follower : live_followers()) {
     if (now - follower->silent_since() > settings_.silence_limit_ms) {
       drop(follower, "silent for more than --repl_timeout");
     } else {

@@ -78,12 +78,10 @@ void ReplicaLink::read_stream() {
     return end(std::string("read: ") + std::strerror(errno));
   }
   heard_ms_ = net::monotonic_ms();
-  bytes_read_ += static_cast<uint64_t>(n);
   if (!applier_->feed({chunk_.get(), static_cast<size_t>(n)})) {
     return end("bad replication stream: " + std::string(applier_->error()));
   }
-  // Everything read is applied but an incomplete frame at the end.
-  bytes_applied_.store(bytes_read_ - applier_->buffered(), std::memory_order_relaxed);
+  bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
 }
 

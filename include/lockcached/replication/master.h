@@ -65,6 +65,7 @@ class Master {
   class Acceptor;
 
   void accept();
+  std::vector<Follower*> live_followers() const;
   void drop(Follower* follower, const std::string& why);
   // Gives the store a listener over exactly the live followers (none: no
   // listener, so a master without replicas pays nothing per change).

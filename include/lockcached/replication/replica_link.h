@@ -65,10 +65,9 @@ class ReplicaLink final : public net::EventHandler {
   std::unique_ptr<Applier> applier_;
   std::unique_ptr<char[]> chunk_;
   std::string out_;  // acks the socket has not taken yet
-  uint64_t bytes_read_ = 0;
   std::string end_reason_;
   std::atomic<bool> connected_{false};
-  std::atomic<uint64_t> bytes_applied_{0};
+  std::atomic<uint64_t> bytes_applied_{0};  // the applier's, for status()
   std::atomic<uint64_t> frames_applied_{0};
 };
 
