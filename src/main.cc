@@ -59,6 +59,9 @@ DEFINE_int32(repl_buffer_size, 30,
 DEFINE_int32(repl_timeout, 10,
              "Seconds of silence after which master and replica give each other up; a replica "
              "that lost its master waits as long for the virtual IP before it resyncs");
+DEFINE_int32(repl_sync_timeout_ms, 1000,
+             "Milliseconds a lock-service change waits for a replica's ack; a replica that "
+             "misses it is dropped and resyncs, and the change is confirmed without it");
 
 #ifdef LOCKCACHED_WITH_JEMALLOC
 // jemalloc reads this at start-up. Freed pages stay for reuse about a
@@ -87,7 +90,8 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"Connections and threads",
      {"max_connections", "lock_max_connections", "idle_timeout", "threads"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
-    {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout"}},
+    {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
+                     "repl_sync_timeout_ms"}},
     {"Process", {"flagfile", "user", "daemonize", "pid_file"}},
     {"Logging (glog)", {"logtostderr", "log_dir", "v", "logbufsecs"}},
 };
@@ -149,6 +153,9 @@ FlagProblem check_flags() {
   if (FLAGS_repl_timeout < 2 || FLAGS_repl_timeout > 3600) {
     return {"repl_timeout", "must be 2..3600"};
   }
+  if (FLAGS_repl_sync_timeout_ms < 1 || FLAGS_repl_sync_timeout_ms > 60000) {
+    return {"repl_sync_timeout_ms", "must be 1..60000"};
+  }
   if (!FLAGS_user.empty() && !server::user_exists(FLAGS_user)) {
     return {"user", "no such user: " + FLAGS_user};
   }
@@ -178,6 +185,7 @@ server::Settings settings_from_flags() {
   settings.repl_port = static_cast<uint16_t>(FLAGS_repl_port);
   settings.repl_buffer_size = static_cast<size_t>(FLAGS_repl_buffer_size) << 20;
   settings.repl_timeout_seconds = FLAGS_repl_timeout;
+  settings.repl_sync_timeout_ms = FLAGS_repl_sync_timeout_ms;
   return settings;
 }
 

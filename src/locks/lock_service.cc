@@ -326,6 +326,18 @@ void LockService::set_change_listener(LockChangeListener* listener) {
     std::lock_guard lock(shards_[i].mutex);
 }
 
+void LockService::set_replication_barrier(std::shared_ptr<ReplicationBarrier> barrier) {
+  std::lock_guard lock(barrier_mutex_);
+  has_barrier_.store(barrier != nullptr, std::memory_order_release);
+  barrier_ = std::move(barrier);
+}
+
+std::shared_ptr<ReplicationBarrier> LockService::replication_barrier() const {
+  if (!has_barrier_.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(barrier_mutex_);
+  return barrier_;
+}
+
 uint64_t LockService::snapshot(uint64_t cursor, LockChangeListener& out) const {
   if (cursor == 0) {
     send_sessions(out);

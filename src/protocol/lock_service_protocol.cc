@@ -25,11 +25,15 @@ std::string_view limit_reply(locks::Limit limit) {
                                          : "429 Too many locks in the server\r\n";
 }
 
+std::string acquired_reply(uint64_t token) {
+  return "200 Acquired " + std::to_string(token) + "\r\n";
+}
+
 }  // namespace
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
     : context_(std::move(context)),
-      session_(context_.service.create_session()),
+      session_(context_.service->create_session()),
       self_(std::make_shared<LockServiceProtocol*>(this)) {}
 
 LockServiceProtocol::~LockServiceProtocol() {
@@ -71,8 +75,9 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "unlock") return unlock(words, out);
   if (command == "unlock_all") {
     if (words.count != 1) return out.append("400 unlock_all takes no arguments\r\n");
-    context_.service.release_all(session_);
-    return out.append("200 Released\r\n");
+    service().release_all(session_);
+    answer_change("200 Released\r\n", out);
+    return;
   }
   if (command == "conn_id") return conn_id(words, out);
   if (command == "set_timeout") return set_timeout(words, out);
@@ -95,12 +100,11 @@ void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
     return out.append("400 Bad timeout\r\n");
   }
   if (seconds == 0) {
-    locks::LockService::Acquired acquired = context_.service.try_acquire(session_, name);
+    locks::LockService::Acquired acquired = service().try_acquire(session_, name);
     if (acquired.limit != locks::Limit::kNone) return out.append(limit_reply(acquired.limit));
     if (!acquired.granted) return out.append("409 Unavailable\r\n");
-    out.append("200 Acquired ");
-    out.append_number(acquired.token);
-    return out.append("\r\n");
+    answer_change(acquired_reply(acquired.token), out);
+    return;
   }
   start_wait(name, static_cast<int64_t>(std::ceil(seconds * 1000)), out);
 }
@@ -113,7 +117,7 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
   // this connection is gone by then, nobody learns of the grant, so give
   // the lock back.
   ticket->on_grant = [reactor = &context_.reactor, self = std::weak_ptr(self_),
-                      service = &context_.service, session = session_, raw_ticket = ticket.get(),
+                      service = context_.service, session = session_, raw_ticket = ticket.get(),
                       name = ticket->name](uint64_t token) {
     reactor->post([self, service, session, raw_ticket, name, token] {
       auto alive = self.lock();
@@ -124,12 +128,11 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
       }
     });
   };
-  locks::LockService::Acquired acquired = context_.service.acquire_or_wait(ticket);
+  locks::LockService::Acquired acquired = service().acquire_or_wait(ticket);
   if (acquired.limit != locks::Limit::kNone) return out.append(limit_reply(acquired.limit));
   if (acquired.granted) {
-    out.append("200 Acquired ");
-    out.append_number(acquired.token);
-    return out.append("\r\n");
+    answer_change(acquired_reply(acquired.token), out);
+    return;
   }
   wait_ = std::move(ticket);
   wait_timer_ = context_.reactor.add_timer(wait_ms, [self = std::weak_ptr(self_)] {
@@ -139,34 +142,63 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
 
 void LockServiceProtocol::on_granted(uint64_t token) {
   context_.reactor.cancel_timer(wait_timer_);
-  end_wait("200 Acquired " + std::to_string(token));
+  end_wait(acquired_reply(token));
 }
 
 void LockServiceProtocol::on_wait_timeout() {
   // A grant already decided is on its way to us: let it answer instead.
-  if (context_.service.cancel_wait(*wait_, true)) end_wait("409 Unavailable");
+  if (service().cancel_wait(*wait_, true)) end_wait("409 Unavailable\r\n");
 }
 
-void LockServiceProtocol::end_wait(std::string_view reply) {
+void LockServiceProtocol::end_wait(std::string reply) {
   wait_.reset();
   wait_timer_ = 0;
-  context_.out.append(reply);
-  context_.out.append("\r\n");
+  if (answer_change(std::move(reply), context_.out)) context_.on_async_reply();
+}
+
+// The replicas must have a grant, a release or a session's change before
+// its client hears of it: a client that saw "200" keeps what it saw when
+// the master dies (docs/high-availability.md). Without replicas (a single
+// server, or a master alone) there is nothing to wait for.
+bool LockServiceProtocol::answer_change(std::string reply, OutputQueue& out) {
+  std::shared_ptr<locks::ReplicationBarrier> barrier = service().replication_barrier();
+  if (barrier) {
+    replicating_ = true;
+    bool waits = barrier->after_replicated(
+        [reactor = &context_.reactor, self = std::weak_ptr(self_), reply](bool replicated) {
+          reactor->post([self, replicated, reply = std::move(reply)] {
+            if (auto alive = self.lock()) (*alive)->on_replicated(replicated, reply);
+          });
+        });
+    if (waits) return false;
+    replicating_ = false;
+  }
+  out.append(reply);
+  return true;
+}
+
+void LockServiceProtocol::on_replicated(bool replicated, const std::string& reply) {
+  replicating_ = false;
+  if (replicated) {
+    context_.out.append(reply);
+  } else {
+    close_ = true;  // this node is no longer the master: its client must find the new one
+  }
   context_.on_async_reply();
 }
 
 void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
   if (words.count != 2) return out.append("400 Missing lock name\r\n");
   if (!printable_key(words[1])) return out.append("400 Bad lock name\r\n");
-  if (context_.service.release(session_, words[1])) return out.append("200 Released\r\n");
-  out.append("403 Not held\r\n");
+  if (!service().release(session_, words[1])) return out.append("403 Not held\r\n");
+  answer_change("200 Released\r\n", out);
 }
 
 void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
   if (words.count == 1) {
-    out.append("200 ");
-    out.append(session_->id);
-    return out.append("\r\n");
+    // The id is worth something only once the replicas know the session.
+    answer_change("200 " + session_->id + "\r\n", out);
+    return;
   }
   if (words.count != 2) return out.append("400 Too many arguments\r\n");
   if (words[1] == session_->id) return out.append("200 Resumed\r\n");
@@ -176,11 +208,11 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
     in_use = !session_->held.empty();
   }
   std::shared_ptr<locks::Session> resumed =
-      in_use ? nullptr : context_.service.resume_session(words[1]);
+      in_use ? nullptr : service().resume_session(words[1]);
   if (!resumed) return out.append("403 Cannot resume\r\n");
-  context_.service.discard_session(session_);
+  service().discard_session(session_);
   session_ = std::move(resumed);
-  out.append("200 Resumed\r\n");
+  answer_change("200 Resumed\r\n", out);
 }
 
 void LockServiceProtocol::set_timeout(const Words& words, OutputQueue& out) {
@@ -188,15 +220,15 @@ void LockServiceProtocol::set_timeout(const Words& words, OutputQueue& out) {
   if (words.count != 2 || !parse_u64(words[1], &millis) || millis > kMaxGraceMs) {
     return out.append("400 Bad timeout\r\n");
   }
-  context_.service.set_grace(session_, static_cast<int64_t>(millis));
-  out.append("200 Timeout set\r\n");
+  service().set_grace(session_, static_cast<int64_t>(millis));
+  answer_change("200 Timeout set\r\n", out);
 }
 
 void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
   if (words.count >= 2 && words[1] == "locks") {
     if (words.count > 3) return out.append("400 Too many arguments\r\n");
     out.append("200 LOCKS\r\n");
-    for (const locks::LockInfo& lock : context_.service.list(words.count == 3 ? words[2] : "")) {
+    for (const locks::LockInfo& lock : service().list(words.count == 3 ? words[2] : "")) {
       out.append("LOCK ");
       out.append(lock.name);
       out.append(" ");
@@ -212,7 +244,7 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
     return out.append("END\r\n");
   }
   if (words.count != 1) return out.append("400 Unknown stats group\r\n");
-  locks::ServiceStats stats = context_.service.stats();
+  locks::ServiceStats stats = service().stats();
   auto stat = [&out](std::string_view name, uint64_t value) {
     out.append("STAT ");
     out.append(name);
@@ -237,13 +269,13 @@ void LockServiceProtocol::connection_closed() {
   self_.reset();  // grants in flight now give their lock back
   if (wait_) {
     context_.reactor.cancel_timer(wait_timer_);
-    context_.service.cancel_wait(*wait_, false);
+    service().cancel_wait(*wait_, false);
     wait_.reset();
   }
   uint64_t detachment;
-  int64_t grace_ms = context_.service.detach(session_, &detachment);
+  int64_t grace_ms = service().detach(session_, &detachment);
   if (grace_ms > 0) {
-    context_.reactor.add_timer(grace_ms, [service = &context_.service, session = session_,
+    context_.reactor.add_timer(grace_ms, [service = context_.service, session = session_,
                                           detachment] { service->expire(session, detachment); });
   }
 }

@@ -129,11 +129,14 @@ void Applier::apply(std::string_view frame) {
       break;
     default:  // a lock frame: check_header let it in only with locks_
       if (const char* why = apply_lock_frame(h, extras, key, value, *locks_)) fail(why);
+      ++lock_frames_applied_;
       break;
   }
   if (*error_) return;
   ++frames_applied_;
-  bytes_applied_ += frame.size();
+  // A Noop is the master's keep-alive, sent beside the buffered stream
+  // (Master::heartbeat): the position an ack names counts the stream only.
+  if (h.opcode != wire::kNoop) bytes_applied_ += frame.size();
 }
 
 // The master's exptime is a unix time (Encoder::wire_time); a relative one

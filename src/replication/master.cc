@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 
 #include <glog/logging.h>
 
@@ -25,13 +26,17 @@ namespace {
 // a new replica costs a bounded amount of memory however large the store.
 constexpr size_t kSnapshotQueuedBytes = size_t{1} << 20;
 constexpr size_t kReadChunk = 4096;
+// The lag in time is measured against stream positions sampled this often.
+constexpr int64_t kLagSampleMs = 10;
+constexpr size_t kMaxLagSamples = 4096;
 
 }  // namespace
 
 // Hands every change to each follower's buffer. Immutable: a replica that
-// comes or goes gets a new FanOut (install_fan_out), so a change takes no
-// lock beyond the shard's and the buffers' own.
-class Master::FanOut final : public store::ChangeListener {
+// comes or goes gets a new FanOut (install_fan_out_locked), so a change
+// takes no lock beyond the shard's (or the lock service's) and the
+// buffers' own.
+class Master::FanOut final : public store::ChangeListener, public locks::LockChangeListener {
  public:
   explicit FanOut(std::vector<ReplicaBuffer*> buffers) : buffers_(std::move(buffers)) {}
   void on_store(const store::Item& item) override {
@@ -46,9 +51,58 @@ class Master::FanOut final : public store::ChangeListener {
     for (ReplicaBuffer* buffer : buffers_)
       buffer->on_flush(moment);
   }
+  void on_session(std::string_view id, int64_t grace_ms) override {
+    for (ReplicaBuffer* buffer : buffers_)
+      buffer->on_session(id, grace_ms);
+  }
+  void on_session_end(std::string_view id) override {
+    for (ReplicaBuffer* buffer : buffers_)
+      buffer->on_session_end(id);
+  }
+  void on_grant(std::string_view name, std::string_view session_id, uint64_t token) override {
+    for (ReplicaBuffer* buffer : buffers_)
+      buffer->on_grant(name, session_id, token);
+  }
+  void on_release(std::string_view name, std::string_view session_id) override {
+    for (ReplicaBuffer* buffer : buffers_)
+      buffer->on_release(name, session_id);
+  }
+  void on_token_floor(uint64_t token) override {
+    for (ReplicaBuffer* buffer : buffers_)
+      buffer->on_token_floor(token);
+  }
 
  private:
   const std::vector<ReplicaBuffer*> buffers_;
+};
+
+// What the lock service's clients wait on. Shared with the callers in the
+// middle of a call, so it outlives the Master, which detaches it first:
+// a call that comes later fails at once.
+class Master::Barrier final : public locks::ReplicationBarrier {
+ public:
+  explicit Barrier(Master& master) : master_(&master) {}
+  bool after_replicated(std::function<void(bool)> done) override {
+    std::lock_guard lock(mutex_);
+    if (!master_) {
+      done(false);
+      return true;
+    }
+    return master_->sync(std::move(done));
+  }
+  void detach() {
+    std::lock_guard lock(mutex_);
+    master_ = nullptr;
+  }
+  // On the replication thread, where the Master lives and dies.
+  void send_now() {
+    std::lock_guard lock(mutex_);
+    if (master_) master_->pump_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  Master* master_;
 };
 
 class Master::Acceptor final : public net::EventHandler {
@@ -64,8 +118,9 @@ class Master::Acceptor final : public net::EventHandler {
 // bytes taken from the buffer that the socket has not accepted yet.
 class Master::Follower final : public net::EventHandler {
  public:
-  Follower(Master& master, int fd)
+  Follower(Master& master, int fd, uint64_t id)
       : master_(master),
+        id_(id),
         fd_(fd),
         address_(net::peer_name(fd)),
         buffer_(master.store_.clock(), master.settings_.buffer_limit),
@@ -76,7 +131,9 @@ class Master::Follower final : public net::EventHandler {
   ~Follower() override { close_socket(); }
 
   bool start() { return master_.reactor_.add(fd_, EPOLLIN | EPOLLOUT, this); }
+  uint64_t id() const { return id_; }
   ReplicaBuffer& buffer() { return buffer_; }
+  uint64_t acked() const { return bytes_acked_.load(std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
   bool closed() const { return fd_ < 0; }
 
@@ -90,6 +147,7 @@ class Master::Follower final : public net::EventHandler {
   // Sends until the socket is full or nothing waits, adding snapshot pieces
   // while the queue is short.
   void pump() {
+    sample_position();
     while (!closed()) {
       if (sent_ == out_.size() && !refill()) return want_writable(false);
       ssize_t n = net::send_some(fd_, out_.data() + sent_, out_.size() - sent_);
@@ -121,6 +179,8 @@ class Master::Follower final : public net::EventHandler {
     status.bytes_pending = buffer_.size() + queued_.load(std::memory_order_relaxed);
     status.connected_ms = now_ms - connected_ms_;
     status.silent_ms = now_ms - heard_ms_.load(std::memory_order_relaxed);
+    int64_t behind_since = behind_since_ms_.load(std::memory_order_relaxed);
+    status.lag_ms = behind_since < 0 ? 0 : now_ms - behind_since;
     return status;
   }
 
@@ -171,6 +231,30 @@ class Master::Follower final : public net::EventHandler {
       return master_.drop(this, "sent something other than responses");
     }
     bytes_acked_.store(answers_.bytes_applied(), std::memory_order_relaxed);
+    forget_acked_samples();
+    master_.complete_syncs();
+  }
+
+  // Every kLagSampleMs while changes come: the stream position and when it
+  // was reached, so that an ack tells how old the oldest unapplied change is.
+  void sample_position() {
+    uint64_t position = buffer_.appended();
+    int64_t now = net::monotonic_ms();
+    if (!samples_.empty() && (position == samples_.back().first ||
+                              now - samples_.back().second < kLagSampleMs ||
+                              samples_.size() >= kMaxLagSamples)) {
+      return;
+    }
+    if (samples_.empty() && position <= acked()) return;
+    samples_.emplace_back(position, now);
+    if (samples_.size() == 1) behind_since_ms_.store(now, std::memory_order_relaxed);
+  }
+
+  void forget_acked_samples() {
+    while (!samples_.empty() && samples_.front().first <= acked())
+      samples_.pop_front();
+    behind_since_ms_.store(samples_.empty() ? -1 : samples_.front().second,
+                           std::memory_order_relaxed);
   }
 
   void want_writable(bool writable) {
@@ -180,6 +264,7 @@ class Master::Follower final : public net::EventHandler {
   }
 
   Master& master_;
+  const uint64_t id_;
   int fd_;
   const std::string address_;
   ReplicaBuffer buffer_;
@@ -188,6 +273,7 @@ class Master::Follower final : public net::EventHandler {
   size_t sent_ = 0;
   bool writable_ = true;  // registered for EPOLLOUT
   ResponseReader answers_;
+  std::deque<std::pair<uint64_t, int64_t>> samples_;  // position, when; unacked
   const int64_t connected_ms_;
   // Read by followers() on other threads.
   std::atomic<int64_t> heard_ms_;
@@ -196,26 +282,41 @@ class Master::Follower final : public net::EventHandler {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_acked_{0};
   std::atomic<size_t> queued_{0};
+  std::atomic<int64_t> behind_since_ms_{-1};
 };
 
-Master::Master(net::Reactor& reactor, store::Store& store, MasterSettings settings)
+Master::Master(net::Reactor& reactor, store::Store& store, locks::LockService& locks,
+               MasterSettings settings)
     : reactor_(reactor),
       store_(store),
+      locks_(locks),
       settings_(std::move(settings)),
       // A piece must fit in a buffer with room to spare, even of the
       // largest items: at most a quarter of it.
       piece_items_(std::clamp<size_t>(settings_.buffer_limit / 4 / store.max_item_size(), 1,
-                                      Snapshot::kPieceItems)) {}
+                                      Snapshot::kPieceItems)),
+      barrier_(std::make_shared<Barrier>(*this)) {
+  locks_.set_replication_barrier(barrier_);
+}
 
 Master::~Master() {
+  locks_.set_replication_barrier(nullptr);
+  barrier_->detach();  // returns once no call is in progress
   store_.set_change_listener(nullptr);
+  locks_.set_change_listener(nullptr);
   if (listen_fd_ >= 0) {
     reactor_.remove(listen_fd_);
     ::close(listen_fd_);
   }
-  std::lock_guard lock(mutex_);
-  followers_.clear();
-  dropped_.clear();
+  std::vector<PendingSync> failed;
+  {
+    std::lock_guard lock(mutex_);
+    followers_.clear();
+    dropped_.clear();
+    failed.swap(syncs_);
+  }
+  for (PendingSync& sync : failed)
+    sync.done(false);
 }
 
 bool Master::listen(std::string* error) {
@@ -241,30 +342,34 @@ void Master::accept() {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    auto follower = std::make_unique<Follower>(*this, fd);
-    Follower* raw = follower.get();
+    Follower* raw;
     {
       std::lock_guard lock(mutex_);
-      followers_.push_back(std::move(follower));
+      followers_.push_back(std::make_unique<Follower>(*this, fd, next_follower_id_++));
+      raw = followers_.back().get();
+      // The rule of replication/snapshot.h: its buffer hears every change
+      // from here on, before the snapshot's first piece is taken.
+      install_fan_out_locked();
+      // The lock service's state goes whole, before a lock change can wait
+      // for this replica (sync() looks under mutex_): once a change waits
+      // for it, the change is in its buffer, by the stream or this walk.
+      uint64_t cursor = 0;
+      while (cursor != locks::LockService::kSnapshotDone)
+        cursor = locks_.snapshot(cursor, raw->buffer());
     }
-    // The rule of replication/snapshot.h: its buffer hears every change
-    // from here on, before the snapshot's first piece is taken.
-    install_fan_out();
     LOG(INFO) << "replication: replica " << raw->address() << " connected; sending a snapshot";
     if (!raw->start()) drop(raw, "epoll refused the connection");
   }
 }
 
-void Master::install_fan_out() {
+void Master::install_fan_out_locked() {
   std::vector<ReplicaBuffer*> buffers;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& follower : followers_)
-      buffers.push_back(&follower->buffer());
-  }
+  for (const auto& follower : followers_)
+    buffers.push_back(&follower->buffer());
   auto fan_out = buffers.empty() ? nullptr : std::make_unique<FanOut>(std::move(buffers));
-  // Returns once no change is still being handed to the old one.
+  // They return once no change is still being handed to the old one.
   store_.set_change_listener(fan_out.get());
+  locks_.set_change_listener(fan_out.get());
   fan_out_ = std::move(fan_out);
 }
 
@@ -280,8 +385,79 @@ void Master::drop(Follower* follower, const std::string& why) {
     dropped_.push_back(std::move(*found));
     followers_.erase(found);
     ++dropped_total_;
+    install_fan_out_locked();  // then nothing writes into its buffer any more
   }
-  install_fan_out();  // then nothing writes into its buffer any more
+  complete_syncs();  // those that waited only for it
+}
+
+Master::Follower* Master::find_locked(uint64_t id) const {
+  for (const auto& follower : followers_)
+    if (follower->id() == id) return follower.get();
+  return nullptr;
+}
+
+bool Master::sync(std::function<void(bool)> done) {
+  {
+    std::lock_guard lock(mutex_);
+    if (followers_.empty()) return false;
+    PendingSync sync{{}, std::move(done), net::monotonic_ms() + settings_.sync_timeout_ms};
+    for (const auto& follower : followers_)
+      sync.targets.emplace_back(follower->id(), follower->buffer().lock_appended());
+    syncs_.push_back(std::move(sync));
+  }
+  // Sent now rather than at the next millisecond's pump: the client waits.
+  reactor_.post([barrier = barrier_] { barrier->send_now(); });
+  return true;
+}
+
+void Master::complete_syncs() {
+  std::vector<std::function<void(bool)>> confirmed;
+  {
+    std::lock_guard lock(mutex_);
+    auto met = [this](const PendingSync& sync) {
+      for (const auto& [id, position] : sync.targets) {
+        Follower* follower = find_locked(id);
+        if (follower && follower->acked() < position) return false;
+      }
+      return true;
+    };
+    for (auto it = syncs_.begin(); it != syncs_.end();) {
+      if (!met(*it)) {
+        ++it;
+        continue;
+      }
+      confirmed.push_back(std::move(it->done));
+      it = syncs_.erase(it);
+    }
+  }
+  for (auto& done : confirmed)
+    done(true);
+}
+
+void Master::expire_syncs() {
+  int64_t now = net::monotonic_ms();
+  std::vector<Follower*> late;
+  {
+    std::lock_guard lock(mutex_);
+    for (const PendingSync& sync : syncs_) {
+      if (sync.deadline_ms > now) continue;
+      for (const auto& [id, position] : sync.targets) {
+        Follower* follower = find_locked(id);
+        if (follower && follower->acked() < position &&
+            std::find(late.begin(), late.end(), follower) == late.end()) {
+          late.push_back(follower);
+        }
+      }
+    }
+    sync_timeouts_ += late.size();
+  }
+  for (Follower* follower : late)
+    drop(follower, "did not ack a lock change within --repl_sync_timeout_ms; it must resync");
+}
+
+uint64_t Master::sync_timeouts() const {
+  std::lock_guard lock(mutex_);
+  return sync_timeouts_;
 }
 
 void Master::free_dropped() {

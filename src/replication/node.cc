@@ -6,8 +6,13 @@
 
 namespace lockcached::replication {
 
-Node::Node(NodeSettings settings, store::Store& store, std::atomic<bool>& read_only, Hooks hooks)
-    : settings_(std::move(settings)), store_(store), read_only_(read_only), hooks_(std::move(hooks)) {
+Node::Node(NodeSettings settings, store::Store& store, std::shared_ptr<locks::LockService> locks,
+           std::atomic<bool>& read_only, Hooks hooks)
+    : settings_(std::move(settings)),
+      store_(store),
+      locks_(std::move(locks)),
+      read_only_(read_only),
+      hooks_(std::move(hooks)) {
   reactor_.set_before_sleep([this] {
     std::lock_guard lock(mutex_);
     if (master_) master_->free_dropped();
@@ -68,7 +73,10 @@ void Node::schedule_send() {
   reactor_.add_timer(kSendIntervalMs, [this] {
     {
       std::lock_guard lock(mutex_);
-      if (master_) master_->pump_all();
+      if (master_) {
+        master_->pump_all();
+        master_->expire_syncs();
+      }
     }
     schedule_send();
   });
@@ -125,9 +133,10 @@ void Node::keep_linked(int64_t now_ms) {
                     "to resync from the new master";
     lost_master_ms_ = -1;
     store_.flush_all(0);
+    mirror_ = LockMirror();
   }
   LinkSettings link_settings{settings_.virtual_ip, settings_.repl_port, settings_.timeout_ms};
-  link_ = std::make_unique<ReplicaLink>(reactor_, store_, link_settings);
+  link_ = std::make_unique<ReplicaLink>(reactor_, store_, mirror_, link_settings);
   if (link_->start()) ++resyncs_;
 }
 
@@ -140,7 +149,12 @@ void Node::promote() {
   lost_master_ms_ = -1;
   role_ = Role::kMaster;
   ++promotions_;
-  hooks_.promoted();
+  // Before writes are taken: the old master's sessions and locks are back,
+  // each session in its grace period, for its client to resume.
+  locks_ = hooks_.promoted(mirror_.state());
+  LOG(WARNING) << "replication: took over " << mirror_.state().sessions.size()
+               << " lock-service sessions holding " << mirror_.state().locks.size() << " locks";
+  mirror_ = LockMirror();
   read_only_.store(false, std::memory_order_relaxed);
   retry_open_master();
 }
@@ -151,8 +165,12 @@ void Node::demote() {
     LOG(WARNING) << "replication: lost the virtual IP " << settings_.virtual_ip
                  << ": this master becomes a replica and resyncs";
     read_only_.store(true, std::memory_order_relaxed);
-    if (master_) dropped_before_ += master_->dropped_total();
-    master_.reset();
+    if (master_) {
+      dropped_before_ += master_->dropped_total();
+      sync_timeouts_before_ += master_->sync_timeouts();
+    }
+    master_.reset();  // lock changes still waiting for replicas fail
+    locks_.reset();
     role_ = Role::kReplica;
     ++demotions_;
   }
@@ -164,9 +182,9 @@ void Node::demote() {
 
 // With mutex_ held.
 bool Node::open_master(std::string* error) {
-  MasterSettings master_settings{settings_.virtual_ip, settings_.repl_port,
-                                 settings_.buffer_limit, settings_.timeout_ms};
-  auto master = std::make_unique<Master>(reactor_, store_, master_settings);
+  MasterSettings master_settings{settings_.virtual_ip, settings_.repl_port, settings_.buffer_limit,
+                                 settings_.timeout_ms, settings_.sync_timeout_ms};
+  auto master = std::make_unique<Master>(reactor_, store_, *locks_, master_settings);
   if (!master->listen(error)) return false;
   master_ = std::move(master);
   return true;
@@ -189,11 +207,13 @@ NodeStatus Node::status() const {
   status.demotions = demotions_;
   status.resyncs = resyncs_;
   status.replicas_dropped = dropped_before_;
+  status.sync_timeouts = sync_timeouts_before_;
   if (role_ == Role::kMaster) {
     status.state = "master";
     if (master_) {
       status.replicas = master_->followers();
       status.replicas_dropped += master_->dropped_total();
+      status.sync_timeouts += master_->sync_timeouts();
     }
   } else if (link_ && !link_->ended()) {
     status.link = link_->status();

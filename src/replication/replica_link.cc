@@ -18,10 +18,12 @@ constexpr size_t kChunkSize = 256 * 1024;
 
 }  // namespace
 
-ReplicaLink::ReplicaLink(net::Reactor& reactor, store::Store& store, LinkSettings settings)
-    : reactor_(reactor), store_(store), settings_(std::move(settings)) {}
+ReplicaLink::ReplicaLink(net::Reactor& reactor, store::Store& store, LockMirror& locks,
+                         LinkSettings settings)
+    : reactor_(reactor), store_(store), locks_(locks), settings_(std::move(settings)) {}
 
 ReplicaLink::~ReplicaLink() {
+  if (ack_timer_ != 0) reactor_.cancel_timer(ack_timer_);
   if (fd_ >= 0) {
     reactor_.remove(fd_);
     ::close(fd_);
@@ -61,7 +63,8 @@ void ReplicaLink::on_connected() {
   // Whatever this node held came from an earlier master or its own time as
   // master: the snapshot must land in an empty store.
   store_.flush_all(0);
-  applier_ = std::make_unique<Applier>(store_);
+  locks_ = LockMirror();
+  applier_ = std::make_unique<Applier>(store_, &locks_);
   chunk_ = std::make_unique<char[]>(kChunkSize);
   heard_ms_ = net::monotonic_ms();
   connected_.store(true, std::memory_order_relaxed);
@@ -83,6 +86,24 @@ void ReplicaLink::read_stream() {
   }
   bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
+  if (applier_->lock_frames_applied() != lock_frames_acked_) {
+    lock_frames_acked_ = applier_->lock_frames_applied();
+    lock_sessions_.store(locks_.state().sessions.size(), std::memory_order_relaxed);
+    locks_held_.store(locks_.state().locks.size(), std::memory_order_relaxed);
+    return ack();
+  }
+  if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
+    ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
+      ack_timer_ = 0;
+      if (!ended()) ack();
+    });
+  }
+}
+
+void ReplicaLink::ack() {
+  bytes_acked_ = applier_->bytes_applied();
+  append_noop_response(bytes_acked_, out_);
+  send_pending();
 }
 
 void ReplicaLink::heartbeat() {
@@ -95,9 +116,7 @@ void ReplicaLink::heartbeat() {
   if (now - heard_ms_ > settings_.silence_limit_ms) {
     return end("the master said nothing for " + std::to_string(now - heard_ms_) + " ms");
   }
-  // One ack at a time is enough: a newer count replaces an unsent one.
-  if (out_.empty()) append_noop_response(bytes_applied_.load(std::memory_order_relaxed), out_);
-  send_pending();
+  ack();  // also tells a master with nothing to send that this replica lives
 }
 
 void ReplicaLink::send_pending() {
@@ -127,6 +146,8 @@ LinkStatus ReplicaLink::status() const {
   status.connected = connected_.load(std::memory_order_relaxed);
   status.bytes_applied = bytes_applied_.load(std::memory_order_relaxed);
   status.frames_applied = frames_applied_.load(std::memory_order_relaxed);
+  status.lock_sessions = lock_sessions_.load(std::memory_order_relaxed);
+  status.locks = locks_held_.load(std::memory_order_relaxed);
   return status;
 }
 

@@ -39,7 +39,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
   last_read_ms_ = worker_.reactor().now_ms();
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
-        worker_.state().lock_service, worker_.reactor(), out_, [this] { resume_input(); },
+        worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
         &worker_.state().read_only});
   }
   interest_ = EPOLLIN;
@@ -94,6 +94,7 @@ void Connection::on_writable() {
 
 void Connection::resume_input() {
   if (closed()) return;
+  if (protocol_->wants_close()) return close_when_sent();
   bool idle = !protocol_->has_unfinished_work() && !protocol_->blocked();
   if (idle && !draining_ && partial_size_ > 0) {
     // Requests that arrived behind the long one wait in the buffer.

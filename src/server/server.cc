@@ -23,6 +23,13 @@ std::string seconds_text(const timeval& tv) {
   return text;
 }
 
+std::string seconds_text(int64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld.%03lld", static_cast<long long>(ms / 1000),
+                static_cast<long long>(ms % 1000));
+  return text;
+}
+
 uint64_t unix_micros() {
   using namespace std::chrono;
   return static_cast<uint64_t>(
@@ -92,14 +99,18 @@ bool Server::start_replication(std::string* error) {
   node_settings.repl_port = settings.repl_port;
   node_settings.buffer_limit = settings.repl_buffer_size;
   node_settings.timeout_ms = int64_t{settings.repl_timeout_seconds} * 1000;
+  node_settings.sync_timeout_ms = settings.repl_sync_timeout_ms;
   replication::Node::Hooks hooks;
-  hooks.demoted = [this] { close_client_connections(); };
-  // The old master's tokens started at its own start time in microseconds
-  // and grew by one per grant: far slower than the clock. Tokens from the
-  // moment of promotion on are greater, with clocks in sync (NTP), as for a
-  // restart (docs/lock-service.md, "Fencing tokens").
-  hooks.promoted = [this] { state_.lock_service.raise_token_floor(unix_micros()); };
-  replication_ = std::make_unique<replication::Node>(node_settings, state_.store, state_.read_only,
+  hooks.demoted = [this] {
+    // The sessions and locks now live on the new master; a later
+    // promotion starts from what this node will have learnt from it.
+    state_.set_lock_service(
+        std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros()));
+    close_client_connections(false);
+  };
+  hooks.promoted = [this](const locks::LockState& state) { return take_over_locks(state); };
+  replication_ = std::make_unique<replication::Node>(node_settings, state_.store,
+                                                     state_.lock_service(), state_.read_only,
                                                      std::move(hooks));
   if (!replication_->start(error)) {
     *error = "--virtual_ip: " + *error;
@@ -108,11 +119,38 @@ bool Server::start_replication(std::string* error) {
   return true;
 }
 
-void Server::close_client_connections() {
+void Server::close_client_connections(bool lock_service_only) {
   for (auto& worker : workers_) {
     Worker* raw = worker.get();
-    raw->reactor().post([raw] { raw->close_connections(); });
+    raw->reactor().post([raw, lock_service_only] { raw->close_connections(lock_service_only); });
   }
+}
+
+// The old master's tokens started at its own start time in microseconds
+// and grew by one per grant: far slower than the clock. Tokens from the
+// moment of promotion on are greater than that and than every token the
+// replica saw (adopt), with clocks in sync (NTP), as for a restart
+// (docs/lock-service.md, "Fencing tokens").
+std::shared_ptr<locks::LockService> Server::take_over_locks(const locks::LockState& state) {
+  auto service = std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros());
+  std::vector<locks::LockService::Adopted> in_grace;
+  service->adopt(state, &in_grace);  // a new service is empty: it cannot refuse
+  // An adopted session nobody resumes ends after its grace, as on the old
+  // master; the timers run on the first worker.
+  Worker* timers = workers_.front().get();
+  timers->reactor().post([timers, service, in_grace = std::move(in_grace)] {
+    for (const locks::LockService::Adopted& adopted : in_grace) {
+      timers->reactor().add_timer(adopted.grace_ms,
+                                  [service, session = adopted.session,
+                                   detachment = adopted.detachment] {
+                                    service->expire(session, detachment);
+                                  });
+    }
+  });
+  state_.set_lock_service(service);
+  // Their sessions belong to the service this node had as a replica.
+  close_client_connections(true);
+  return service;
 }
 
 void Server::stop() {
@@ -179,10 +217,13 @@ void Server::collect_replication(core::StatList& out) const {
   add("demotions", status.demotions);
   add("resyncs", status.resyncs);
   add("replicas_dropped", status.replicas_dropped);
+  add("sync_timeouts", status.sync_timeouts);
   if (status.role == replication::Role::kReplica) {
     out.emplace_back("master", settings.virtual_ip + ":" + std::to_string(settings.repl_port));
     add("bytes_applied", status.link.bytes_applied);
     add("frames_applied", status.link.frames_applied);
+    add("lock_sessions", status.link.lock_sessions);
+    add("locks", status.link.locks);
     return;
   }
   add("replicas", status.replicas.size());
@@ -195,6 +236,7 @@ void Server::collect_replication(core::StatList& out) const {
     add(prefix + "bytes_sent", replica.bytes_sent);
     add(prefix + "bytes_acked", replica.bytes_acked);
     add(prefix + "lag_bytes", replica.bytes_sent + replica.bytes_pending - replica.bytes_acked);
+    out.emplace_back(prefix + "lag_seconds", seconds_text(replica.lag_ms));
     add(prefix + "connected_seconds", static_cast<uint64_t>(replica.connected_ms / 1000));
     add(prefix + "silent_ms", static_cast<uint64_t>(replica.silent_ms));
   }
@@ -271,6 +313,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("repl_port", std::to_string(settings.repl_port));
   out.emplace_back("repl_buffer_size", std::to_string(settings.repl_buffer_size));
   out.emplace_back("repl_timeout", std::to_string(settings.repl_timeout_seconds));
+  out.emplace_back("repl_sync_timeout_ms", std::to_string(settings.repl_sync_timeout_ms));
 }
 
 }  // namespace lockcached::server

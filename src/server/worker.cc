@@ -145,9 +145,9 @@ void Worker::free_retired() {
   retired_.clear();
 }
 
-void Worker::close_connections() {
+void Worker::close_connections(bool lock_service_only) {
   for (Connection* connection : connections_)
-    connection->close();
+    if (!lock_service_only || connection->kind() == PortKind::kLockService) connection->close();
   free_retired();
 }
 

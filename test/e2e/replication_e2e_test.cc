@@ -40,9 +40,74 @@ uint16_t free_port() {
   return ntohs(address.sin_port);
 }
 
-// Any memcached-compatible program can follow a master (yrmcds's design):
-// connected to the replication port, it gets the data as binary SetQ
-// requests, then Noops to answer.
+// One request of the replication stream, as a raw follower reads it.
+struct Frame {
+  uint8_t opcode = 0;
+  std::string extras;
+  std::string key;
+  std::string value;
+  size_t size = 0;  // header and body
+};
+
+constexpr uint8_t kNoop = 0x0a;
+
+std::optional<Frame> read_frame(Client& replica) {
+  std::optional<std::string> header = replica.read_exactly(24);
+  if (!header || static_cast<uint8_t>((*header)[0]) != 0x80) return std::nullopt;
+  auto byte = [&](size_t i) { return static_cast<uint8_t>((*header)[i]); };
+  Frame frame;
+  frame.opcode = byte(1);
+  size_t key_length = size_t{byte(2)} << 8 | byte(3);
+  size_t extras_length = byte(4);
+  size_t body_length =
+      size_t{byte(8)} << 24 | size_t{byte(9)} << 16 | size_t{byte(10)} << 8 | byte(11);
+  std::string body;
+  if (body_length > 0) {
+    std::optional<std::string> read = replica.read_exactly(body_length);
+    if (!read) return std::nullopt;
+    body = *read;
+  }
+  frame.extras = body.substr(0, extras_length);
+  frame.key = body.substr(extras_length, key_length);
+  frame.value = body.substr(extras_length + key_length);
+  frame.size = 24 + body_length;
+  return frame;
+}
+
+// A raw follower: counts the stream bytes it read, Noops (keep-alives, not
+// part of the stream) aside, and acks them as a lockcached replica does.
+class RawReplica {
+ public:
+  bool connect(uint16_t port) { return client_.connect(port); }
+  // The next frame other than a Noop, and other than a lock-service frame
+  // (opcodes 0xe0..0xe4) unless `locks`.
+  std::optional<Frame> next(bool locks) {
+    for (;;) {
+      std::optional<Frame> frame = read_frame(client_);
+      if (!frame) return frame;
+      if (frame->opcode == kNoop) continue;
+      position_ += frame->size;
+      if (locks || frame->opcode < 0xe0 || frame->opcode > 0xe4) return frame;
+    }
+  }
+  // A Noop response whose CAS is the position applied.
+  bool ack() {
+    std::string response(24, '\0');
+    response[0] = static_cast<char>(0x81);
+    response[1] = static_cast<char>(kNoop);
+    for (int i = 0; i < 8; ++i)
+      response[16 + i] = static_cast<char>(position_ >> (56 - 8 * i));
+    return client_.send(response);
+  }
+
+ private:
+  Client client_;
+  uint64_t position_ = 0;
+};
+
+// The stream is memcached binary requests (yrmcds's design): the data as
+// SetQ, then each change, with Noops to answer; the lock service's state
+// travels in it too, under opcodes memcached leaves unassigned.
 TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   uint16_t repl_port = free_port();
   ServerProcess server;
@@ -53,32 +118,64 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   EXPECT_EQ(client.stats("replication")["replicas"], "0");
   ASSERT_EQ(client.store("set", "key", "value", 5), "STORED");
 
-  Client replica;
+  RawReplica replica;
   ASSERT_TRUE(replica.connect(repl_port));
-  std::optional<std::string> header = replica.read_exactly(24);
-  ASSERT_TRUE(header);
-  EXPECT_EQ(static_cast<uint8_t>((*header)[0]), 0x80);  // a request
-  EXPECT_EQ(static_cast<uint8_t>((*header)[1]), 0x11);  // SetQ
-  EXPECT_EQ((*header)[3], 3);                          // key length
-  EXPECT_EQ((*header)[4], 8);                          // extras: flags, exptime
-  std::optional<std::string> body = replica.read_exactly(8 + 3 + 5);
-  ASSERT_TRUE(body);
-  EXPECT_EQ(body->substr(8), "keyvalue");
-  EXPECT_EQ(body->substr(0, 4), std::string("\0\0\0\5", 4));  // the flags
+  std::optional<Frame> set = replica.next(false);
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->opcode, 0x11);  // SetQ
+  EXPECT_EQ(set->key, "key");
+  EXPECT_EQ(set->value, "value");
+  EXPECT_EQ(set->extras.substr(0, 4), std::string("\0\0\0\5", 4));  // the flags
   EXPECT_TRUE(e2e::eventually([&] { return client.stats("replication")["replicas"] == "1"; }));
   // A change after the snapshot follows.
   ASSERT_EQ(client.request("delete key"), "DELETED");
-  std::optional<std::string> next = replica.read_exactly(24 + 3);
-  ASSERT_TRUE(next);
-  // Noops (keep-alives, once a second) may come first; the delete follows.
-  while (static_cast<uint8_t>((*next)[1]) == 0x0a) {
-    *next = next->substr(24);
-    std::optional<std::string> more = replica.read_exactly(24);
-    ASSERT_TRUE(more);
-    *next += *more;
-  }
-  EXPECT_EQ(static_cast<uint8_t>((*next)[1]), 0x14);  // DeleteQ
-  EXPECT_EQ(next->substr(24, 3), "key");
+  std::optional<Frame> deleted = replica.next(false);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->opcode, 0x14);  // DeleteQ
+  EXPECT_EQ(deleted->key, "key");
+}
+
+// A lock-service change is answered only once every replica acked it; a
+// replica that does not ack within --repl_sync_timeout_ms is dropped, and
+// the change is confirmed without it.
+TEST(ReplicationE2e, ALockGrantWaitsForTheReplicasAck) {
+  uint16_t repl_port = free_port();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", "--repl_port=" + std::to_string(repl_port),
+                            "--repl_sync_timeout_ms=500", "--lock_port=-1"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  // Served once every listener is open, the replication port's too.
+  ASSERT_EQ(client.stats("replication")["role"], "master");
+  RawReplica replica;
+  ASSERT_TRUE(replica.connect(repl_port));
+  ASSERT_TRUE(e2e::eventually([&] { return client.stats("replication")["replicas"] == "1"; }));
+  std::optional<uint16_t> lock_port = server.lock_port();
+  ASSERT_TRUE(lock_port);
+  Client locks;
+  ASSERT_TRUE(locks.connect(*lock_port));
+
+  ASSERT_TRUE(locks.send("lock door\r\n"));
+  std::optional<Frame> frame;
+  do {
+    frame = replica.next(true);
+    ASSERT_TRUE(frame);
+  } while (frame->opcode != 0xe2);  // the grant
+  EXPECT_EQ(frame->key, "door");
+  // Not answered before the ack: the replica may not have applied it yet.
+  EXPECT_EQ(locks.read_line(std::chrono::milliseconds(100)).substr(0, 10), "<no reply:");
+  ASSERT_TRUE(replica.ack());
+  std::string granted = locks.read_line();
+  EXPECT_EQ(granted.substr(0, 13), "200 Acquired ") << granted;
+
+  // Without an ack, the replica is dropped after the timeout.
+  EXPECT_EQ(locks.request("unlock door", std::chrono::seconds(10)), "200 Released");
+  std::map<std::string, std::string> replication = client.stats("replication");
+  EXPECT_EQ(replication["sync_timeouts"], "1");
+  EXPECT_EQ(replication["replicas"], "0");
+  EXPECT_EQ(replication["replicas_dropped"], "1");
+  // Alone, the master answers at once.
+  EXPECT_EQ(locks.request("lock door").substr(0, 13), "200 Acquired ");
 }
 
 TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {

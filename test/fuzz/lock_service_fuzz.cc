@@ -344,8 +344,8 @@ class LockHarness {
   }
 
   void check_invariants() {
-    locks::ServiceStats stats = service_.stats();
-    std::vector<locks::LockInfo> held = service_.list("");
+    locks::ServiceStats stats = service_->stats();
+    std::vector<locks::LockInfo> held = service_->list("");
     FUZZ_CHECK(held.size() == stats.locks);
     uint64_t waiters = 0;
     for (const locks::LockInfo& lock : held) {
@@ -382,19 +382,19 @@ class LockHarness {
     settle();
     FUZZ_CHECK(net::fake::timers_left == 0);
     FUZZ_CHECK(net::fake::posted_left == 0);
-    locks::ServiceStats stats = service_.stats();
+    locks::ServiceStats stats = service_->stats();
     FUZZ_CHECK(stats.locks == 0);
     FUZZ_CHECK(stats.waiters == 0);
     FUZZ_CHECK(stats.sessions == 0);
     FUZZ_CHECK(stats.sessions_in_grace == 0);
-    FUZZ_CHECK(service_.list("").empty());
+    FUZZ_CHECK(service_->list("").empty());
   }
 
   const uint8_t* data_;
   size_t size_;
   Header header_;
   Rng rng_;
-  locks::LockService service_;
+  std::shared_ptr<locks::LockService> service_ = std::make_shared<locks::LockService>();
   net::Reactor reactor_;
   // After the service and the reactor: connections go first.
   std::unique_ptr<Conn> conns_[kSlots];

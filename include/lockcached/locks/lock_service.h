@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lockcached/locks/lock_change_listener.h"
+#include "lockcached/locks/replication_barrier.h"
 
 namespace lockcached::locks {
 
@@ -166,6 +167,12 @@ class LockService {
   //   order against grants does not matter.
   void set_change_listener(LockChangeListener* listener);
 
+  // What a client's change waits on before it is confirmed (nullptr: no
+  // replica can be waited for, the default). Thread-safe; a caller keeps
+  // the barrier it got for as long as it waits on it.
+  void set_replication_barrier(std::shared_ptr<ReplicationBarrier> barrier);
+  std::shared_ptr<ReplicationBarrier> replication_barrier() const;
+
   // The whole state for a new replica, a piece at a time, sent to `out`
   // under the same locks as the changes: call with 0, then with what it
   // returns until kSnapshotDone. The rule is the store's (replication/
@@ -259,6 +266,11 @@ class LockService {
   static constexpr size_t kShards = 64;
   const LockLimits limits_;
   std::unique_ptr<Shard[]> shards_;
+  // A single server never takes barrier_mutex_: has_barrier_ says there is
+  // nothing to take.
+  std::atomic<bool> has_barrier_{false};
+  mutable std::mutex barrier_mutex_;
+  std::shared_ptr<ReplicationBarrier> barrier_;
   std::atomic<uint64_t> names_{0};    // entries in all shards; reserved before creating one
   std::atomic<uint64_t> next_token_;  // the last token handed out
   std::atomic<uint64_t> grants_{0};

@@ -18,7 +18,9 @@ namespace lockcached::protocol {
 
 // What a lock-service connection lends its protocol.
 struct LockServiceContext {
-  locks::LockService& service;
+  // Shared: a master that loses its role gets a new service, while the
+  // grace timers of this one's sessions may still run.
+  std::shared_ptr<locks::LockService> service;
   net::Reactor& reactor;  // the connection's own: timers and grant delivery
   OutputQueue& out;       // where replies to waits go when the wait ends
   // Called on the reactor thread once such a reply is queued.
@@ -34,7 +36,7 @@ class LockServiceProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool blocked() const override { return wait_ != nullptr; }
+  bool blocked() const override { return wait_ != nullptr || replicating_; }
   void connection_closed() override;
 
  private:
@@ -48,7 +50,13 @@ class LockServiceProtocol final : public ProtocolHandler {
   // Both run on the reactor thread; exactly one of them answers a wait.
   void on_granted(uint64_t token);
   void on_wait_timeout();
-  void end_wait(std::string_view reply);
+  void end_wait(std::string reply);
+  // Answers a change once the replicas have it (locks::ReplicationBarrier):
+  // true when `reply` went to `out` at once (no replica to wait for);
+  // false when it goes to context_.out later, the protocol blocked till then.
+  bool answer_change(std::string reply, OutputQueue& out);
+  void on_replicated(bool replicated, const std::string& reply);
+  locks::LockService& service() { return *context_.service; }
 
   LockServiceContext context_;
   std::shared_ptr<locks::Session> session_;
@@ -56,6 +64,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   net::Reactor::TimerId wait_timer_ = 0;
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
+  bool replicating_ = false;  // a reply waits for the replicas
   bool close_ = false;
   bool closed_ = false;
 };

@@ -32,8 +32,10 @@ class Applier {
   // Why feed failed; empty while it has not.
   std::string_view error() const { return error_; }
   uint64_t frames_applied() const { return frames_applied_; }
-  // Stream bytes of the frames applied so far: what the replica acks
-  // (LockStreamEncoder::append_ack).
+  uint64_t lock_frames_applied() const { return lock_frames_applied_; }
+  // Stream bytes of the frames applied so far, Noops (keep-alives) not
+  // counted: the position the master's ReplicaBuffer::appended gives, what
+  // the replica acks.
   uint64_t bytes_applied() const { return bytes_applied_; }
   // Bytes of an incomplete frame waiting for the rest.
   size_t buffered() const { return pending_.size(); }
@@ -61,6 +63,7 @@ class Applier {
   std::string pending_;
   const char* error_ = "";
   uint64_t frames_applied_ = 0;
+  uint64_t lock_frames_applied_ = 0;
   uint64_t bytes_applied_ = 0;
 };
 

@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
+#include "lockcached/replication/lock_mirror.h"
 #include "lockcached/replication/master.h"
 #include "lockcached/replication/replica_link.h"
 #include "lockcached/store/store.h"
@@ -28,6 +30,9 @@ struct NodeSettings {
   // A peer silent this long is gone; a replica that lost its master waits
   // as long for the virtual IP before it resyncs from whoever has it.
   int64_t timeout_ms = 10000;
+  // How long a lock change waits for a replica's ack before the replica is
+  // dropped (MasterSettings::sync_timeout_ms).
+  int64_t sync_timeout_ms = 1000;
   int64_t tick_ms = 1000;  // how often the virtual IP is looked at
 };
 
@@ -42,6 +47,7 @@ struct NodeStatus {
   uint64_t demotions = 0;
   uint64_t resyncs = 0;  // connections to a master, each starting from empty
   uint64_t replicas_dropped = 0;
+  uint64_t sync_timeouts = 0;  // replicas dropped for a lock change they did not ack in time
 };
 
 class Node {
@@ -51,11 +57,15 @@ class Node {
     // Closes every client connection (on demotion: their cache locks and
     // sessions belonged to the master this node was).
     std::function<void()> demoted;
-    std::function<void()> promoted;
+    // Returns the lock service the new master serves and replicates, made
+    // from the old master's state as this replica knew it.
+    std::function<std::shared_ptr<locks::LockService>(const locks::LockState&)> promoted;
   };
 
   // While a replica, *read_only is true: the protocols then refuse writes.
-  Node(NodeSettings settings, store::Store& store, std::atomic<bool>& read_only, Hooks hooks);
+  // `locks` is the lock service a node that starts as master replicates.
+  Node(NodeSettings settings, store::Store& store, std::shared_ptr<locks::LockService> locks,
+       std::atomic<bool>& read_only, Hooks hooks);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -84,6 +94,7 @@ class Node {
 
   const NodeSettings settings_;
   store::Store& store_;
+  std::shared_ptr<locks::LockService> locks_;  // the one a master replicates
   std::atomic<bool>& read_only_;
   const Hooks hooks_;
   net::Reactor reactor_;
@@ -93,12 +104,14 @@ class Node {
   Role role_ = Role::kReplica;
   std::unique_ptr<Master> master_;
   std::unique_ptr<ReplicaLink> link_;
+  LockMirror mirror_;  // filled by link_; kept past it for a promotion
   bool link_was_streaming_ = false;
   int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since
   uint64_t promotions_ = 0;
   uint64_t demotions_ = 0;
   uint64_t resyncs_ = 0;
   uint64_t dropped_before_ = 0;  // replicas dropped by earlier Master objects
+  uint64_t sync_timeouts_before_ = 0;
 };
 
 }  // namespace lockcached::replication

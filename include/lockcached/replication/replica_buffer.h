@@ -53,17 +53,25 @@ class ReplicaBuffer final : public store::ChangeListener, public locks::LockChan
   // replica whose ack (Applier::bytes_applied) reached it has applied the
   // change. It stops growing once the buffer overflowed.
   uint64_t appended() const;
+  // The stream position of the end of the last lock frame added: what a
+  // lock change waits for the replica to ack. A replica acks as soon as it
+  // applied a lock frame (ReplicaLink), so this is acked promptly, where
+  // the end of a cache frame after it may be acked only a tick later.
+  uint64_t lock_appended() const;
 
  private:
   // Appends one frame; `size` is an upper bound of its length.
   template <typename Append>
-  void add(size_t size, Append&& append);
+  void add(size_t size, Append&& append, bool lock_frame = false);
+  template <typename Append>
+  void add_lock(size_t size, Append&& append);
 
   const Encoder encoder_;
   const size_t limit_;
   mutable std::mutex mutex_;  // taken under a shard lock, never the reverse
   std::string bytes_;
   uint64_t appended_ = 0;
+  uint64_t lock_appended_ = 0;
   bool overflowed_ = false;
 };
 

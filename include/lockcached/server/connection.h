@@ -31,6 +31,7 @@ class Connection final : public net::EventHandler {
   // Closes the socket at once; the worker frees the object after the batch.
   void close();
   bool closed() const { return fd_ < 0; }
+  PortKind kind() const { return kind_; }
 
  private:
   void on_readable();

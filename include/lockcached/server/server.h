@@ -47,8 +47,12 @@ class Server final : public core::StatsSource {
   // With --virtual_ip: takes the role the address gives before any client
   // is served.
   bool start_replication(std::string* error);
-  // A demoted master's clients go: posted to every worker.
-  void close_client_connections();
+  // A demoted master's clients go (or only the lock service's, from a
+  // promoted replica): posted to every worker.
+  void close_client_connections(bool lock_service_only);
+  // A promoted replica's lock service: the old master's state, its
+  // sessions in their grace period.
+  std::shared_ptr<locks::LockService> take_over_locks(const locks::LockState& state);
   void collect_replication(core::StatList& out) const;
   core::CounterValues thread_counters() const;
   void collect_general(core::StatList& out) const;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 #include <ctime>
+#include <memory>
+#include <mutex>
 
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/server/settings.h"
@@ -17,8 +19,7 @@ struct ServerState {
   explicit ServerState(const Settings& config)
       : settings(config),
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
-        lock_service({config.lock_service_max_locks_per_session, config.lock_service_max_names},
-                     config.fencing_token_floor),
+        lock_service_(std::make_shared<locks::LockService>(lock_limits(), config.fencing_token_floor)),
         idle_timeout_seconds(config.idle_timeout_seconds) {}
 
   // Open connections per port, each against its own limit.
@@ -29,10 +30,30 @@ struct ServerState {
     return kind == PortKind::kCache ? settings.max_connections : settings.lock_max_connections;
   }
 
+  locks::LockLimits lock_limits() const {
+    return {settings.lock_service_max_locks_per_session, settings.lock_service_max_names};
+  }
+  // The lock service new lock-service connections use. A single server has
+  // one for its whole life; a replicated one gets a new one each time it
+  // changes role (server.cc), and closes the connections of the old one.
+  std::shared_ptr<locks::LockService> lock_service() const {
+    std::lock_guard lock(lock_service_mutex_);
+    return lock_service_;
+  }
+  void set_lock_service(std::shared_ptr<locks::LockService> service) {
+    std::lock_guard lock(lock_service_mutex_);
+    lock_service_ = std::move(service);
+  }
+
   const Settings settings;
   const store::Clock clock;
   store::Store store;
-  locks::LockService lock_service;
+
+ private:
+  mutable std::mutex lock_service_mutex_;
+  std::shared_ptr<locks::LockService> lock_service_;
+
+ public:
   const int64_t started_unix = static_cast<int64_t>(::time(nullptr));
   // What SIGHUP may change while the server runs (main's reload).
   std::atomic<int> idle_timeout_seconds;

@@ -37,8 +37,9 @@ class Worker {
   char* scratch() { return scratch_.get(); }
   static constexpr size_t kScratchSize = 64 * 1024;
 
-  // Closes every client connection of this thread (on its thread; post it).
-  void close_connections();
+  // Closes every client connection of this thread (on its thread; post it),
+  // or only those of the lock service.
+  void close_connections(bool lock_service_only = false);
 
   // Called by a connection that closed itself; freed before the loop sleeps.
   void retire(Connection* connection);
