@@ -679,6 +679,9 @@ TEST(LockReplicationStreamTest, CacheAndLockFramesShareOneStream) {
   uint64_t token = locks.try_acquire(session, "lock").token;
   const uint64_t after_grant = buffer.appended();
   cache.remove("key", 0, store::kNoOwner);
+  // What the grant's client waits for: the end of the last lock frame, not
+  // of the cache frame behind it, which the replica may ack later.
+  EXPECT_EQ(buffer.lock_appended(), after_grant);
 
   std::string bytes;
   ASSERT_TRUE(buffer.take(bytes));
@@ -695,6 +698,7 @@ TEST(LockReplicationStreamTest, CacheAndLockFramesShareOneStream) {
 
   locks.release(session, "lock");  // appended() goes on across take()
   EXPECT_GT(buffer.appended(), bytes.size());
+  EXPECT_EQ(buffer.lock_appended(), buffer.appended());
   cache.set_change_listener(nullptr);
   locks.set_change_listener(nullptr);
 }
