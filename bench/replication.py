@@ -1,26 +1,65 @@
 #!/usr/bin/env python3
 """What replication costs the master, side by side in one run (issue 16):
 
-  1. workload 1 (32 connections, depth 1, 90% get / 10% set, 32 B values,
-     100,000 keys) against a master with one replica attached and with none,
-     in paired rounds (the order alternates); medians of the throughput and
-     of the master's CPU per request;
-  2. how long a new replica takes to receive one million items.
+  workload1    workload 1 (32 connections, depth 1, 90% get / 10% set,
+               32 B values, 100,000 keys, lockcached-loadgen) against a
+               master with one replica attached and with none;
+  memcaslap    the same comparison with memcaslap (libmemcached-tools), a
+               load generator this project did not write, in workload 1's
+               shape (32 concurrent, 16-byte keys, 32 B values, 10% sets):
+               the cross-check of workload1's ratio;
+  lockservice  lock-service lock + unlock (`lock NAME`, `unlock NAME` on the
+               lock port, lockcached-loadgen --mode=lockservice) with one
+               synchronous replica and with none: every grant and release is
+               answered only once the replica acked it, so this is where a
+               replica costs the most;
+  sync         how long a new replica takes to receive one million items.
+
+The first three run in paired rounds (both setups back to back, the order
+alternating) and report medians, and as the ratio the median of the
+per-round ratios (one replica / none), as bench/compare does: on a machine
+whose speed drifts, a ratio within a round is steadier than a ratio of two
+medians.
+
+The lock service runs with 32 connections, depth 1, each connection on
+names of its own (no lock is ever contended), as bench/compare's workload
+6a, so the two results can be set side by side. Depth 1 is how a lock
+client works (it waits for the grant before it does anything), and 32 busy
+connections keep the master busy: with one connection the run would only
+measure one master-replica round trip per request, while with 32 the
+master's replication thread can send the frames of many changes at once and
+one ack confirms them all, which is the throughput a loaded lock server
+keeps. `--lock-connections 1` measures the unloaded latency instead. Every
+lock-service run starts a fresh master: the load generator's last locks stay
+held for their sessions' 30 s grace period after it disconnects, and would
+answer the next run's first locks of the same names with 409.
+
+Before every "one replica" run the script waits until the master reports
+`replicas 1` and `replica:0:state streaming` and the replica holds as many
+items as the master; after it, it checks that the replica is still attached
+and streaming, that the master dropped no replica and timed out no lock
+change (`replicas_dropped`, `sync_timeouts`), and, for the lock service,
+that the replica applied at least two frames (grant, release) per lock +
+unlock. A "none" run checks `replicas 0`. Any error reply the load
+generators saw fails the run.
 
 As root (network namespaces, as test/ha does: the master holds the virtual
 IP in one, the replica runs in another, the load generator in a third),
 after building build/lockcached and build/bench/lockcached-loadgen:
 
     python3 bench/replication.py [--rounds 5] [--duration 10] [--items 1000000]
+                                 [--only workload1,memcaslap,lockservice,sync]
 
-The master is pinned to CPU 0, the replica and the load generator to the
-others, as bench/compare pins servers. Prints a Markdown table for
-bench/RESULTS.md.
+The master (`--threads=1`) is pinned to CPU 0; with 3 CPUs or more the
+replica gets CPU 1 and the load generator the rest, on 2 CPUs they share
+CPU 1 (so there the replica's acks compete with the load generator for
+it). Prints a Markdown table for bench/RESULTS.md.
 """
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -33,19 +72,39 @@ import haclient  # noqa: E402
 import netns  # noqa: E402
 
 MASTER, REPLICA, LOADGEN = 0, 1, 2
+NONE, ONE = "none", "one replica"
+PARTS = ("workload1", "memcaslap", "lockservice", "sync")
+# memcaslap's config: 16-byte keys, 32 B values, 10% sets, 90% gets (as bench/compare).
+MEMCASLAP_CONFIG = "key\n16 16 1\nvalue\n32 32 1\ncmd\n0 0.1\n1 0.9\n"
 
 
 def cpus():
+    """CPUs of the master, the replica and the load generator."""
     count = os.cpu_count() or 1
-    return "0", ",".join(str(c) for c in range(1, count)) or "0"
+    if count >= 3:
+        return "0", "1", ",".join(str(c) for c in range(2, count))
+    other = "1" if count == 2 else "0"
+    return "0", other, other
+
+
+def process_cpu_seconds(pid):
+    """utime + stime of a process (/proc/PID/stat), as the load generator reads it."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def setups(round_number):
+    return [NONE, ONE] if round_number % 2 == 0 else [ONE, NONE]
 
 
 class Bench:
     def __init__(self, cluster, build, work, memory_mb):
         self.cluster = cluster
         self.build = build
-        server_cpu, other_cpus = cpus()
-        self.pin = {MASTER: server_cpu, REPLICA: other_cpus, LOADGEN: other_cpus}
+        self.work = work
+        master_cpu, replica_cpus, loadgen_cpus = cpus()
+        self.pin = {MASTER: master_cpu, REPLICA: replica_cpus, LOADGEN: loadgen_cpus}
         # Later flags win: one thread, as bench/compare runs every server.
         self.servers = haclient.Servers(
             cluster, os.path.join(build, "lockcached"), work,
@@ -55,53 +114,206 @@ class Bench:
     def start(self, node):
         self.servers.start(node, prefix=["taskset", "-c", self.pin[node]])
 
+    def fresh_master(self):
+        """A new master with an empty store and lock service, no replica."""
+        if REPLICA in self.servers.processes:
+            self.servers.kill(REPLICA)
+        if MASTER in self.servers.processes:
+            self.servers.kill(MASTER)
+        self.start(MASTER)
+
     def master_pid(self):
         # `ip netns exec` execs taskset, which execs lockcached: one pid.
         return self.servers.processes[MASTER].pid
 
-    def loadgen(self, *flags):
+    def loadgen(self, *flags, port=haclient.CACHE_PORT):
         command = ["taskset", "-c", self.pin[LOADGEN], os.path.join(self.build, "bench",
                                                                       "lockcached-loadgen"),
-                   "--host=" + self.cluster.vip, "--port=%d" % haclient.CACHE_PORT, "--quiet",
+                   "--host=" + self.cluster.vip, "--port=%d" % port, "--quiet",
                    "--server_pid=%d" % self.master_pid()] + list(flags)
-        out = self.cluster.exec(LOADGEN, command, capture_output=True, text=True, check=True)
+        out = self.cluster.exec(LOADGEN, command, capture_output=True, text=True)
         results = [json.loads(line[len("RESULT "):]) for line in out.stdout.splitlines()
                    if line.startswith("RESULT ")]
-        return results[-1]
+        if out.returncode != 0 or not results:
+            raise AssertionError("the load generator failed (exit %d): %s %s"
+                                 % (out.returncode, out.stdout[-500:], out.stderr[-500:]))
+        result = results[-1]
+        if result["errors"] or result["mismatches"]:
+            raise AssertionError("the load generator saw errors: %s" % result)
+        return result
 
-    def replica_streaming(self, items):
+    def memcaslap(self, duration):
+        """One memcaslap run against the virtual IP from the load generator's
+        node; its requests/s and the master's CPU per request over the run."""
+        config = os.path.join(self.work, "memcaslap.cfg")
+        with open(config, "w") as f:
+            f.write(MEMCASLAP_CONFIG)
+        command = ["taskset", "-c", self.pin[LOADGEN].split(",")[0], "memcaslap",
+                   "-s", "%s:%d" % (self.cluster.vip, haclient.CACHE_PORT), "-T", "1",
+                   "-c", "32", "-t", "%ds" % max(1, round(duration)), "-F", config]
+        cpu_before = process_cpu_seconds(self.master_pid())
+        out = self.cluster.exec(LOADGEN, command, capture_output=True, text=True,
+                                timeout=duration + 60)
+        cpu = process_cpu_seconds(self.master_pid()) - cpu_before
+        total = re.search(r"Run time: ([\d.]+)s Ops: (\d+) TPS: (\d+)", out.stdout)
+        errors = re.findall(r"(?m)^.*(?:SERVER_ERROR|CLIENT_ERROR|ERROR|[Ff]ail).*$",
+                            out.stdout + out.stderr)
+        if out.returncode != 0 or not total or errors:
+            raise AssertionError("memcaslap failed (exit %d): %s %s"
+                                 % (out.returncode, (errors[:3] or [out.stdout[-500:]]),
+                                    out.stderr[-500:]))
+        ops = int(total.group(2))
+        misses = re.search(r"get_misses: (\d+)", out.stdout)
+        return {"ops_per_s": float(total.group(3)), "ops": ops,
+                "server_cpu_us_per_op": cpu * 1e6 / ops,
+                "get_misses": int(misses.group(1)) if misses else -1}
+
+    def items(self, node):
+        c = haclient.client(self.cluster, node, self.cluster.addresses[node])
+        try:
+            return int(c.stats()["curr_items"])
+        finally:
+            c.close()
+
+    def replica_streaming(self, items=None):
+        """One replica attached and streaming, holding `items` items (by
+        default as many as the master: call it while the master is idle)."""
         stats = self.servers.replication(MASTER)
+        if items is None:
+            items = self.items(MASTER)
         return (stats.get("replicas") == "1" and stats.get("replica:0:state") == "streaming"
-                and int(self.servers.client(REPLICA).stats()["curr_items"]) == items)
+                and self.items(REPLICA) == items)
+
+    def attach_replica(self, timeout=60):
+        self.start(REPLICA)
+        haclient.eventually(lambda: self.replica_streaming(), timeout, "the replica is in sync")
+
+    def detach_replica(self):
+        self.servers.kill(REPLICA)
+        haclient.eventually(lambda: self.servers.replication(MASTER)["replicas"] == "0",
+                            30, "the master lets the replica go")
+
+    def counters(self, setup):
+        """The master's replication counters before a run of `setup`, checked."""
+        master = self.servers.replication(MASTER)
+        counters = {"dropped": int(master["replicas_dropped"]),
+                    "sync_timeouts": int(master["sync_timeouts"])}
+        if setup == NONE:
+            if master["replicas"] != "0":
+                raise AssertionError("a replica is attached in a 'none' run: %s" % master)
+            return counters
+        if master["replicas"] != "1" or master["replica:0:state"] != "streaming":
+            raise AssertionError("the replica is not streaming: %s" % master)
+        counters["bytes_acked"] = int(master["replica:0:bytes_acked"])
+        counters["frames_applied"] = int(self.servers.replication(REPLICA)["frames_applied"])
+        return counters
+
+    def check_after(self, setup, before):
+        """The setup held through the run: returns the replica's progress."""
+        after = self.counters(setup)  # raises when the replica left or a replica came
+        if after["dropped"] != before["dropped"] or after["sync_timeouts"] != before[
+                "sync_timeouts"]:
+            raise AssertionError("the master dropped a replica or timed out a lock change "
+                                 "during the run: before %s, after %s" % (before, after))
+        if setup == NONE:
+            return {}
+        return {"bytes_acked": after["bytes_acked"] - before["bytes_acked"],
+                "frames_applied": after["frames_applied"] - before["frames_applied"]}
 
 
 def workload_one(bench, rounds, duration):
     flags = ["--connections=32", "--depth=1", "--get_ratio=0.9", "--value_size=32",
              "--keys=100000", "--duration_s=%g" % duration]
+    bench.fresh_master()
     bench.loadgen("--preload_only", "--keys=100000", "--value_size=32")
-    results = {"none": [], "one replica": []}
+    results = {NONE: [], ONE: []}
     for round_number in range(rounds):
-        order = ["none", "one replica"] if round_number % 2 == 0 else ["one replica", "none"]
-        for setup in order:
-            if setup == "one replica":
-                bench.start(REPLICA)
-                haclient.eventually(lambda: bench.replica_streaming(100000), 60,
-                                    "the replica is in sync")
+        for setup in setups(round_number):
+            if setup == ONE:
+                bench.attach_replica()
+            before = bench.counters(setup)
             result = bench.loadgen("--preload=false", *flags)
-            if result["errors"] or result["mismatches"]:
-                raise AssertionError("the load generator saw errors: %s" % result)
+            progress = bench.check_after(setup, before)
+            if setup == ONE:
+                haclient.eventually(lambda: bench.replica_streaming(), 30,
+                                    "the replica caught up after the run")
+                bench.detach_replica()
             results[setup].append(result)
-            if setup == "one replica":
-                bench.servers.kill(REPLICA)
-                haclient.eventually(lambda: bench.servers.replication(MASTER)["replicas"] == "0",
-                                    30, "the master lets the replica go")
-            print("  round %d, %s: %.0f requests/s, master %.2f us CPU/request"
+            print("  round %d, %s: %.0f requests/s, master %.2f us CPU/request, "
+                  "load generator %.0f%% busy%s"
                   % (round_number + 1, setup, result["ops_per_s"],
-                     result["server_cpu_us_per_op"]), flush=True)
+                     result["server_cpu_us_per_op"],
+                     100 * result["loadgen_cpu_s"] / result["seconds"],
+                     ", replica acked %d bytes" % progress["bytes_acked"] if progress else ""),
+                  flush=True)
+    bench.loadgen("--preload=false", "--ops=1")  # the master still serves
+    return results
+
+
+def memcaslap_rounds(bench, rounds, duration):
+    """Workload 1's ratio again, with memcaslap. Every run starts a fresh
+    master: memcaslap stores its own keys as it goes, so both setups start
+    from the same empty store."""
+    results = {NONE: [], ONE: []}
+    for round_number in range(rounds):
+        for setup in setups(round_number):
+            bench.fresh_master()
+            if setup == ONE:
+                bench.attach_replica()
+            before = bench.counters(setup)
+            result = bench.memcaslap(duration)
+            progress = bench.check_after(setup, before)
+            if setup == ONE:
+                haclient.eventually(lambda: bench.replica_streaming(), 30,
+                                    "the replica caught up after the run")
+                bench.detach_replica()
+            results[setup].append(result)
+            print("  round %d, %s: %.0f requests/s, master %.2f us CPU/request, "
+                  "%d get misses, %d items%s"
+                  % (round_number + 1, setup, result["ops_per_s"],
+                     result["server_cpu_us_per_op"], result["get_misses"],
+                     bench.items(MASTER),
+                     ", replica acked %d bytes" % progress["bytes_acked"] if progress else ""),
+                  flush=True)
+    return results
+
+
+def lock_service(bench, rounds, duration, connections):
+    flags = ["--mode=lockservice", "--connections=%d" % connections, "--depth=1",
+             "--duration_s=%g" % duration]
+    results = {NONE: [], ONE: []}
+    for round_number in range(rounds):
+        for setup in setups(round_number):
+            bench.fresh_master()  # see the docstring: locks in their grace period
+            if setup == ONE:
+                bench.attach_replica()
+            before = bench.counters(setup)
+            result = bench.loadgen(*flags, port=haclient.LOCK_PORT)
+            progress = bench.check_after(setup, before)
+            if result["cycles"] == 0:
+                raise AssertionError("no lock + unlock completed: %s" % result)
+            result["server_cpu_us_per_cycle"] = result["server_cpu_s"] * 1e6 / result["cycles"]
+            if setup == ONE:
+                if progress["frames_applied"] < 2 * result["cycles"]:
+                    raise AssertionError(
+                        "the replica applied %d frames for %d lock + unlock cycles"
+                        % (progress["frames_applied"], result["cycles"]))
+                bench.detach_replica()
+            results[setup].append(result)
+            print("  round %d, %s: %.0f lock+unlock/s, p50 %.0f us, p99 %.0f us, "
+                  "master %.2f us CPU per lock+unlock, load generator %.0f%% busy%s"
+                  % (round_number + 1, setup, result["cycles_per_s"], result["cycle_p50_us"],
+                     result["cycle_p99_us"], result["server_cpu_us_per_cycle"],
+                     100 * result["loadgen_cpu_s"] / result["seconds"],
+                     ", replica applied %d frames (%.1f per lock+unlock)"
+                     % (progress["frames_applied"],
+                        progress["frames_applied"] / result["cycles"]) if progress else ""),
+                  flush=True)
     return results
 
 
 def time_to_sync(bench, items):
+    bench.fresh_master()  # an empty store to fill
     bench.loadgen("--preload_only", "--keys=%d" % items, "--value_size=32")
     started = time.monotonic()
     bench.start(REPLICA)
@@ -109,49 +321,92 @@ def time_to_sync(bench, items):
     return time.monotonic() - started
 
 
+def paired(results, key):
+    """Medians of both setups and the median of the per-round ratios."""
+    none = [r[key] for r in results[NONE]]
+    one = [r[key] for r in results[ONE]]
+    return (statistics.median(none), statistics.median(one),
+            statistics.median(o / n for o, n in zip(one, none)))
+
+
+def parse_parts(text):
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError("parts are %s" % ", ".join(PARTS))
+    return parts
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=float, default=10)
-    parser.add_argument("--items", type=int, default=1000000)
+    parser.add_argument("--items", type=int, default=1000000,
+                        help="items for the sync part (default 1,000,000)")
+    parser.add_argument("--lock-connections", type=int, default=32,
+                        help="lock-service connections (default 32)")
+    parser.add_argument("--only", type=parse_parts, default=list(PARTS),
+                        help="comma-separated parts to run: %s (default: all)" % ",".join(PARTS))
     parser.add_argument("--build-dir", default=os.path.join(HERE, "..", "build"))
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/replication.py needs root (network namespaces)")
     build = os.path.abspath(args.build_dir)
+    rows = []
+    sync_seconds = None
     with tempfile.TemporaryDirectory() as work, netns.Cluster(3) as cluster:
         cluster.add_address(MASTER, cluster.vip)
         bench = Bench(cluster, build, work, 1024)
         try:
-            bench.start(MASTER)
-            print("workload 1, %d paired rounds of %g s:" % (args.rounds, args.duration))
-            results = workload_one(bench, args.rounds, args.duration)
-            bench.loadgen("--preload=false", "--ops=1")  # the master still serves
-            with_none = statistics.median(r["ops_per_s"] for r in results["none"])
-            with_one = statistics.median(r["ops_per_s"] for r in results["one replica"])
-            cpu_none = statistics.median(r["server_cpu_us_per_op"] for r in results["none"])
-            cpu_one = statistics.median(r["server_cpu_us_per_op"]
-                                        for r in results["one replica"])
-            # A fresh master for the sync: an empty store to fill.
-            bench.servers.kill(MASTER)
-            bench.start(MASTER)
-            sync_seconds = time_to_sync(bench, args.items)
+            if "workload1" in args.only:
+                print("workload 1, %d paired rounds of %g s:" % (args.rounds, args.duration))
+                results = workload_one(bench, args.rounds, args.duration)
+                rows.append(("workload 1: requests/s", "%.0f",
+                             paired(results, "ops_per_s")))
+                rows.append(("workload 1: master CPU per request (us)", "%.2f",
+                             paired(results, "server_cpu_us_per_op")))
+            if "memcaslap" in args.only:
+                print("workload 1 with memcaslap, %d paired rounds of %d s:"
+                      % (args.rounds, max(1, round(args.duration))))
+                results = memcaslap_rounds(bench, args.rounds, args.duration)
+                rows.append(("workload 1, memcaslap: requests/s", "%.0f",
+                             paired(results, "ops_per_s")))
+                rows.append(("workload 1, memcaslap: master CPU per request (us)", "%.2f",
+                             paired(results, "server_cpu_us_per_op")))
+            if "lockservice" in args.only:
+                print("lock service, %d connections, distinct names, %d paired rounds of %g s:"
+                      % (args.lock_connections, args.rounds, args.duration))
+                results = lock_service(bench, args.rounds, args.duration, args.lock_connections)
+                label = "lock service (%d conns, distinct names)" % args.lock_connections
+                rows.append((label + ": lock+unlock/s", "%.0f",
+                             paired(results, "cycles_per_s")))
+                rows.append((label + ": lock+unlock p50 (us)", "%.0f",
+                             paired(results, "cycle_p50_us")))
+                rows.append((label + ": lock+unlock p99 (us)", "%.0f",
+                             paired(results, "cycle_p99_us")))
+                rows.append((label + ": master CPU per lock+unlock (us)", "%.2f",
+                             paired(results, "server_cpu_us_per_cycle")))
+            if "sync" in args.only:
+                sync_seconds = time_to_sync(bench, args.items)
         finally:
             bench.servers.close()
     machine = subprocess.run(["uname", "-srm"], capture_output=True, text=True).stdout.strip()
+    master_cpu, replica_cpus, loadgen_cpus = cpus()
     print()
-    print("Machine: %d CPUs, %s; master on CPU 0, replica and load generator on the others."
-          % (os.cpu_count(), machine))
-    print()
-    print("| workload 1, medians of %d paired rounds | no replica | one replica | ratio |"
-          % args.rounds)
-    print("| --- | --- | --- | --- |")
-    print("| requests/s | %.0f | %.0f | %.2f |" % (with_none, with_one, with_one / with_none))
-    print("| master CPU per request (us) | %.2f | %.2f | %.2f |"
-          % (cpu_none, cpu_one, cpu_one / cpu_none))
-    print()
-    print("Time for a new replica to receive %d items (32 B values): %.1f s"
-          % (args.items, sync_seconds))
+    print("Machine: %d CPUs, %s; master on CPU %s, replica on CPU %s, load generator on CPU %s."
+          % (os.cpu_count(), machine, master_cpu, replica_cpus, loadgen_cpus))
+    if rows:
+        print()
+        print("| medians of %d paired rounds | no replica | one replica | ratio |" % args.rounds)
+        print("| --- | --- | --- | --- |")
+        for label, fmt, (none, one, ratio) in rows:
+            print("| %s | %s | %s | %.2f |" % (label, fmt % none, fmt % one, ratio))
+        print()
+        print("ratio: the median of the per-round ratios, one replica / none.")
+    if sync_seconds is not None:
+        print()
+        print("Time for a new replica to receive %d items (32 B values): %.1f s"
+              % (args.items, sync_seconds))
 
 
 if __name__ == "__main__":
