@@ -142,18 +142,21 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
 
 void LockServiceProtocol::on_granted(uint64_t token) {
   context_.reactor.cancel_timer(wait_timer_);
-  end_wait(acquired_reply(token));
+  end_wait();
+  if (answer_change(acquired_reply(token), context_.out)) context_.on_async_reply();
 }
 
 void LockServiceProtocol::on_wait_timeout() {
   // A grant already decided is on its way to us: let it answer instead.
-  if (service().cancel_wait(*wait_, true)) end_wait("409 Unavailable\r\n");
+  if (!service().cancel_wait(*wait_, true)) return;
+  end_wait();
+  context_.out.append("409 Unavailable\r\n");  // nothing changed: nothing to replicate
+  context_.on_async_reply();
 }
 
-void LockServiceProtocol::end_wait(std::string reply) {
+void LockServiceProtocol::end_wait() {
   wait_.reset();
   wait_timer_ = 0;
-  if (answer_change(std::move(reply), context_.out)) context_.on_async_reply();
 }
 
 // The replicas must have a grant, a release or a session's change before

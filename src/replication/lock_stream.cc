@@ -60,10 +60,6 @@ void LockStreamEncoder::append_token_floor(uint64_t token, std::string& out) {
   append_frame(wire::kLockTokenFloor, &token, {}, {}, out);
 }
 
-void LockStreamEncoder::append_ack(uint64_t applied, std::string& out) {
-  wire::append_request_header(wire::kLockAck, 0, 0, 0, out, applied);
-}
-
 // Each opcode has exactly one shape; the lengths alone tell it.
 const char* check_lock_header(const protocol::binary::Header& h) {
   size_t value = size_t{h.body_length} - h.extras_length - h.key_length;
@@ -110,34 +106,6 @@ const char* apply_lock_frame(const protocol::binary::Header& h, std::string_view
       break;
   }
   return nullptr;
-}
-
-bool AckReader::feed(std::string_view bytes) {
-  if (*error_) return false;
-  if (!pending_.empty()) {
-    size_t take = std::min(wire::kHeaderSize - pending_.size(), bytes.size());
-    pending_.append(bytes.substr(0, take));
-    bytes.remove_prefix(take);
-    if (pending_.size() < wire::kHeaderSize) return true;
-    if (!read(pending_.data())) return false;
-    pending_.clear();
-  }
-  for (; bytes.size() >= wire::kHeaderSize; bytes.remove_prefix(wire::kHeaderSize)) {
-    if (!read(bytes.data())) return false;
-  }
-  pending_.assign(bytes);
-  return true;
-}
-
-bool AckReader::read(const char* frame) {
-  protocol::binary::Header h = protocol::binary::decode_header(frame);
-  if (h.magic != wire::kRequestMagic || h.opcode != wire::kLockAck) return fail("not an ack");
-  if (h.key_length != 0 || h.extras_length != 0 || h.body_length != 0 || h.data_type != 0) {
-    return fail("malformed ack");
-  }
-  if (h.cas < acked_) return fail("ack went backwards");
-  acked_ = h.cas;
-  return true;
 }
 
 }  // namespace lockcached::replication

@@ -399,10 +399,13 @@ Master::Follower* Master::find_locked(uint64_t id) const {
 bool Master::sync(std::function<void(bool)> done) {
   {
     std::lock_guard lock(mutex_);
-    if (followers_.empty()) return false;
     PendingSync sync{{}, std::move(done), net::monotonic_ms() + settings_.sync_timeout_ms};
-    for (const auto& follower : followers_)
-      sync.targets.emplace_back(follower->id(), follower->buffer().lock_appended());
+    for (const auto& follower : followers_) {
+      uint64_t position = follower->buffer().lock_appended();
+      // Acked already (the change wrote no frame: a lock the session held).
+      if (follower->acked() < position) sync.targets.emplace_back(follower->id(), position);
+    }
+    if (sync.targets.empty()) return false;
     syncs_.push_back(std::move(sync));
   }
   // Sent now rather than at the next millisecond's pump: the client waits.

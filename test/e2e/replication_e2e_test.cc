@@ -167,6 +167,11 @@ TEST(ReplicationE2e, ALockGrantWaitsForTheReplicasAck) {
   ASSERT_TRUE(replica.ack());
   std::string granted = locks.read_line();
   EXPECT_EQ(granted.substr(0, 13), "200 Acquired ") << granted;
+  // Nothing new to ack (the session and its lock are acked): answered at
+  // once, never held up until the replica is dropped for not acking.
+  EXPECT_EQ(locks.request("conn_id").substr(0, 4), "200 ");
+  EXPECT_EQ(locks.request("lock door"), granted);
+  EXPECT_EQ(client.stats("replication")["replicas"], "1");
 
   // Without an ack, the replica is dropped after the timeout.
   EXPECT_EQ(locks.request("unlock door", std::chrono::seconds(10)), "200 Released");

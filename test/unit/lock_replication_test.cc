@@ -357,58 +357,6 @@ TEST(LockReplicationFrameTest, GrantCarriesTokenNameAndSession) {
   EXPECT_EQ(frame.substr(32), "namesid");
 }
 
-TEST(LockReplicationFrameTest, AckCarriesThePositionInTheCas) {
-  std::string frame;
-  LockStreamEncoder::append_ack(0xabcdef0123, frame);
-  ASSERT_EQ(frame.size(), 24u);
-  EXPECT_EQ(static_cast<uint8_t>(frame[1]), 0xe5);
-  EXPECT_EQ(frame.substr(2, 14), std::string(14, '\0'));
-  EXPECT_EQ(u64_at(frame, 16), 0xabcdef0123u);
-}
-
-TEST(LockReplicationAckTest, AcksParseFromEverySplitPoint) {
-  std::string stream;
-  for (uint64_t position : {0ull, 24ull, 24ull, 1000ull, 0x1234567890ull})
-    LockStreamEncoder::append_ack(position, stream);
-  for (size_t split = 0; split <= stream.size(); ++split) {
-    AckReader reader;
-    ASSERT_TRUE(reader.feed(std::string_view(stream).substr(0, split))) << split;
-    EXPECT_LE(reader.acked(), 0x1234567890u);
-    ASSERT_TRUE(reader.feed(std::string_view(stream).substr(split))) << split;
-    EXPECT_EQ(reader.acked(), 0x1234567890u) << split;
-  }
-  AckReader bytewise;
-  for (size_t i = 0; i < stream.size(); ++i) {
-    ASSERT_TRUE(bytewise.feed(std::string_view(stream).substr(i, 1)));
-    if (i == 94) {
-      EXPECT_EQ(bytewise.acked(), 24u);
-    } else if (i == 95) {
-      EXPECT_EQ(bytewise.acked(), 1000u);  // the fourth ack just completed
-    }
-  }
-  EXPECT_EQ(bytewise.acked(), 0x1234567890u);
-}
-
-TEST(LockReplicationAckTest, AnythingButARisingAckIsRefused) {
-  std::string backwards;
-  LockStreamEncoder::append_ack(100, backwards);
-  LockStreamEncoder::append_ack(99, backwards);
-  std::string grant;
-  LockStreamEncoder::append_grant("x", "s", 1, grant);
-  std::string with_body;
-  LockStreamEncoder::append_ack(5, with_body);
-  with_body[11] = 1;  // a body length
-  for (const std::string& bytes : {backwards, grant, with_body}) {
-    AckReader reader;
-    EXPECT_FALSE(reader.feed(bytes));
-    EXPECT_FALSE(reader.error().empty());
-    std::string good;
-    LockStreamEncoder::append_ack(1000, good);
-    EXPECT_FALSE(reader.feed(good)) << "must stay refused";
-    EXPECT_LT(reader.acked(), 1000u);
-  }
-}
-
 // ---- The replica's side ----
 
 // A replica: its store, and the mirror its applier feeds.
@@ -447,8 +395,6 @@ std::string frame(uint8_t opcode, uint16_t key_length, uint8_t extras_length,
 TEST(LockReplicationApplierTest, MalformedLockFramesAreRefusedAndStayRefused) {
   std::string eight(8, '\0');
   std::string negative_grace = frame(0xe0, 1, 8, "\x80" + std::string(7, '\0') + "s");
-  std::string ack;
-  LockStreamEncoder::append_ack(0, ack);
   const std::vector<std::pair<const char*, std::string>> cases = {
       {"session without id", frame(0xe0, 0, 8, eight)},
       {"session without grace", frame(0xe0, 1, 0, "s")},
@@ -463,7 +409,7 @@ TEST(LockReplicationApplierTest, MalformedLockFramesAreRefusedAndStayRefused) {
       {"release without session", frame(0xe3, 1, 0, "n")},
       {"token floor with a key", frame(0xe4, 1, 8, eight + "k")},
       {"negative grace", negative_grace},
-      {"an ack goes the other way", ack},
+      {"opcode 0xe5, outside the lock stream", frame(0xe5, 0, 0, "")},
       {"unknown private opcode", frame(0xe6, 0, 0, "")},
   };
   for (const auto& [name, bytes] : cases) {

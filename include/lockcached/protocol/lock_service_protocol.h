@@ -50,7 +50,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   // Both run on the reactor thread; exactly one of them answers a wait.
   void on_granted(uint64_t token);
   void on_wait_timeout();
-  void end_wait(std::string reply);
+  void end_wait();
   // Answers a change once the replicas have it (locks::ReplicationBarrier):
   // true when `reply` went to `out` at once (no replica to wait for);
   // false when it goes to context_.out later, the protocol blocked till then.

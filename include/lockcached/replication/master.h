@@ -96,7 +96,8 @@ class Master {
   // exactly the live followers (none: no listener, so a master without
   // replicas pays nothing per change).
   void install_fan_out_locked();
-  // Any thread (Barrier): false when no replica is connected.
+  // Any thread (Barrier): false when no connected replica has yet to ack a
+  // lock frame: the change is on every one, or there is none.
   bool sync(std::function<void(bool)> done);
   // Confirms the syncs every replica they wait for has acked (or left).
   void complete_syncs();
