@@ -65,11 +65,17 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   Words words = split_words(line);
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   std::string_view command = words[0];
-  if (context_.read_only && context_.read_only->load(std::memory_order_relaxed) &&
+  // Acquire: a node that stopped being a replica retired its service
+  // first, so this sees that the connection's service is stale.
+  if (context_.read_only && context_.read_only->load(std::memory_order_acquire) &&
       command != "stats" && command != "quit") {
     out.append("503 ");
     out.append(kReadOnlyReason);
     return out.append("\r\n");
+  }
+  if (service().retired()) {
+    close_ = true;  // its sessions live elsewhere now: the client must reconnect
+    return;
   }
   if (command == "lock") return lock(words, out);
   if (command == "unlock") return unlock(words, out);
@@ -164,6 +170,10 @@ void LockServiceProtocol::end_wait() {
 // the master dies (docs/high-availability.md). Without replicas (a single
 // server, or a master alone) there is nothing to wait for.
 bool LockServiceProtocol::answer_change(std::string reply, OutputQueue& out) {
+  if (service().retired()) {
+    close_ = true;  // a demoted master: the change may exist nowhere else
+    return true;
+  }
   std::shared_ptr<locks::ReplicationBarrier> barrier = service().replication_barrier();
   if (barrier) {
     replicating_ = true;

@@ -155,16 +155,22 @@ void Node::promote() {
   LOG(WARNING) << "replication: took over " << mirror_.state().sessions.size()
                << " lock-service sessions holding " << mirror_.state().locks.size() << " locks";
   mirror_ = LockMirror();
-  read_only_.store(false, std::memory_order_relaxed);
+  // Release: whoever sees writes allowed sees the replica's service retired.
+  read_only_.store(false, std::memory_order_release);
   retry_open_master();
 }
 
 void Node::demote() {
+  LOG(WARNING) << "replication: lost the virtual IP " << settings_.virtual_ip
+               << ": this master becomes a replica and resyncs";
+  read_only_.store(true, std::memory_order_relaxed);
+  // Its clients' cache locks and lock-service sessions belonged to the
+  // master this node was; they must find the new one. The lock service is
+  // retired before the master goes, so that a grant a waiter gets now is
+  // never confirmed without the replicas.
+  hooks_.demoted();
   {
     std::lock_guard lock(mutex_);
-    LOG(WARNING) << "replication: lost the virtual IP " << settings_.virtual_ip
-                 << ": this master becomes a replica and resyncs";
-    read_only_.store(true, std::memory_order_relaxed);
     if (master_) {
       dropped_before_ += master_->dropped_total();
       sync_timeouts_before_ += master_->sync_timeouts();
@@ -174,9 +180,6 @@ void Node::demote() {
     role_ = Role::kReplica;
     ++demotions_;
   }
-  // Its clients' cache locks and lock-service sessions belonged to the
-  // master this node was; they must find the new one.
-  hooks_.demoted();
   keep_linked(net::monotonic_ms());
 }
 

@@ -173,6 +173,12 @@ class LockService {
   void set_replication_barrier(std::shared_ptr<ReplicationBarrier> barrier);
   std::shared_ptr<ReplicationBarrier> replication_barrier() const;
 
+  // This node changed role and serves another service now: a connection
+  // still on this one must confirm nothing more and close, so that its
+  // client reconnects to the right one. Thread-safe, for good.
+  void retire() { retired_.store(true, std::memory_order_release); }
+  bool retired() const { return retired_.load(std::memory_order_acquire); }
+
   // The whole state for a new replica, a piece at a time, sent to `out`
   // under the same locks as the changes: call with 0, then with what it
   // returns until kSnapshotDone. The rule is the store's (replication/
@@ -269,6 +275,7 @@ class LockService {
   // A single server never takes barrier_mutex_: has_barrier_ says there is
   // nothing to take.
   std::atomic<bool> has_barrier_{false};
+  std::atomic<bool> retired_{false};
   mutable std::mutex barrier_mutex_;
   std::shared_ptr<ReplicationBarrier> barrier_;
   std::atomic<uint64_t> names_{0};    // entries in all shards; reserved before creating one

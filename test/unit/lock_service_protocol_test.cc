@@ -1,0 +1,109 @@
+// The lock-service protocol on a replicated master (issue 16): a change is
+// answered once the replicas have it (locks::ReplicationBarrier), and a
+// service the node no longer serves (after a role change) confirms nothing.
+#include "lockcached/protocol/lock_service_protocol.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lockcached::protocol {
+namespace {
+
+// A barrier the test answers by hand.
+class ManualBarrier final : public locks::ReplicationBarrier {
+ public:
+  bool after_replicated(std::function<void(bool)> done) override {
+    if (!waits) return false;
+    pending.push_back(std::move(done));
+    return true;
+  }
+  // Answers the oldest waiting change.
+  void answer(bool replicated) {
+    ASSERT_FALSE(pending.empty());
+    auto done = std::move(pending.front());
+    pending.erase(pending.begin());
+    done(replicated);
+  }
+
+  bool waits = true;  // false: as if every replica had every change
+  std::vector<std::function<void(bool)>> pending;
+};
+
+class LockServiceProtocolTest : public ::testing::Test {
+ protected:
+  LockServiceProtocolTest() { service_->set_replication_barrier(barrier_); }
+
+  // Offers `bytes` (after what was left unconsumed) and returns the replies.
+  std::string feed(std::string_view bytes) {
+    pending_.append(bytes);
+    pending_.erase(0, protocol_.consume(pending_, out_));
+    return out_.take_all();
+  }
+  // Runs what was posted to the connection's reactor (the barrier's answer
+  // hops there) and returns the replies it queued. Once per test: a
+  // reactor stops for good.
+  std::string run_posted() {
+    reactor_.post([this] { reactor_.stop(); });
+    reactor_.run();
+    return out_.take_all();
+  }
+
+  std::shared_ptr<locks::LockService> service_ = std::make_shared<locks::LockService>();
+  std::shared_ptr<ManualBarrier> barrier_ = std::make_shared<ManualBarrier>();
+  net::Reactor reactor_;
+  OutputQueue out_;
+  int async_replies_ = 0;
+  LockServiceProtocol protocol_{
+      LockServiceContext{service_, reactor_, out_, [this] { ++async_replies_; }}};
+  std::string pending_;
+};
+
+TEST_F(LockServiceProtocolTest, AGrantIsAnsweredOnceReplicatedAndLaterRequestsWait) {
+  EXPECT_EQ(feed("lock a\r\nunlock a\r\n"), "");
+  EXPECT_TRUE(protocol_.blocked());
+  ASSERT_EQ(barrier_->pending.size(), 1u);  // the unlock was not read yet
+  barrier_->answer(true);
+  std::string granted = run_posted();
+  EXPECT_EQ(granted.substr(0, 13), "200 Acquired ");
+  EXPECT_EQ(async_replies_, 1);
+  EXPECT_FALSE(protocol_.blocked());
+  EXPECT_EQ(feed(""), "");  // the connection offers the rest again: the unlock
+  EXPECT_EQ(barrier_->pending.size(), 1u);
+  EXPECT_TRUE(protocol_.blocked());
+}
+
+TEST_F(LockServiceProtocolTest, RefusalsAndAlreadyReplicatedChangesAreAnsweredAtOnce) {
+  auto other = service_->create_session();
+  ASSERT_TRUE(service_->try_acquire(other, "taken").granted);
+  EXPECT_EQ(feed("lock taken\r\n"), "409 Unavailable\r\n");
+  EXPECT_EQ(feed("unlock never\r\n"), "403 Not held\r\n");
+  barrier_->waits = false;
+  EXPECT_EQ(feed("lock mine\r\n").substr(0, 13), "200 Acquired ");
+  EXPECT_TRUE(barrier_->pending.empty());
+}
+
+// A master that lost the virtual IP while the change waited: the client
+// hears nothing and is disconnected, since the change may exist nowhere else.
+TEST_F(LockServiceProtocolTest, AChangeTheReplicasMayLackIsNeverConfirmed) {
+  EXPECT_EQ(feed("lock a\r\n"), "");
+  barrier_->answer(false);
+  EXPECT_EQ(run_posted(), "");
+  EXPECT_TRUE(protocol_.wants_close());
+  EXPECT_EQ(async_replies_, 1);
+}
+
+// After a role change the node serves another service: a connection still
+// on the old one is closed at its next request, unanswered.
+TEST_F(LockServiceProtocolTest, ARetiredServiceConfirmsNothing) {
+  service_->retire();
+  EXPECT_EQ(feed("lock a\r\n"), "");
+  EXPECT_TRUE(protocol_.wants_close());
+  EXPECT_TRUE(service_->list("").empty());
+}
+
+}  // namespace
+}  // namespace lockcached::protocol
