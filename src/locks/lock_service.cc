@@ -34,11 +34,6 @@ LockService::LockService(LockLimits limits, uint64_t token_floor)
 
 LockService::~LockService() = default;
 
-void LockService::raise_token_floor(uint64_t floor) {
-  std::lock_guard lock(sessions_mutex_);
-  raise_floor_locked(floor);
-}
-
 LockService::Shard& LockService::shard_for(std::string_view name) const {
   return shards_[std::hash<std::string_view>{}(name) % kShards];
 }

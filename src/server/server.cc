@@ -104,8 +104,7 @@ bool Server::start_replication(std::string* error) {
   hooks.demoted = [this] {
     // The sessions and locks now live on the new master; a later
     // promotion starts from what this node will have learnt from it.
-    state_.lock_service()->retire();
-    state_.set_lock_service(
+    state_.replace_lock_service(
         std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros()));
     close_client_connections(false);
   };
@@ -150,8 +149,7 @@ std::shared_ptr<locks::LockService> Server::take_over_locks(const locks::LockSta
   });
   // Connections of the service this node had as a replica close: before
   // the node takes writes, so that none is served by it meanwhile.
-  state_.lock_service()->retire();
-  state_.set_lock_service(service);
+  state_.replace_lock_service(service);
   close_client_connections(true);
   return service;
 }

@@ -128,10 +128,6 @@ class LockService {
   bool release(const std::shared_ptr<Session>& session, std::string_view name);
   void release_all(const std::shared_ptr<Session>& session);
 
-  // Every later token is greater than `floor` (a promoted replica passes the
-  // moment of its promotion in microseconds: docs/high-availability.md).
-  void raise_token_floor(uint64_t floor);
-
   ServiceStats stats() const;
   // Every held lock whose name starts with `prefix`.
   std::vector<LockInfo> list(std::string_view prefix) const;

@@ -40,8 +40,11 @@ struct ServerState {
     std::lock_guard lock(lock_service_mutex_);
     return lock_service_;
   }
-  void set_lock_service(std::shared_ptr<locks::LockService> service) {
+  // Retires the current one (its connections confirm nothing more) and
+  // gives new connections `service`.
+  void replace_lock_service(std::shared_ptr<locks::LockService> service) {
     std::lock_guard lock(lock_service_mutex_);
+    lock_service_->retire();
     lock_service_ = std::move(service);
   }
 
