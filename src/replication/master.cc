@@ -390,10 +390,10 @@ void Master::drop(Follower* follower, const std::string& why) {
   complete_syncs();  // those that waited only for it
 }
 
-Master::Follower* Master::find_locked(uint64_t id) const {
+Master::Follower* Master::owing_locked(uint64_t id, uint64_t position) const {
   for (const auto& follower : followers_)
-    if (follower->id() == id) return follower.get();
-  return nullptr;
+    if (follower->id() == id) return follower->acked() < position ? follower.get() : nullptr;
+  return nullptr;  // dropped: it owes nothing any more
 }
 
 bool Master::sync(std::function<void(bool)> done) {
@@ -418,10 +418,8 @@ void Master::complete_syncs() {
   {
     std::lock_guard lock(mutex_);
     auto met = [this](const PendingSync& sync) {
-      for (const auto& [id, position] : sync.targets) {
-        Follower* follower = find_locked(id);
-        if (follower && follower->acked() < position) return false;
-      }
+      for (const auto& [id, position] : sync.targets)
+        if (owing_locked(id, position)) return false;
       return true;
     };
     for (auto it = syncs_.begin(); it != syncs_.end();) {
@@ -445,9 +443,8 @@ void Master::expire_syncs() {
     for (const PendingSync& sync : syncs_) {
       if (sync.deadline_ms > now) continue;
       for (const auto& [id, position] : sync.targets) {
-        Follower* follower = find_locked(id);
-        if (follower && follower->acked() < position &&
-            std::find(late.begin(), late.end(), follower) == late.end()) {
+        Follower* follower = owing_locked(id, position);
+        if (follower && std::find(late.begin(), late.end(), follower) == late.end()) {
           late.push_back(follower);
         }
       }

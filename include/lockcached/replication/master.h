@@ -101,7 +101,8 @@ class Master {
   bool sync(std::function<void(bool)> done);
   // Confirms the syncs every replica they wait for has acked (or left).
   void complete_syncs();
-  Follower* find_locked(uint64_t id) const;
+  // The live follower `id` while it has not acked `position`, else null.
+  Follower* owing_locked(uint64_t id, uint64_t position) const;
 
   net::Reactor& reactor_;
   store::Store& store_;
