@@ -221,31 +221,51 @@ class Bench:
                 "frames_applied": after["frames_applied"] - before["frames_applied"]}
 
 
+def paired_rounds(bench, rounds, run, describe, check=None, fresh_master=False,
+                  catch_up=True):
+    """Runs both setups each round, the order alternating: run() gives a
+    result, check(setup, result, progress) may refuse it, describe(result,
+    progress) is the round's line. Before each run the setup is checked
+    (bench.counters), after it that it held (bench.check_after); with
+    `catch_up` the replica must then hold what the master holds."""
+    results = {NONE: [], ONE: []}
+    for round_number in range(rounds):
+        for setup in setups(round_number):
+            if fresh_master:
+                bench.fresh_master()
+            if setup == ONE:
+                bench.attach_replica()
+            before = bench.counters(setup)
+            result = run()
+            progress = bench.check_after(setup, before)
+            if check:
+                check(setup, result, progress)
+            if setup == ONE:
+                if catch_up:
+                    haclient.eventually(lambda: bench.replica_streaming(), 30,
+                                        "the replica caught up after the run")
+                bench.detach_replica()
+            results[setup].append(result)
+            print("  round %d, %s: %s" % (round_number + 1, setup, describe(result, progress)),
+                  flush=True)
+    return results
+
+
+def acked(progress):
+    return ", replica acked %d bytes" % progress["bytes_acked"] if progress else ""
+
+
 def workload_one(bench, rounds, duration):
     flags = ["--connections=32", "--depth=1", "--get_ratio=0.9", "--value_size=32",
              "--keys=100000", "--duration_s=%g" % duration]
     bench.fresh_master()
     bench.loadgen("--preload_only", "--keys=100000", "--value_size=32")
-    results = {NONE: [], ONE: []}
-    for round_number in range(rounds):
-        for setup in setups(round_number):
-            if setup == ONE:
-                bench.attach_replica()
-            before = bench.counters(setup)
-            result = bench.loadgen("--preload=false", *flags)
-            progress = bench.check_after(setup, before)
-            if setup == ONE:
-                haclient.eventually(lambda: bench.replica_streaming(), 30,
-                                    "the replica caught up after the run")
-                bench.detach_replica()
-            results[setup].append(result)
-            print("  round %d, %s: %.0f requests/s, master %.2f us CPU/request, "
-                  "load generator %.0f%% busy%s"
-                  % (round_number + 1, setup, result["ops_per_s"],
-                     result["server_cpu_us_per_op"],
-                     100 * result["loadgen_cpu_s"] / result["seconds"],
-                     ", replica acked %d bytes" % progress["bytes_acked"] if progress else ""),
-                  flush=True)
+    results = paired_rounds(
+        bench, rounds, lambda: bench.loadgen("--preload=false", *flags),
+        lambda result, progress: "%.0f requests/s, master %.2f us CPU/request, "
+        "load generator %.0f%% busy%s"
+        % (result["ops_per_s"], result["server_cpu_us_per_op"],
+           100 * result["loadgen_cpu_s"] / result["seconds"], acked(progress)))
     bench.loadgen("--preload=false", "--ops=1")  # the master still serves
     return results
 
@@ -254,62 +274,40 @@ def memcaslap_rounds(bench, rounds, duration):
     """Workload 1's ratio again, with memcaslap. Every run starts a fresh
     master: memcaslap stores its own keys as it goes, so both setups start
     from the same empty store."""
-    results = {NONE: [], ONE: []}
-    for round_number in range(rounds):
-        for setup in setups(round_number):
-            bench.fresh_master()
-            if setup == ONE:
-                bench.attach_replica()
-            before = bench.counters(setup)
-            result = bench.memcaslap(duration)
-            progress = bench.check_after(setup, before)
-            if setup == ONE:
-                haclient.eventually(lambda: bench.replica_streaming(), 30,
-                                    "the replica caught up after the run")
-                bench.detach_replica()
-            results[setup].append(result)
-            print("  round %d, %s: %.0f requests/s, master %.2f us CPU/request, "
-                  "%d get misses, %d items%s"
-                  % (round_number + 1, setup, result["ops_per_s"],
-                     result["server_cpu_us_per_op"], result["get_misses"],
-                     bench.items(MASTER),
-                     ", replica acked %d bytes" % progress["bytes_acked"] if progress else ""),
-                  flush=True)
-    return results
+    return paired_rounds(
+        bench, rounds, lambda: bench.memcaslap(duration),
+        lambda result, progress: "%.0f requests/s, master %.2f us CPU/request, "
+        "%d get misses, %d items%s"
+        % (result["ops_per_s"], result["server_cpu_us_per_op"], result["get_misses"],
+           bench.items(MASTER), acked(progress)),
+        fresh_master=True)
 
 
 def lock_service(bench, rounds, duration, connections):
     flags = ["--mode=lockservice", "--connections=%d" % connections, "--depth=1",
              "--duration_s=%g" % duration]
-    results = {NONE: [], ONE: []}
-    for round_number in range(rounds):
-        for setup in setups(round_number):
-            bench.fresh_master()  # see the docstring: locks in their grace period
-            if setup == ONE:
-                bench.attach_replica()
-            before = bench.counters(setup)
-            result = bench.loadgen(*flags, port=haclient.LOCK_PORT)
-            progress = bench.check_after(setup, before)
-            if result["cycles"] == 0:
-                raise AssertionError("no lock + unlock completed: %s" % result)
-            result["server_cpu_us_per_cycle"] = result["server_cpu_s"] * 1e6 / result["cycles"]
-            if setup == ONE:
-                if progress["frames_applied"] < 2 * result["cycles"]:
-                    raise AssertionError(
-                        "the replica applied %d frames for %d lock + unlock cycles"
-                        % (progress["frames_applied"], result["cycles"]))
-                bench.detach_replica()
-            results[setup].append(result)
-            print("  round %d, %s: %.0f lock+unlock/s, p50 %.0f us, p99 %.0f us, "
-                  "master %.2f us CPU per lock+unlock, load generator %.0f%% busy%s"
-                  % (round_number + 1, setup, result["cycles_per_s"], result["cycle_p50_us"],
-                     result["cycle_p99_us"], result["server_cpu_us_per_cycle"],
-                     100 * result["loadgen_cpu_s"] / result["seconds"],
-                     ", replica applied %d frames (%.1f per lock+unlock)"
-                     % (progress["frames_applied"],
-                        progress["frames_applied"] / result["cycles"]) if progress else ""),
-                  flush=True)
-    return results
+
+    def check(setup, result, progress):
+        if result["cycles"] == 0:
+            raise AssertionError("no lock + unlock completed: %s" % result)
+        result["server_cpu_us_per_cycle"] = result["server_cpu_s"] * 1e6 / result["cycles"]
+        if setup == ONE and progress["frames_applied"] < 2 * result["cycles"]:
+            raise AssertionError("the replica applied %d frames for %d lock + unlock cycles"
+                                 % (progress["frames_applied"], result["cycles"]))
+
+    def describe(result, progress):
+        return ("%.0f lock+unlock/s, p50 %.0f us, p99 %.0f us, master %.2f us CPU per "
+                "lock+unlock, load generator %.0f%% busy%s"
+                % (result["cycles_per_s"], result["cycle_p50_us"], result["cycle_p99_us"],
+                   result["server_cpu_us_per_cycle"],
+                   100 * result["loadgen_cpu_s"] / result["seconds"],
+                   ", replica applied %d frames (%.1f per lock+unlock)"
+                   % (progress["frames_applied"], progress["frames_applied"] / result["cycles"])
+                   if progress else ""))
+
+    # A fresh master every run: see the docstring (locks in their grace period).
+    return paired_rounds(bench, rounds, lambda: bench.loadgen(*flags, port=haclient.LOCK_PORT),
+                         describe, check, fresh_master=True, catch_up=False)
 
 
 def time_to_sync(bench, items):
