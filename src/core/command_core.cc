@@ -6,7 +6,10 @@ using store::ItemRef;
 
 ItemRef CommandCore::allocate(std::string_view key, uint32_t flags, int64_t exptime,
                               size_t value_len) {
-  return store_.allocate(key, flags, store::to_rel_time(exptime, store_.clock()), value_len);
+  ItemRef item =
+      store_.allocate(key, flags, store::to_rel_time(exptime, store_.clock()), value_len);
+  if (!item) (value_len > store_.max_item_size() ? stats_.store_too_large : stats_.store_no_memory).add();
+  return item;
 }
 
 ItemRef CommandCore::get_and_touch(std::string_view key, int64_t exptime) {
@@ -25,6 +28,7 @@ store::MetaGetResult CommandCore::meta_get(std::string_view key,
     stats_.cmd_touch.add();
     (hit ? stats_.touch_hits : stats_.touch_misses).add();
   } else {
+    // memcached's `stats detail` counts the classic gets only.
     stats_.cmd_get.add();
     (hit ? stats_.get_hits : stats_.get_misses).add();
   }
@@ -39,6 +43,7 @@ store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef
                                       uint64_t compare_cas, bool mark_stale) {
   store::StoreResult result = store_.store(command, item, compare_cas, owner_, mark_stale);
   stats_.cmd_set.add();
+  if (prefix_stats_) prefix_stats_->record_set(item->key());
   if (command == store::StoreCommand::kCas) {
     switch (result.status) {
       case store::StoreStatus::kStored:
@@ -57,13 +62,15 @@ store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef
   return result;
 }
 
+// Not counted in cmd_set: memcached counts a set once an item was allocated
+// for it (store_too_large or store_no_memory count this one).
 void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) {
-  stats_.cmd_set.add();
   if (command == store::StoreCommand::kSet) store_.remove(key, 0, owner_);
 }
 
 store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {
   store::DeleteStatus status = store_.remove(key, compare_cas, owner_);
+  if (prefix_stats_) prefix_stats_->record_delete(key);
   (status == store::DeleteStatus::kDeleted ? stats_.delete_hits : stats_.delete_misses).add();
   // Deleting a locked item also ends the lock.
   if (status == store::DeleteStatus::kDeleted && !held_.empty()) held_.erase(std::string(key));

@@ -14,7 +14,6 @@
 namespace lockcached::net {
 namespace {
 
-constexpr int kListenBacklog = 1024;
 
 struct AddrInfoDeleter {
   void operator()(addrinfo* info) const { freeaddrinfo(info); }

@@ -514,6 +514,7 @@ void MetaCommands::debug(const Words& words, OutputQueue& out) {
   if (words.count < 2 || words[1].size() > store::kMaxKeyLength) {
     return out.append("CLIENT_ERROR bad command line format\r\n");
   }
+  core_.count_meta_command();  // memcached 1.6.18's cmd_meta counts only me
   std::string key(words[1]);
   bool base64 = words.count >= 3 && words[2] == "b";
   if (base64) {

@@ -472,10 +472,7 @@ void TextProtocol::verbosity(const Words& words, OutputQueue& out) {
   noreply_ = words.last() == "noreply";
   uint32_t level;
   if (!parse_u32(words[1], &level)) return reply(out, kBadFormat);
-  // As memcached: the level -v/-vv set at start (1 logs connections, 2
-  // requests too), for the whole server.
-  core::log_verbosity.store(static_cast<int>(std::min<uint32_t>(level, 2)),
-                            std::memory_order_relaxed);
+  core::set_log_verbosity(level);
   reply(out, "OK");
 }
 
@@ -489,6 +486,30 @@ void TextProtocol::cache_memlimit(const Words& words, OutputQueue& out) {
   reply(out, "OK");
 }
 
+// memcached's per-prefix counters: "stats detail on|off|dump".
+void TextProtocol::stats_detail(const Words& words, OutputQueue& out) {
+  core::PrefixStats* prefixes = core_.prefix_stats();
+  std::string_view what = words.count >= 3 ? words[2] : std::string_view();
+  if (prefixes == nullptr || (what != "on" && what != "off" && what != "dump")) {
+    return reply(out, "CLIENT_ERROR usage: stats detail on|off|dump");
+  }
+  if (what != "dump") {
+    prefixes->set_enabled(what == "on");
+    return reply(out, "OK");
+  }
+  for (const core::PrefixLine& line : prefixes->dump()) {
+    out.append("PREFIX ");
+    out.append(line.prefix);
+    for (auto [name, count] : {std::pair{" get ", line.counts.gets}, {" hit ", line.counts.hits},
+                               {" set ", line.counts.sets}, {" del ", line.counts.deletes}}) {
+      out.append(name);
+      out.append_number(count);
+    }
+    out.append("\r\n");
+  }
+  out.append("END\r\n");
+}
+
 void TextProtocol::stats(const Words& words, OutputQueue& out) {
   core::StatList list;
   if (words.count == 1) {
@@ -500,6 +521,8 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
   } else if (words[1] == "reset") {
     core_.reset_stats();
     return reply(out, "RESET");
+  } else if (words[1] == "detail") {
+    return stats_detail(words, out);
   } else if (words[1] != "items" && words[1] != "slabs" && words[1] != "sizes" &&
              words[1] != "conns") {
     // No slab allocator, so the per-class groups exist but are empty.

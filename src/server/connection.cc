@@ -88,6 +88,9 @@ void Connection::on_writable() {
   flush();
   if (closed() || draining_ || !protocol_ || !protocol_->has_unfinished_work()) return;
   if (out_.pending() >= kMaxPendingOutput) return;  // let the client catch up first
+  // A long command (a big multi-get, a key dump) goes on after the other
+  // connections had their turn: memcached's conn_yields.
+  worker_.stats().conn_yields.add();
   protocol_->continue_work(out_);
   resume_input();
 }

@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/verbosity.h"
 #include "lockcached/net/socket.h"
 #include "lockcached/server/allocator_stats.h"
 #include "lockcached/server/worker.h"
@@ -185,6 +186,7 @@ void Server::reset() {
   state_.total_connections.store(0, std::memory_order_relaxed);
   state_.rejected_connections.store(0, std::memory_order_relaxed);
   state_.store.reset_stats();
+  prefix_stats_.clear();
 }
 
 void Server::collect(core::StatsGroup group, core::StatList& out) const {
@@ -268,13 +270,21 @@ void Server::collect_general(core::StatList& out) const {
   add("curr_lock_connections", lock_connections);
   add("total_connections", state_.total_connections.load(std::memory_order_relaxed));
   add("rejected_connections", state_.rejected_connections.load(std::memory_order_relaxed));
+  // One Connection object per open connection, freed when it closes.
+  add("connection_structures", cache_connections + lock_connections);
   core::CounterValues counters = thread_counters();
 #define LOCKCACHED_ADD_COUNTER(name) add(#name, counters.name);
   LOCKCACHED_THREAD_COUNTERS(LOCKCACHED_ADD_COUNTER)
 #undef LOCKCACHED_ADD_COUNTER
   store::StoreStats store = state_.store.stats();
   add("limit_maxbytes", store.limit_bytes);
+  // Listening never stops: past max_connections a client is accepted and
+  // closed at once (rejected_connections), memcached's maxconns_fast.
+  add("accepting_conns", 1);
+  add("listen_disabled_num", 0);
+  add("time_in_listen_disabled_us", 0);
   add("threads", state_.settings.threads);
+  add("hash_bytes", store.hash_bytes);
   add("bytes", store.bytes);
   add("curr_items", store.curr_items);
   add("total_items", store.total_items);
@@ -300,11 +310,22 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("tcpport", std::to_string(port_));
   out.emplace_back("udpport", "0");
   out.emplace_back("inter", join(settings.listen));
+  out.emplace_back("verbosity", std::to_string(core::log_verbosity.load(std::memory_order_relaxed)));
   out.emplace_back("evictions", "on");
+  out.emplace_back("shutdown_command", "no");
   out.emplace_back("num_threads", std::to_string(settings.threads));
+  out.emplace_back("stat_key_prefix", std::string(1, core::PrefixStats::kDelimiter));
+  out.emplace_back("detail_enabled", prefix_stats_.enabled() ? "yes" : "no");
   out.emplace_back("cas_enabled", "yes");
+  out.emplace_back("tcp_backlog", std::to_string(net::kListenBacklog));
   out.emplace_back("binding_protocol", "auto-negotiate");
+  out.emplace_back("auth_enabled_sasl", "no");
+  out.emplace_back("auth_enabled_ascii", "no");
   out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
+  out.emplace_back("maxconns_fast", "yes");
+  out.emplace_back("lru_crawler", "yes");
+  out.emplace_back("flush_enabled", "yes");
+  out.emplace_back("dump_enabled", "yes");
   out.emplace_back("lock_port", std::to_string(lock_port_));
   out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
   out.emplace_back("idle_timeout",

@@ -695,6 +695,7 @@ StoreStats Store::stats() const {
     stats.limit_bytes += shard.limit;
     stats.target_bytes += shard.target;
     stats.locked_items += shard.locked;
+    stats.hash_bytes += shard.table.bucket_bytes();
   }
   return stats;
 }

@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/store/store.h"
 
@@ -23,6 +24,7 @@ class CommandCore {
       : store_(store),
         stats_(stats),
         stats_source_(stats_source),
+        prefix_stats_(stats_source.prefix_stats()),
         owner_(owner),
         read_only_(read_only) {}
 
@@ -42,7 +44,7 @@ class CommandCore {
   template <typename Reader>
   bool read(std::string_view key, Reader&& reader) {
     bool hit = store_.read(key, std::forward<Reader>(reader));
-    count_get(hit);
+    count_get(key, hit);
     return hit;
   }
   store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
@@ -89,16 +91,21 @@ class CommandCore {
 
   void collect_stats(StatsGroup group, StatList& out) const { stats_source_.collect(group, out); }
   void reset_stats() { stats_source_.reset(); }
+  // `stats detail`; nullptr where the server keeps no per-prefix counters.
+  PrefixStats* prefix_stats() { return prefix_stats_; }
+  void count_meta_command() { stats_.cmd_meta.add(); }
 
  private:
-  void count_get(bool hit) {
+  void count_get(std::string_view key, bool hit) {
     stats_.cmd_get.add();
     (hit ? stats_.get_hits : stats_.get_misses).add();
+    if (prefix_stats_) prefix_stats_->record_get(key, hit);
   }
 
   store::Store& store_;
   ThreadStats& stats_;
   StatsSource& stats_source_;
+  PrefixStats* const prefix_stats_;
   const store::OwnerId owner_;
   const std::atomic<bool>* const read_only_;
   // Keys this connection has locked. A key may linger after its item was

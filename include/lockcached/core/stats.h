@@ -9,12 +9,15 @@
 
 namespace lockcached::core {
 
+class PrefixStats;
+
 // X-macro: one list drives the counter fields, their sum and their names.
 #define LOCKCACHED_THREAD_COUNTERS(X) \
   X(cmd_get)                          \
   X(cmd_set)                          \
   X(cmd_flush)                        \
   X(cmd_touch)                        \
+  X(cmd_meta)                         \
   X(get_hits)                         \
   X(get_misses)                       \
   X(delete_misses)                    \
@@ -28,12 +31,15 @@ namespace lockcached::core {
   X(cas_badval)                       \
   X(touch_hits)                       \
   X(touch_misses)                     \
+  X(store_too_large)                  \
+  X(store_no_memory)                  \
   X(cmd_lock)                         \
   X(lock_hits)                        \
   X(lock_misses)                      \
   X(lock_contended)                   \
   X(bytes_read)                       \
-  X(bytes_written)
+  X(bytes_written)                    \
+  X(conn_yields)
 
 // Plain numbers: a snapshot or a sum.
 struct CounterValues {
@@ -76,6 +82,8 @@ class StatsSource {
   virtual ~StatsSource() = default;
   virtual void collect(StatsGroup group, StatList& out) const = 0;
   virtual void reset() = 0;
+  // `stats detail`'s counters; nullptr where there are none (test doubles).
+  virtual PrefixStats* prefix_stats() { return nullptr; }
 };
 
 }  // namespace lockcached::core

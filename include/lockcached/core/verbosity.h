@@ -15,6 +15,12 @@ namespace lockcached::core {
 
 inline std::atomic<int> log_verbosity{0};
 
+// The `verbosity` command of either protocol: as memcached's, the level -v
+// or -vv set at start (above 2 means 2), for the whole server.
+inline void set_log_verbosity(unsigned level) {
+  log_verbosity.store(level > 2 ? 2 : static_cast<int>(level), std::memory_order_relaxed);
+}
+
 inline bool verbose_at(int level) {
   return log_verbosity.load(std::memory_order_relaxed) >= level;
 }

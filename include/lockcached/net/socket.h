@@ -11,6 +11,10 @@
 
 namespace lockcached::net {
 
+// What listen() is given: memcached's default (-b), the kernel caps it at
+// net.core.somaxconn.
+constexpr int kListenBacklog = 1024;
+
 // A non-blocking TCP listening socket on host:port ("0.0.0.0", "::1",
 // "localhost"...). With share_port, several sockets may listen on one port
 // (SO_REUSEPORT) and the kernel spreads new connections over them. Returns

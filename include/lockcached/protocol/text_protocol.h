@@ -67,6 +67,7 @@ class TextProtocol final : public ProtocolHandler {
   void verbosity(const Words& words, OutputQueue& out);
   void cache_memlimit(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);
+  void stats_detail(const Words& words, OutputQueue& out);
 
   core::CommandCore& core_;
   State state_ = State::kLine;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/replication/node.h"
 #include "lockcached/server/server_state.h"
@@ -41,6 +42,7 @@ class Server final : public core::StatsSource {
 
   void collect(core::StatsGroup group, core::StatList& out) const override;
   void reset() override;
+  core::PrefixStats* prefix_stats() override { return &prefix_stats_; }
 
  private:
   bool listen(PortKind kind, uint16_t* port, std::string* error);
@@ -67,6 +69,7 @@ class Server final : public core::StatsSource {
   uint16_t lock_port_ = 0;
   mutable std::mutex baseline_mutex_;
   core::CounterValues baseline_;  // counters at the last "stats reset"
+  core::PrefixStats prefix_stats_;
 };
 
 }  // namespace lockcached::server

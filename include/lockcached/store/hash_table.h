@@ -62,6 +62,7 @@ class HashTable {
 
   size_t size() const { return size_; }
   size_t bucket_count() const { return mask_ + 1; }
+  size_t bucket_bytes() const { return bucket_count() * sizeof(Bucket); }
   size_t bucket_of(uint64_t hash) const { return hash & mask_; }
 
   // Calls visit(Item*) once for every item in bucket `index`. visit may

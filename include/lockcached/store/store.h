@@ -107,6 +107,7 @@ struct StoreStats {
   uint64_t limit_bytes = 0;
   uint64_t target_bytes = 0;  // eviction starts here (<= limit_bytes)
   uint64_t locked_items = 0;
+  uint64_t hash_bytes = 0;  // the shards' bucket arrays (not their overflow buckets)
   unsigned shards = 0;
 };
 
