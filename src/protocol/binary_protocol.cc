@@ -84,7 +84,9 @@ bool carries_value(uint8_t opcode) {
   }
 }
 
-enum class Shape { kUnknown, kValid, kInvalid };
+// kInvalid closes the connection, as memcached does; kUnknown and kRefused
+// are answered (Unknown command, Invalid arguments) and the body skipped.
+enum class Shape { kUnknown, kValid, kInvalid, kRefused };
 
 // The sizes each opcode allows, as memcached checks them before doing
 // anything. Value-carrying opcodes only check what precedes the value.
@@ -112,9 +114,13 @@ Shape check_shape(const Header& h) {
     case kAddQ:
     case kReplace:
     case kReplaceQ:
+      ok = ext == 8 && key > 0 && body >= key + 8;
+      break;
     case kRaU:
     case kRaUQ:
-      ok = ext == 8 && key > 0 && body >= key + 8;
+      // locking.md: RaU MUST have a value; yrmcds refuses one without.
+      if (ext == 8 && key > 0 && body == key + 8) return Shape::kRefused;
+      ok = ext == 8 && key > 0 && body > key + 8;
       break;
     case kAppend:
     case kAppendQ:
@@ -145,7 +151,9 @@ Shape check_shape(const Header& h) {
       ok = ext == 0 && body == key;
       break;
     case kVerbosity:
-      ok = ext == 4 && key == 0 && body == 4;
+      // memcached answers a malformed one "Unknown command" and goes on.
+      if (ext != 4 || key != 0 || body != 4) return Shape::kUnknown;
+      ok = true;
       break;
     case kTouch:
     case kGat:
@@ -283,9 +291,9 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
       protocol_error(out, header);
       break;
     }
-    if (shape == Shape::kUnknown) {
+    if (shape == Shape::kUnknown || shape == Shape::kRefused) {
       // Skip the body without buffering it, however large it claims to be.
-      respond_error(out, header, kUnknownCommand);
+      respond_error(out, header, shape == Shape::kUnknown ? kUnknownCommand : kInvalid);
       pos += kHeaderSize;
       swallow_left_ = header.body_length;
       state_ = State::kSwallow;
@@ -357,6 +365,7 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
     case kStat:
       return stat(request, out);
     case kVerbosity:
+      core::set_log_verbosity(read_be32(request.extras, 0));
       return respond(out, h, kSuccess);
     case kLock:
     case kLockQ:

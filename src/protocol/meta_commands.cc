@@ -14,6 +14,7 @@ using store::StoreCommand;
 
 constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
 constexpr std::string_view kBadToken = "CLIENT_ERROR bad token in command line format";
+constexpr std::string_view kBadBase64Key = "CLIENT_ERROR error decoding key";
 // memcached refuses more than 20 tokens, counting command, key and its own
 // end marker.
 constexpr size_t kMaxWordsWithFlags = 19;
@@ -32,8 +33,13 @@ void add_unsigned(std::string& line, char flag, uint64_t value) {
 }
 
 // memcached's TTL report: -1 for "never".
+// The "t" flag: -1 for never; 0 once the time is up. An item given a
+// negative TTL (T-1, or N-1 on a miss) expires at once, so its reply says
+// t0, never t-1 ("never expires"); a locked item outlives its exptime and
+// says t0 too.
 int64_t ttl_left(store::RelTime exptime, store::RelTime now) {
-  return exptime == 0 ? -1 : int64_t{exptime} - int64_t{now};
+  if (exptime == 0) return -1;
+  return exptime > now ? int64_t{exptime} - int64_t{now} : 0;
 }
 
 void finish_line(std::string line, OutputQueue& out) {
@@ -65,7 +71,7 @@ std::string_view MetaCommands::parse_flags(const Words& words, size_t first, Fla
           key = std::move(*decoded);
           flags.base64 = true;
         } else {
-          fail("CLIENT_ERROR error decoding key");
+          fail(kBadBase64Key);
         }
         break;
       case 'N':
@@ -143,7 +149,12 @@ std::string_view MetaCommands::parse_request(const Words& words, bool is_get, Fl
   }
   key.assign(words[1]);
   std::string_view error = parse_flags(words, 2, flags, key);
-  if (!error.empty()) return is_get ? error : "CLIENT_ERROR invalid or duplicate flag";
+  // memcached's word for every other flag error of md/ma/ms is this one;
+  // a key that is no base64 is named for what it is, as mg names it.
+  if (!error.empty() && !is_get && error != kBadBase64Key) {
+    return "CLIENT_ERROR invalid or duplicate flag";
+  }
+  if (!error.empty()) return error;
   if (!flags.base64 && !valid_key(key)) return kBadFormat;
   // Refused before any side effect (memcached would have done some of the
   // work first; see compare_memcached.py, difference (e)).

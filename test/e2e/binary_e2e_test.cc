@@ -475,6 +475,18 @@ TEST_F(e2eBinary, VerbosityIsAccepted) {
   EXPECT_EQ(r.extras + r.key + r.value, "");
 }
 
+// As memcached: a verbosity without its 4-byte level is an unknown command,
+// and the connection goes on.
+TEST_F(e2eBinary, MalformedVerbosityIsUnknownAndTheConnectionStays) {
+  BinClient c;
+  ASSERT_TRUE(c.connect(port()));
+  Response r = c.call(op::kVerbosity);
+  EXPECT_EQ(r.status, st::kUnknownCommand);
+  EXPECT_EQ(r.value, "Unknown command");
+  EXPECT_EQ(c.call(op::kVerbosity, "key", be32(1)).status, st::kUnknownCommand);
+  EXPECT_EQ(c.status(op::kNoop), st::kSuccess);
+}
+
 // ---------------------------------------------------------------------------
 // Touch, GaT, GaTQ, GaTK, GaTKQ
 

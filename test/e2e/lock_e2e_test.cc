@@ -498,6 +498,12 @@ TEST_F(e2eLock, ReplaceAndUnlock) {
   EXPECT_EQ(a.status(op::kRaU, "k", store_extras(0, 0), "x", old_cas + 1), st::kExists);
   EXPECT_EQ(b.status(op::kLock, "k"), st::kLocked);
 
+  // locking.md: RaU MUST have a value. Refused as yrmcds refuses it, and
+  // the connection, the lock and the item stay as they were.
+  EXPECT_EQ(a.status(op::kRaU, "k", store_extras(0, 0), ""), st::kInvalid);
+  EXPECT_EQ(b.status(op::kLock, "k"), st::kLocked);
+  EXPECT_EQ(b.call(op::kGet, "k").value, "v1");
+
   Response rau = a.call(op::kRaU, "k", store_extras(9, 0), "v2", old_cas);
   EXPECT_EQ(rau.status, st::kSuccess);
   EXPECT_NE(rau.cas, 0u);

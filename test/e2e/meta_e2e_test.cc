@@ -298,6 +298,9 @@ TEST_F(e2eMeta, Base64Keys) {
   ASSERT_TRUE(c.send("mg aGVsbG8= b k v\r\n"));
   EXPECT_EQ(c.read_until("hi\r\n"), "VA 2 kaGVsbG8= b\r\nhi\r\n");
   EXPECT_EQ(c.request("mg aGVsbG8 b"), "CLIENT_ERROR error decoding key");
+  // md and ma name the same fault (not "invalid or duplicate flag").
+  EXPECT_EQ(c.request("md aGVsbG8 b"), "CLIENT_ERROR error decoding key");
+  EXPECT_EQ(c.request("ma aGVsbG8 b"), "CLIENT_ERROR error decoding key");
   // A binary key with bytes no text key may hold.
   EXPECT_EQ(send_line(c, ms("AAEC/w==", "x", "b")), "HD");
   EXPECT_EQ(c.request("md AAEC/w== b k"), "HD kAAEC/w== b");
@@ -418,3 +421,19 @@ TEST_F(e2eMeta, LockIsReleasedWhenTheHolderDisconnects) {
 }
 
 }  // namespace
+
+// A negative TTL expires the item at once, so every flag of the reply says
+// so: t0 (no time left), never t-1 ("never expires"); the next request
+// misses. On a miss, N with a negative TTL still makes this client the
+// winner (W), as any vivifying miss does.
+TEST_F(e2eMeta, NegativeTtlExpiresAtOnceAndTheReplySaysSo) {
+  Client c = connect();
+  ASSERT_TRUE(c.send("mg k N30 T-1 t v\r\n"));
+  EXPECT_EQ(c.read_until("\r\n\r\n"), "VA 0 t0 W\r\n\r\n");
+  EXPECT_EQ(c.request("mg k t"), "EN");
+  EXPECT_EQ(c.request("mg j N-1 t"), "HD t0 W");
+  EXPECT_EQ(c.request("mg j t"), "EN");
+  EXPECT_EQ(send_line(c, ms("h", "x", "T100")), "HD");
+  EXPECT_EQ(c.request("mg h T-1 t"), "HD t0");
+  EXPECT_EQ(c.request("mg h t"), "EN");
+}

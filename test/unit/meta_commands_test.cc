@@ -1019,8 +1019,10 @@ TEST_F(MetaCommandsTest, Base64KeyThatDoesNotDecode) {
   EXPECT_EQ(feed(ms("YQ", "hi", "b k")), kDecodingKey);
   EXPECT_EQ(feed(ms("Y===", "hi", "b")), kDecodingKey);
   EXPECT_EQ(feed(ms("====", "hi", "b")), kDecodingKey);
-  EXPECT_EQ(feed("md aGVsbG8 b\r\n"), kInvalidOrDuplicate);
-  EXPECT_EQ(feed("ma aGVsbG8 b\r\n"), kInvalidOrDuplicate);
+  // memcached 1.6.18 says "invalid or duplicate flag" here; the fault is
+  // the key, so md and ma name it as mg and ms do.
+  EXPECT_EQ(feed("md aGVsbG8 b\r\n"), kDecodingKey);
+  EXPECT_EQ(feed("ma aGVsbG8 b\r\n"), kDecodingKey);
   EXPECT_EQ(feed("me aGVsbG8 b\r\n"), kBadFormat);
   EXPECT_EQ(feed("me k b\r\n"), kBadFormat);
 }
