@@ -215,6 +215,7 @@ bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep)
       } else {
         ++shard.evictions;
         if (!item->fetched) ++shard.evicted_unfetched;
+        if (eviction_observer_) report_eviction(*item, now);
         unlink(shard, item);
         evicted = true;
       }
@@ -223,6 +224,17 @@ bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep)
     if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return false;
   }
   return true;
+}
+
+void Store::report_eviction(const Item& item, RelTime now) const {
+  Eviction eviction;
+  eviction.key = item.key();
+  eviction.fetched = item.fetched;
+  eviction.ttl = item.exptime == 0 ? -1 : int64_t{item.exptime} - int64_t{now};
+  eviction.idle = now - item.atime;
+  eviction.total_size = item.total_size();
+  eviction.value_len = item.value_len;
+  eviction_observer_->on_eviction(eviction);
 }
 
 void Store::reclaim(Shard& shard, Item* item) {

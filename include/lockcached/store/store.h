@@ -15,6 +15,7 @@
 
 #include "lockcached/store/change_listener.h"
 #include "lockcached/store/clock.h"
+#include "lockcached/store/eviction_observer.h"
 #include "lockcached/store/item.h"
 
 namespace lockcached::store {
@@ -218,6 +219,10 @@ class Store {
   // so the caller may then destroy it. A store without a listener pays one
   // pointer test per change and nothing per read.
   void set_change_listener(ChangeListener* listener);
+  // Reports every eviction by the CLOCK hand to `observer` (nullptr: to
+  // nobody). Set it before the store is shared between threads; an
+  // eviction then pays one pointer test for it.
+  void set_eviction_observer(EvictionObserver* observer) { eviction_observer_ = observer; }
 
  private:
   struct Shard;
@@ -253,6 +258,7 @@ class Store {
   void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
   // Evicts from the LRU tail until `bytes` more fit; never evicts `keep`.
   bool make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep);
+  void report_eviction(const Item& item, RelTime now) const;
   // Takes out an item that expired or was flushed.
   void reclaim(Shard& shard, Item* item);
   void reclaim(Shard& shard, Item* item, uint64_t hash);
@@ -271,6 +277,7 @@ class Store {
   // Read under the shard lock of the change it reports: a change either
   // sees a listener set before a walk took that lock, or the walk sees it.
   std::atomic<ChangeListener*> listener_{nullptr};
+  EvictionObserver* eviction_observer_ = nullptr;
 };
 
 }  // namespace lockcached::store
