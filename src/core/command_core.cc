@@ -4,6 +4,28 @@ namespace lockcached::core {
 
 using store::ItemRef;
 
+constinit const std::atomic<uint32_t> CommandCore::kNobodyWatches{0};
+const ClientInfo CommandCore::kUnknownClient{};
+
+bool CommandCore::read_watched(std::string_view key,
+                               const std::function<void(store::Item&)>& reader) {
+  // The hub formats after the store's lock is released: keep a reference.
+  ItemRef found;
+  bool hit = store_.read(key, [&](store::Item& item) {
+    found = ItemRef::share(&item);
+    reader(item);
+  });
+  count_get(key, hit);
+  watch_->item_get(*client_, key, found.get());
+  return hit;
+}
+
+bool CommandCore::start_watch(uint32_t streams) {
+  if (!watch_ || watcher_) return false;
+  watcher_ = watch_->add(streams);
+  return watcher_ != nullptr;
+}
+
 ItemRef CommandCore::allocate(std::string_view key, uint32_t flags, int64_t exptime,
                               size_t value_len) {
   ItemRef item =
@@ -16,6 +38,8 @@ ItemRef CommandCore::get_and_touch(std::string_view key, int64_t exptime) {
   ItemRef item = store_.touch(key, store::to_rel_time(exptime, store_.clock()));
   stats_.cmd_touch.add();
   (item ? stats_.touch_hits : stats_.touch_misses).add();
+  // memcached logs a touch and a gat as fetches.
+  if (watching(kWatchFetchers)) watch_->item_get(*client_, key, item.get());
   return item;
 }
 
@@ -32,6 +56,7 @@ store::MetaGetResult CommandCore::meta_get(std::string_view key,
     stats_.cmd_get.add();
     (hit ? stats_.get_hits : stats_.get_misses).add();
   }
+  if (watching(kWatchFetchers)) watch_->item_get(*client_, key, result.item.get());
   return result;
 }
 
@@ -58,6 +83,9 @@ store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef
       default:
         break;
     }
+  }
+  if (watching(kWatchMutations)) {
+    watch_->item_store(*client_, item->key(), result.status, command, *item, store_.now());
   }
   return result;
 }
@@ -100,6 +128,7 @@ store::ItemRef CommandCore::lock_and_get(std::string_view key, const int64_t* ex
   store::RelTime rel_exptime = exptime ? store::to_rel_time(*exptime, store_.clock()) : 0;
   ItemRef item = store_.lock_and_get(key, owner_, exptime ? &rel_exptime : nullptr, status);
   stats_.cmd_lock.add();
+  if (watching(kWatchLocks)) watch_->item_lock(*client_, key, *status);
   switch (*status) {
     case store::LockStatus::kOk:
       stats_.lock_hits.add();
@@ -118,19 +147,33 @@ store::ItemRef CommandCore::lock_and_get(std::string_view key, const int64_t* ex
 store::LockStatus CommandCore::unlock(std::string_view key) {
   store::LockStatus status = store_.unlock(key, owner_);
   if (status == store::LockStatus::kOk) held_.erase(std::string(key));
+  if (watching(kWatchLocks)) {
+    watch_->item_unlock(*client_, key, status == store::LockStatus::kOk, UnlockReason::kUnlock);
+  }
   return status;
 }
 
 store::StoreResult CommandCore::replace_and_unlock(const ItemRef& item, uint64_t compare_cas) {
   stats_.cmd_set.add();
   store::StoreResult result = store_.replace_and_unlock(item, compare_cas, owner_);
-  if (result.status == store::StoreStatus::kStored) held_.erase(std::string(item->key()));
+  bool stored = result.status == store::StoreStatus::kStored;
+  if (stored) held_.erase(std::string(item->key()));
+  if (watching(kWatchMutations)) {
+    watch_->item_store(*client_, item->key(), result.status, store::StoreCommand::kReplace, *item,
+                       store_.now());
+  }
+  if (watching(kWatchLocks)) {
+    watch_->item_unlock(*client_, item->key(), stored, UnlockReason::kReplace);
+  }
   return result;
 }
 
-void CommandCore::release_all_locks() {
-  for (const std::string& key : held_)
-    store_.unlock(key, owner_);
+void CommandCore::release_all_locks(UnlockReason reason) {
+  for (const std::string& key : held_) {
+    bool released = store_.unlock(key, owner_) == store::LockStatus::kOk;
+    // A key whose item was deleted or replaced meanwhile held nothing.
+    if (released && watching(kWatchLocks)) watch_->item_unlock(*client_, key, true, reason);
+  }
   held_.clear();
 }
 

@@ -47,8 +47,11 @@ std::string_view text_after(std::string_view line, std::string_view word) {
 }  // namespace
 
 size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
+  // A watcher (`watch`) takes no more requests; what it sends is dropped,
+  // as memcached ignores it.
+  if (core_.watcher()) return input.size();
   size_t pos = 0;
-  while (pos < input.size() && !close_ && !has_unfinished_work()) {
+  while (pos < input.size() && !close_ && !has_unfinished_work() && !core_.watcher()) {
     switch (state_) {
       case State::kValue:
         pos += fill_value(input.substr(pos), out);
@@ -76,7 +79,7 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
       }
     }
   }
-  return close_ ? input.size() : pos;
+  return close_ || core_.watcher() ? input.size() : pos;
 }
 
 void TextProtocol::check_partial_line(std::string_view partial, OutputQueue& out) {
@@ -150,6 +153,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
     return;
   }
   if (command == "shutdown") return reply(out, "ERROR: shutdown not enabled");
+  if (command == "watch") return watch(words, out);
   // A browser or HTTP probe pointed at the cache port: just hang up.
   if (words.last().substr(0, 5) == "HTTP/") {
     close_ = true;
@@ -465,6 +469,20 @@ void TextProtocol::unlock(const Words& words, OutputQueue& out) {
   if (!valid_key(words[1])) return reply(out, kBadFormat);
   if (core_.unlock(words[1]) == store::LockStatus::kOk) return reply(out, "OK");
   reply(out, "CLIENT_ERROR object is not locked or not found");
+}
+
+// memcached's log streams: `watch` alone is `watch fetchers`.
+void TextProtocol::watch(const Words& words, OutputQueue& out) {
+  uint32_t streams = words.count == 1 ? core::kWatchFetchers : 0;
+  for (size_t i = 1; i < words.count; ++i) {
+    uint32_t stream = core::watch_stream(words[i]);
+    if (stream == 0) return reply(out, "ERROR");
+    streams |= stream;
+  }
+  // As memcached: replies still queued would mix with the stream.
+  if (!out.empty()) return reply(out, "ERROR cannot pipeline other commands before watch");
+  if (!core_.start_watch(streams)) return reply(out, "WATCHER_TOO_MANY log watcher limit reached");
+  out.append("OK\r\n");
 }
 
 void TextProtocol::verbosity(const Words& words, OutputQueue& out) {

@@ -30,18 +30,21 @@ constexpr size_t kMaxBlockedInput = 64 * 1024;
 
 }  // namespace
 
-Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind)
+Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
+                       const sockaddr_in6& peer)
     : worker_(worker),
       fd_(fd),
       kind_(kind),
+      client_{id, fd, peer},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
-            &worker.state().read_only) {
+            &worker.state().read_only, &worker.state().watch, &client_) {
   last_read_ms_ = worker_.reactor().now_ms();
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
         &worker_.state().read_only});
   }
+  worker_.state().watch.conn_new(client_);
   interest_ = EPOLLIN;
   LOCKCACHED_VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")
           << " connection";
@@ -53,14 +56,20 @@ Connection::~Connection() {
   DCHECK(closed());
 }
 
-void Connection::close() {
+void Connection::close(core::CloseReason reason) {
   if (fd_ < 0) return;
   LOCKCACHED_VLOG(1) << '<' << core_.owner() << " connection closed";
+  if (const auto& watcher = core_.watcher()) {
+    watcher->detach();
+    worker_.state().watch.remove(watcher);
+    watch_self_.reset();  // wake-ups still on their way find nobody
+  }
+  worker_.state().watch.conn_close(client_, reason);
   worker_.reactor().remove(fd_);
   ::close(fd_);
   fd_ = -1;
   out_.clear();
-  core_.release_all_locks();  // a client's locks end with its connection
+  core_.release_all_locks(core::UnlockReason::kDisconnect);  // a client's locks end with it
   if (protocol_) protocol_->connection_closed();
   worker_.state().open_connections(kind_).fetch_sub(1, std::memory_order_relaxed);
   worker_.retire(this);
@@ -74,7 +83,9 @@ void Connection::on_event(uint32_t events) {
 }
 
 bool Connection::idle_since(int64_t since) const {
-  return !closed() && last_read_ms_ < since && !(protocol_ && protocol_->blocked());
+  // A watcher is quiet by nature too.
+  return !closed() && last_read_ms_ < since && !(protocol_ && protocol_->blocked()) &&
+         !core_.watcher();
 }
 
 // Replies already queued are still owed (after quit, or when the client
@@ -86,6 +97,7 @@ void Connection::close_when_sent() {
 
 void Connection::on_writable() {
   flush();
+  if (core_.watcher()) return pump_watch();
   if (closed() || draining_ || !protocol_ || !protocol_->has_unfinished_work()) return;
   if (out_.pending() >= kMaxPendingOutput) return;  // let the client catch up first
   // A long command (a big multi-get, a key dump) goes on after the other
@@ -108,6 +120,7 @@ void Connection::resume_input() {
 }
 
 void Connection::on_readable() {
+  if (core_.watcher()) return discard_input();
   bool from_scratch = partial_size_ == 0;
   char* destination;
   size_t room;
@@ -145,6 +158,7 @@ void Connection::on_readable() {
 void Connection::run(std::string_view input, bool from_scratch) {
   size_t consumed = protocol_->consume(input, out_);
   keep_unconsumed(input.substr(consumed), from_scratch);
+  if (core_.watcher()) [[unlikely]] return start_watch();
   if (protocol_->blocked() && partial_size_ >= kMaxBlockedInput) {
     // More than 64 KiB piled up behind a lock wait. Not reading it would hide
     // a hang-up (its FIN queues behind the unread bytes) and leave a dead
@@ -199,7 +213,7 @@ void Connection::flush() {
 }
 
 void Connection::update_interest() {
-  if (draining_ && out_.empty()) return close();
+  if (draining_ && out_.empty()) return close(core::CloseReason::kNormal);
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
@@ -210,9 +224,44 @@ void Connection::update_interest() {
   if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_) {
     wanted |= EPOLLIN;
   }
+  // A watcher reads on (and drops what it reads), to see its client go.
+  if (core_.watcher() && !draining_) wanted |= EPOLLIN;
   if (wanted == interest_) return;
   interest_ = wanted;
   worker_.reactor().modify(fd_, wanted, this);
+}
+
+void Connection::start_watch() {
+  watch_self_ = std::make_shared<Connection*>(this);
+  // Runs on the emitting thread, when a line lands in the empty buffer:
+  // this connection takes it on its own thread.
+  core_.watcher()->attach([reactor = &worker_.reactor(), self = std::weak_ptr(watch_self_)] {
+    reactor->post([self] {
+      if (auto alive = self.lock()) (*alive)->pump_watch();
+    });
+  });
+  pump_watch();  // "OK", and whatever came before attach
+}
+
+// Taking only once what was taken before is sent keeps a watcher's memory
+// at its buffer and one socket's worth. Each take empties the buffer, so
+// the next line wakes this connection again.
+void Connection::pump_watch() {
+  if (closed()) return;
+  flush();
+  if (closed() || !out_.empty()) return;  // EPOLLOUT brings us back
+  core_.watcher()->take(watch_lines_);
+  if (watch_lines_.empty()) return;
+  out_.append(watch_lines_);
+  watch_lines_.clear();
+  flush();
+}
+
+void Connection::discard_input() {
+  ssize_t received = net::read_some(fd_, worker_.scratch(), Worker::kScratchSize);
+  if (received == 0) return close(core::CloseReason::kNormal);
+  if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
+  if (received > 0) worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
 }
 
 }  // namespace lockcached::server

@@ -294,6 +294,10 @@ void Server::collect_general(core::StatList& out) const {
   add("evicted_unfetched", store.evicted_unfetched);
   add("crawler_reclaimed", store.crawler_reclaimed);
   add("curr_locks", store.locked_items);
+  core::WatchStats watch = state_.watch.stats();
+  add("log_watchers", watch.watchers);
+  add("log_watcher_skipped", watch.skipped);
+  add("log_watcher_sent", watch.sent);
   if (replication_) {
     replication::NodeStatus status = replication_->status();
     add("replication_role", std::string(status.role == replication::Role::kMaster ? "master"

@@ -68,7 +68,10 @@ void Worker::join() {
 
 void Worker::accept_from(int listen_fd, PortKind kind) {
   for (int i = 0; i < kMaxAcceptsPerEvent; ++i) {
-    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in6 peer{};  // large enough for either family
+    socklen_t peer_len = sizeof peer;
+    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE)
@@ -87,7 +90,7 @@ void Worker::accept_from(int listen_fd, PortKind kind) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
-    connections_.insert(new Connection(*this, fd, id, kind));
+    connections_.insert(new Connection(*this, fd, id, kind, peer));
   }
 }
 
@@ -134,7 +137,7 @@ void Worker::close_idle() {
     if (connection->idle_since(since)) idle.push_back(connection);
   }
   for (Connection* connection : idle)
-    connection->close();
+    connection->close(core::CloseReason::kIdleTimeout);
 }
 
 void Worker::free_retired() {
@@ -147,7 +150,9 @@ void Worker::free_retired() {
 
 void Worker::close_connections(bool lock_service_only) {
   for (Connection* connection : connections_)
-    if (!lock_service_only || connection->kind() == PortKind::kLockService) connection->close();
+    if (!lock_service_only || connection->kind() == PortKind::kLockService) {
+      connection->close(core::CloseReason::kShutdown);
+    }
   free_retired();
 }
 

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -11,6 +13,7 @@
 
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/stats.h"
+#include "lockcached/core/watch.h"
 #include "lockcached/store/store.h"
 
 namespace lockcached::core {
@@ -19,14 +22,20 @@ class CommandCore {
  public:
   // `read_only`, when given, is true while this server is a replica
   // (replication::Node sets it): the protocols then refuse every write.
+  // `watch`, when given, gets this connection's events, with `client` (the
+  // connection's own, living as long as it) saying who did them.
   CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
-              store::OwnerId owner, const std::atomic<bool>* read_only = nullptr)
+              store::OwnerId owner, const std::atomic<bool>* read_only = nullptr,
+              WatchHub* watch = nullptr, const ClientInfo* client = nullptr)
       : store_(store),
         stats_(stats),
         stats_source_(stats_source),
         prefix_stats_(stats_source.prefix_stats()),
         owner_(owner),
-        read_only_(read_only) {}
+        read_only_(read_only),
+        watch_(watch),
+        watch_mask_(watch ? &watch->mask() : &kNobodyWatches),
+        client_(client ? client : &kUnknownClient) {}
 
   store::OwnerId owner() const { return owner_; }
   bool read_only() const { return read_only_ && read_only_->load(std::memory_order_relaxed); }
@@ -43,6 +52,9 @@ class CommandCore {
   // A get: calls reader(item) under the store's lock (see Store::read).
   template <typename Reader>
   bool read(std::string_view key, Reader&& reader) {
+    if (watching(kWatchFetchers)) [[unlikely]] {
+      return read_watched(key, [&reader](store::Item& item) { reader(item); });
+    }
     bool hit = store_.read(key, std::forward<Reader>(reader));
     count_get(key, hit);
     return hit;
@@ -79,7 +91,8 @@ class CommandCore {
                               store::LockStatus* status);
   store::LockStatus unlock(std::string_view key);
   store::StoreResult replace_and_unlock(const store::ItemRef& item, uint64_t compare_cas);
-  void release_all_locks();
+  // unlock_all, or (kDisconnect) the connection's end.
+  void release_all_locks(UnlockReason reason = UnlockReason::kUnlockAll);
 
   // The `keys` walk, a piece at a time; see store::Store::scan_keys.
   uint64_t scan_keys(uint64_t cursor, std::string_view prefix,
@@ -95,7 +108,26 @@ class CommandCore {
   PrefixStats* prefix_stats() { return prefix_stats_; }
   void count_meta_command() { stats_.cmd_meta.add(); }
 
+  // `watch`: makes this connection a watcher of `streams` (core/watch.h).
+  // False when the server has no hub or enough watchers already; the
+  // connection then goes on as before.
+  bool start_watch(uint32_t streams);
+  // The watcher this connection became, once start_watch succeeded: the
+  // connection takes no more requests and streams its lines instead.
+  const std::shared_ptr<Watcher>& watcher() const { return watcher_; }
+  WatchHub* watch_hub() const { return watch_; }
+  const ClientInfo& client() const { return *client_; }
+
  private:
+  // Never written: the mask of a core without a hub.
+  static constinit const std::atomic<uint32_t> kNobodyWatches;
+  static const ClientInfo kUnknownClient;
+
+  bool watching(uint32_t streams) const {
+    return (watch_mask_->load(std::memory_order_relaxed) & streams) != 0;
+  }
+  bool read_watched(std::string_view key, const std::function<void(store::Item&)>& reader);
+
   void count_get(std::string_view key, bool hit) {
     stats_.cmd_get.add();
     (hit ? stats_.get_hits : stats_.get_misses).add();
@@ -108,6 +140,10 @@ class CommandCore {
   PrefixStats* const prefix_stats_;
   const store::OwnerId owner_;
   const std::atomic<bool>* const read_only_;
+  WatchHub* const watch_;
+  const std::atomic<uint32_t>* const watch_mask_;
+  const ClientInfo* const client_;
+  std::shared_ptr<Watcher> watcher_;
   // Keys this connection has locked. A key may linger after its item was
   // deleted or replaced by the holder; unlocking it then is a harmless miss.
   std::unordered_set<std::string> held_;

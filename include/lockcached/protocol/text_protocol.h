@@ -64,6 +64,7 @@ class TextProtocol final : public ProtocolHandler {
   void keys(const Words& words, OutputQueue& out);
   void lock(const Words& words, OutputQueue& out);
   void unlock(const Words& words, OutputQueue& out);
+  void watch(const Words& words, OutputQueue& out);
   void verbosity(const Words& words, OutputQueue& out);
   void cache_memlimit(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "lockcached/core/watch.h"
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/store/clock.h"
@@ -20,7 +21,9 @@ struct ServerState {
       : settings(config),
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
         lock_service_(std::make_shared<locks::LockService>(lock_limits(), config.fencing_token_floor)),
-        idle_timeout_seconds(config.idle_timeout_seconds) {}
+        idle_timeout_seconds(config.idle_timeout_seconds) {
+    store.set_eviction_observer(&watch);
+  }
 
   // Open connections per port, each against its own limit.
   std::atomic<int>& open_connections(PortKind kind) {
@@ -50,6 +53,8 @@ struct ServerState {
 
   const Settings settings;
   const store::Clock clock;
+  // `watch`'s streams: every thread reports to it, watchers read from it.
+  core::WatchHub watch;
   store::Store store;
 
  private:
