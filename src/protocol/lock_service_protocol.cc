@@ -25,6 +25,14 @@ std::string_view limit_reply(locks::Limit limit) {
                                          : "429 Too many locks in the server\r\n";
 }
 
+std::string_view limit_name(locks::Limit limit) {
+  return limit == locks::Limit::kSession ? "limit=session" : "limit=names";
+}
+
+std::string token_field(uint64_t token) {
+  return "token=" + std::to_string(token);
+}
+
 std::string acquired_reply(uint64_t token) {
   return "200 Acquired " + std::to_string(token) + "\r\n";
 }
@@ -81,6 +89,11 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "unlock") return unlock(words, out);
   if (command == "unlock_all") {
     if (words.count != 1) return out.append("400 unlock_all takes no arguments\r\n");
+    // Reported first: a waiter may be granted a lock as soon as it is free.
+    if (watched()) {
+      for (const std::string& name : held_names())
+        report("lock_release", name, "status=released reason=unlock_all");
+    }
     service().release_all(session_);
     answer_change("200 Released\r\n", out);
     return;
@@ -107,8 +120,15 @@ void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
   }
   if (seconds == 0) {
     locks::LockService::Acquired acquired = service().try_acquire(session_, name);
-    if (acquired.limit != locks::Limit::kNone) return out.append(limit_reply(acquired.limit));
-    if (!acquired.granted) return out.append("409 Unavailable\r\n");
+    if (acquired.limit != locks::Limit::kNone) {
+      report("lock_refused", name, limit_name(acquired.limit));
+      return out.append(limit_reply(acquired.limit));
+    }
+    if (!acquired.granted) {
+      report("lock_busy", name, "");
+      return out.append("409 Unavailable\r\n");
+    }
+    report("lock_grant", name, token_field(acquired.token));
     answer_change(acquired_reply(acquired.token), out);
     return;
   }
@@ -135,11 +155,16 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
     });
   };
   locks::LockService::Acquired acquired = service().acquire_or_wait(ticket);
-  if (acquired.limit != locks::Limit::kNone) return out.append(limit_reply(acquired.limit));
+  if (acquired.limit != locks::Limit::kNone) {
+    report("lock_refused", name, limit_name(acquired.limit));
+    return out.append(limit_reply(acquired.limit));
+  }
   if (acquired.granted) {
+    report("lock_grant", name, token_field(acquired.token));
     answer_change(acquired_reply(acquired.token), out);
     return;
   }
+  report("lock_wait", name, "timeout_ms=" + std::to_string(wait_ms));
   wait_ = std::move(ticket);
   wait_timer_ = context_.reactor.add_timer(wait_ms, [self = std::weak_ptr(self_)] {
     if (auto alive = self.lock()) (*alive)->on_wait_timeout();
@@ -147,6 +172,7 @@ void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, Out
 }
 
 void LockServiceProtocol::on_granted(uint64_t token) {
+  report("lock_grant", wait_->name, token_field(token));
   context_.reactor.cancel_timer(wait_timer_);
   end_wait();
   if (answer_change(acquired_reply(token), context_.out)) context_.on_async_reply();
@@ -155,6 +181,7 @@ void LockServiceProtocol::on_granted(uint64_t token) {
 void LockServiceProtocol::on_wait_timeout() {
   // A grant already decided is on its way to us: let it answer instead.
   if (!service().cancel_wait(*wait_, true)) return;
+  report("lock_timeout", wait_->name, "");
   end_wait();
   context_.out.append("409 Unavailable\r\n");  // nothing changed: nothing to replicate
   context_.on_async_reply();
@@ -203,6 +230,15 @@ void LockServiceProtocol::on_replicated(bool replicated, const std::string& repl
 void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
   if (words.count != 2) return out.append("400 Missing lock name\r\n");
   if (!printable_key(words[1])) return out.append("400 Bad lock name\r\n");
+  if (watched()) {
+    bool held;
+    {
+      std::lock_guard lock(session_->mutex);
+      held = session_->held.contains(std::string(words[1]));
+    }
+    report("lock_release", words[1],
+           held ? "status=released reason=unlock" : "status=not_held reason=unlock");
+  }
   if (!service().release(session_, words[1])) return out.append("403 Not held\r\n");
   answer_change("200 Released\r\n", out);
 }
@@ -285,12 +321,54 @@ void LockServiceProtocol::connection_closed() {
     service().cancel_wait(*wait_, false);
     wait_.reset();
   }
+  std::vector<std::string> names;
+  int64_t grace_before = 0;
+  if (watched()) {
+    std::lock_guard lock(session_->mutex);
+    names.assign(session_->held.begin(), session_->held.end());
+    grace_before = session_->grace_ms;
+  }
+  // Reported before the release, which may grant them to waiters at once.
+  if (grace_before <= 0) {
+    for (const std::string& name : names)
+      report("lock_release", name, "status=released reason=disconnect");
+  }
   uint64_t detachment;
   int64_t grace_ms = service().detach(session_, &detachment);
   if (grace_ms > 0) {
+    if (!names.empty()) {
+      report("session_detach", "",
+             "grace_ms=" + std::to_string(grace_ms) + " locks=" + std::to_string(names.size()));
+    }
+    // Whoever watches then hears of the locks the grace let go; the
+    // connection is gone, so the timer keeps a copy of who it was.
     context_.reactor.add_timer(grace_ms, [service = context_.service, session = session_,
-                                          detachment] { service->expire(session, detachment); });
+                                          detachment, watch = context_.watch,
+                                          client = context_.client ? *context_.client : core::ClientInfo{}] {
+      std::vector<std::string> held;
+      if (watch && watch->watching(core::kWatchLocks)) {
+        std::lock_guard lock(session->mutex);
+        if (!session->attached && session->detachments == detachment)
+          held.assign(session->held.begin(), session->held.end());
+      }
+      service->expire(session, detachment);
+      for (const std::string& name : held) {
+        watch->lock_service_event(client, "lock_release", name,
+                                  "status=released reason=grace_expired", session->id);
+      }
+    });
   }
+}
+
+void LockServiceProtocol::report(std::string_view type, std::string_view name,
+                                 std::string_view details) {
+  if (!watched()) return;
+  context_.watch->lock_service_event(*context_.client, type, name, details, session_->id);
+}
+
+std::vector<std::string> LockServiceProtocol::held_names() const {
+  std::lock_guard lock(session_->mutex);
+  return {session_->held.begin(), session_->held.end()};
 }
 
 }  // namespace lockcached::protocol

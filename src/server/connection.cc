@@ -42,7 +42,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
-        &worker_.state().read_only});
+        &worker_.state().read_only, &worker_.state().watch, &client_});
   }
   worker_.state().watch.conn_new(client_);
   interest_ = EPOLLIN;

@@ -304,6 +304,50 @@ TEST_F(WatchE2eTest, LocksShowACacheLockAndItsReleaseOnDisconnect) {
   EXPECT_EQ(other.request("lock k"), "OK");
 }
 
+TEST(WatchLockServiceE2e, LocksShowTheLockServicesGrantsWaitsAndReleases) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--lock_port=-1"}));
+  std::optional<uint16_t> lock_port = server.lock_port();
+  ASSERT_TRUE(lock_port);
+  Watcher watcher;
+  ASSERT_TRUE(watcher.start(server.port(), "watch locks"));
+  Client first, second;
+  ASSERT_TRUE(first.connect(*lock_port));
+  ASSERT_TRUE(second.connect(*lock_port));
+  const std::string first_port = std::to_string(local_port(first));
+  ASSERT_EQ(first.request("set_timeout 0"), "200 Timeout set");
+  std::string acquired = first.request("lock job");
+  ASSERT_EQ(acquired.rfind("200 Acquired ", 0), 0u) << acquired;
+  ASSERT_TRUE(second.send("lock job 30\r\n"));
+
+  auto grant = fields(watcher.next());
+  EXPECT_EQ(grant["type"], "lock_grant");
+  EXPECT_EQ(grant["name"], "job");
+  EXPECT_EQ(grant["token"], acquired.substr(13));
+  EXPECT_EQ(grant["rip"], "127.0.0.1");
+  EXPECT_EQ(grant["rport"], first_port);
+  EXPECT_FALSE(grant["session"].empty());
+  auto wait = fields(watcher.next());
+  EXPECT_EQ(wait["type"], "lock_wait");
+  EXPECT_EQ(wait["name"], "job");
+  EXPECT_EQ(wait["timeout_ms"], "30000");
+  EXPECT_EQ(wait["rport"], std::to_string(local_port(second)));
+
+  first.close();
+  std::string granted_second = second.read_line();
+  ASSERT_EQ(granted_second.rfind("200 Acquired ", 0), 0u) << granted_second;
+  auto release = fields(watcher.next());
+  EXPECT_EQ(release["type"], "lock_release");
+  EXPECT_EQ(release["name"], "job");
+  EXPECT_EQ(release["reason"], "disconnect");
+  EXPECT_EQ(release["session"], grant["session"]);
+  EXPECT_EQ(release["rport"], first_port);
+  auto handed_over = fields(watcher.next());
+  EXPECT_EQ(handed_over["type"], "lock_grant");
+  EXPECT_EQ(handed_over["token"], granted_second.substr(13));
+  EXPECT_EQ(handed_over["session"], wait["session"]);
+}
+
 // Everything a socket receives, read on a thread of its own.
 class Collector {
  public:

@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "lockcached/core/watch.h"
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
 #include "lockcached/protocol/handler.h"
@@ -27,6 +30,10 @@ struct LockServiceContext {
   std::function<void()> on_async_reply;
   // True while this server is a replica: only stats and quit are served.
   const std::atomic<bool>* read_only = nullptr;
+  // Where `watch locks` hears of grants, waits and releases, and who this
+  // connection is (the connection's own, living as long as it).
+  core::WatchHub* watch = nullptr;
+  const core::ClientInfo* client = nullptr;
 };
 
 class LockServiceProtocol final : public ProtocolHandler {
@@ -57,6 +64,12 @@ class LockServiceProtocol final : public ProtocolHandler {
   bool answer_change(std::string reply, OutputQueue& out);
   void on_replicated(bool replicated, const std::string& reply);
   locks::LockService& service() { return *context_.service; }
+  bool watched() const {
+    return context_.watch && context_.client && context_.watch->watching(core::kWatchLocks);
+  }
+  // One line of the locks stream about this connection's session.
+  void report(std::string_view type, std::string_view name, std::string_view details);
+  std::vector<std::string> held_names() const;
 
   LockServiceContext context_;
   std::shared_ptr<locks::Session> session_;
