@@ -479,8 +479,8 @@ void TextProtocol::watch(const Words& words, OutputQueue& out) {
     if (stream == 0) return reply(out, "ERROR");
     streams |= stream;
   }
-  // As memcached: replies still queued would mix with the stream.
-  if (!out.empty()) return reply(out, "ERROR cannot pipeline other commands before watch");
+  // Replies to requests before it are still queued: they go out first,
+  // then "OK" and the stream, as memcached 1.6.18 sends them.
   if (!core_.start_watch(streams)) return reply(out, "WATCHER_TOO_MANY log watcher limit reached");
   out.append("OK\r\n");
 }

@@ -228,6 +228,18 @@ TEST_F(WatchE2eTest, ConneventsShowClientsComingAndGoing) {
   EXPECT_EQ(reset["reason"], "error");
 }
 
+TEST_F(WatchE2eTest, RepliesPipelinedBeforeWatchComeFirst) {
+  Client c = connect();
+  ASSERT_TRUE(c.send("get x\r\nwatch\r\nget y\r\n"));
+  EXPECT_EQ(c.read_line(), "END");
+  EXPECT_EQ(c.read_line(), "OK");  // and "get y" is ignored
+  Client other = connect();
+  ASSERT_EQ(other.get("z"), std::nullopt);
+  std::optional<std::string> line = c.read_until("\n");
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("key=z "), std::string::npos) << *line;
+}
+
 TEST_F(WatchE2eTest, AWatcherIgnoresWhatItSendsAndIsCountedInStats) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch fetchers"));
