@@ -808,7 +808,6 @@ INTENTIONAL_DIFFERENCES = {
     "lru_crawler": (_UNIMPLEMENTED, ["ERROR", "VERSION <version>", "[open]"]),
     "slabs": (_UNIMPLEMENTED, ["ERROR", "VERSION <version>", "[open]"]),
     "lru": (_UNIMPLEMENTED, ["ERROR", "VERSION <version>", "[open]"]),
-    "watch": (_UNIMPLEMENTED, ["ERROR", "VERSION <version>", "[open]"]),
 }
 
 
