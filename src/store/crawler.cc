@@ -14,6 +14,10 @@ constexpr size_t kSliceItems = 512;
 // took, so the crawler stays under a tenth of a core on any store size.
 constexpr int64_t kMinRestMs = 1000;
 constexpr int64_t kMaxRestMs = 30000;
+// A store with items gets a pass at least this often even when nothing can
+// expire: each pass measures the size classes' age (Store::crawl). A pass
+// starts once this much less one rest has gone by since the last began.
+constexpr int64_t kAgePassMs = 60000;
 
 int64_t now_ms() {
   using namespace std::chrono;
@@ -23,10 +27,15 @@ int64_t now_ms() {
 }  // namespace
 
 int64_t Crawler::pass() {
-  // A store without TTLs never pays for the walk: visiting every item once a
-  // second would cost a cache-sized stream of memory reads for nothing.
-  if (!store_.crawl_needed(&flush_cas_seen_)) return kMinRestMs;
+  // A store without TTLs pays for the walk only once a minute, to measure
+  // age: visiting every item once a second would cost a cache-sized stream
+  // of memory reads for nothing.
   int64_t started = now_ms();
+  if (!store_.crawl_needed(&flush_cas_seen_) &&
+      (started - last_pass_ms_ < kAgePassMs - kMinRestMs || store_.stats().curr_items == 0)) {
+    return kMinRestMs;
+  }
+  last_pass_ms_ = started;
   uint64_t cursor = 0;
   while (cursor != Store::kScanDone && !loop_.stopping()) {
     cursor = store_.crawl(cursor, kSliceItems);

@@ -1,10 +1,12 @@
 #include "lockcached/store/store.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lockcached/store/hash.h"
@@ -53,12 +55,17 @@ struct Store::Shard {
   // Owners of the locked items: few, so not a field of every item.
   std::unordered_map<const Item*, OwnerId> owners;
   uint64_t total_items = 0;
-  uint64_t evictions = 0;
-  uint64_t reclaimed = 0;
-  uint64_t expired_unfetched = 0;
-  uint64_t evicted_unfetched = 0;
-  uint64_t crawler_reclaimed = 0;
   uint64_t locked = 0;
+  // Per size class (index id - 1); the shard's evictions, reclaims and
+  // crawler counts are their sums.
+  std::array<SizeClassCounters, kSizeClassCount> classes{};
+  // The crawler's pass over this shard so far: the oldest last access seen
+  // per class (0: none), published as oldest_access when the pass ends.
+  std::array<RelTime, kSizeClassCount> crawl_oldest{};
+
+  SizeClassCounters& class_of(const Item* item) {
+    return classes[size_class_of(item->total_size()) - 1];
+  }
 
   // Changes a linked item's exptime, keeping `expiring` true.
   void set_exptime(Item* item, RelTime exptime) {
@@ -153,7 +160,12 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
   item->atime = clock_.now();
   if (item->locked) ++shard.locked;
   if (item->exptime != 0) ++shard.expiring;
-  shard.bytes += item->total_size();
+  size_t size = item->total_size();
+  shard.bytes += size;
+  SizeClassCounters& counters = shard.class_of(item);
+  ++counters.number;
+  counters.requested += size;
+  counters.allocated += allocation_size(size);
   ++shard.total_items;
   // Encoding the change is the listener's business: it may copy the bytes
   // now or keep a reference and copy them after the lock is released.
@@ -177,7 +189,12 @@ void Store::detach(Shard& shard, Item* item, uint64_t hash) {
   }
   item->linked = false;
   if (item->exptime != 0) --shard.expiring;
-  shard.bytes -= item->total_size();
+  size_t size = item->total_size();
+  shard.bytes -= size;
+  SizeClassCounters& counters = shard.class_of(item);
+  --counters.number;
+  counters.requested -= size;
+  counters.allocated -= allocation_size(size);
   item_release(item);
 }
 
@@ -197,8 +214,13 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
 // and stays; one that was not is evicted. Locked items and `keep` are passed
 // over. Two turns clear every bit, so finding nothing to evict in two turns
 // means nothing can go.
-bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
-  if (bytes > shard.limit) return false;
+bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
+  size_t bytes = needed > freed ? needed - freed : 0;
+  auto refuse = [&shard, needed] {
+    ++shard.classes[size_class_of(needed) - 1].outofmemory;
+    return false;
+  };
+  if (bytes > shard.limit) return refuse();
   // An item larger than a lowered target still fits once the rest is gone.
   size_t room = std::max(shard.target, bytes);
   size_t empty_moves = 0;
@@ -213,15 +235,19 @@ bool Store::make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep)
       } else if (item->accessed) {
         item->accessed = false;
       } else {
-        ++shard.evictions;
-        if (!item->fetched) ++shard.evicted_unfetched;
+        SizeClassCounters& counters = shard.class_of(item);
+        ++counters.evicted;
+        if (item->exptime != 0) ++counters.evicted_nonzero;
+        if (!item->fetched) ++counters.evicted_unfetched;
+        counters.evicted_at = now;
+        counters.evicted_time = now > item->atime ? now - item->atime : 0;
         if (eviction_observer_) report_eviction(*item, now);
         unlink(shard, item);
         evicted = true;
       }
     });
     shard.hand = (shard.hand + 1) & (shard.table.bucket_count() - 1);
-    if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return false;
+    if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return refuse();
   }
   return true;
 }
@@ -242,8 +268,9 @@ void Store::reclaim(Shard& shard, Item* item) {
 }
 
 void Store::reclaim(Shard& shard, Item* item, uint64_t hash) {
-  ++shard.reclaimed;
-  if (!item->fetched) ++shard.expired_unfetched;
+  SizeClassCounters& counters = shard.class_of(item);
+  ++counters.reclaimed;
+  if (!item->fetched) ++counters.expired_unfetched;
   unlink(shard, item, hash);
 }
 
@@ -261,8 +288,8 @@ bool Store::crawl_needed(uint64_t* flush_cas_seen) {
 
 // cursor = shard index << 32 | bucket index. Buckets keep their meaning
 // when a table doubles (hash_table.h), so a cursor survives growth.
-template <typename Visit>
-uint64_t Store::walk_piece(uint64_t cursor, size_t budget, Visit&& visit) {
+template <typename Visit, typename ShardDone>
+uint64_t Store::walk_piece(uint64_t cursor, size_t budget, Visit&& visit, ShardDone&& shard_done) {
   uint64_t shard_index = cursor >> 32;
   size_t bucket = static_cast<uint32_t>(cursor);
   size_t shard_count = shards_.size();
@@ -277,17 +304,30 @@ uint64_t Store::walk_piece(uint64_t cursor, size_t budget, Visit&& visit) {
     });
   }
   if (bucket < shard.table.bucket_count()) return shard_index << 32 | bucket;
+  shard_done(shard);
   return shard_index + 1 < shard_count ? (shard_index + 1) << 32 : kScanDone;
 }
 
 uint64_t Store::crawl(uint64_t cursor, size_t budget) {
   RelTime now = clock_.now();
-  return walk_piece(cursor, budget, [&](Shard& shard, Item* item) {
+  auto visit = [&](Shard& shard, Item* item) {
+    size_t index = size_class_of(item->total_size()) - 1;
+    SizeClassCounters& counters = shard.classes[index];
+    ++counters.crawler_items_checked;
     if (!is_live(*item, now)) {
+      ++counters.crawler_reclaimed;
       reclaim(shard, item);
-      ++shard.crawler_reclaimed;
+      return;
     }
-  });
+    RelTime& oldest = shard.crawl_oldest[index];
+    if (oldest == 0 || item->atime < oldest) oldest = item->atime;
+  };
+  auto shard_done = [](Shard& shard) {
+    for (size_t i = 0; i < kSizeClassCount; ++i) {
+      shard.classes[i].oldest_access = std::exchange(shard.crawl_oldest[i], 0);
+    }
+  };
+  return walk_piece(cursor, budget, visit, shard_done);
 }
 
 ItemRef Store::allocate(std::string_view key, uint32_t flags, RelTime exptime,
@@ -342,7 +382,7 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   if (!item && request.vivify) {
     // An empty placeholder: the client that gets W fills it in.
     ItemRef placeholder = allocate(key, 0, request.vivify_exptime, 0);
-    if (placeholder && make_room(shard, placeholder->total_size(), now, nullptr)) {
+    if (placeholder && make_room(shard, placeholder->total_size(), 0, now, nullptr)) {
       placeholder->cas = next_cas();
       link(shard, hash, placeholder.get());
       item = placeholder.get();
@@ -441,9 +481,8 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
       break;
   }
   // The old version's bytes count as free for its replacement.
-  size_t needed = to_link->total_size();
   size_t freed = old_item ? old_item->total_size() : 0;
-  if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
+  if (!make_room(shard, to_link->total_size(), freed, now, old_item)) {
     // A set that fails must not leave the old value for readers to find.
     if (old_item && command == StoreCommand::kSet) unlink(shard, old_item, hash);
     return {StoreStatus::kNoMemory};
@@ -517,8 +556,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   }
   std::memset(fresh->value() + length, ' ', min_length - length);
   size_t freed = old_item ? old_item->total_size() : 0;
-  if (!make_room(shard, fresh->total_size() > freed ? fresh->total_size() - freed : 0, now,
-                 old_item)) {
+  if (!make_room(shard, fresh->total_size(), freed, now, old_item)) {
     return {ArithStatus::kNoMemory};
   }
   fresh->cas = next_cas();
@@ -612,9 +650,7 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   if (!old_item) return {StoreStatus::kNotFound};
   if (shard.owner_of(old_item) != owner) return {StoreStatus::kNotLocked};
   if (compare_cas != 0 && old_item->cas != compare_cas) return {StoreStatus::kExists};
-  size_t needed = item->total_size();
-  size_t freed = old_item->total_size();
-  if (!make_room(shard, needed > freed ? needed - freed : 0, now, old_item)) {
+  if (!make_room(shard, item->total_size(), old_item->total_size(), now, old_item)) {
     return {StoreStatus::kNoMemory};
   }
   clear_lock(shard, old_item);
@@ -632,8 +668,8 @@ uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budge
   });
 }
 
-uint64_t Store::snapshot_items(uint64_t cursor, size_t budget,
-                               const std::function<void(const Item&)>& visit) {
+uint64_t Store::walk_items(uint64_t cursor, size_t budget,
+                           const std::function<void(const Item&)>& visit) {
   RelTime now = clock_.now();
   return walk_piece(cursor, budget, [&](Shard&, Item* item) {
     if (is_live(*item, now)) visit(*item);
@@ -699,11 +735,13 @@ StoreStats Store::stats() const {
     stats.curr_items += shard.table.size();
     stats.total_items += shard.total_items;
     stats.bytes += shard.bytes;
-    stats.evictions += shard.evictions;
-    stats.reclaimed += shard.reclaimed;
-    stats.expired_unfetched += shard.expired_unfetched;
-    stats.evicted_unfetched += shard.evicted_unfetched;
-    stats.crawler_reclaimed += shard.crawler_reclaimed;
+    for (const SizeClassCounters& counters : shard.classes) {
+      stats.evictions += counters.evicted;
+      stats.reclaimed += counters.reclaimed;
+      stats.expired_unfetched += counters.expired_unfetched;
+      stats.evicted_unfetched += counters.evicted_unfetched;
+      stats.crawler_reclaimed += counters.crawler_reclaimed;
+    }
     stats.limit_bytes += shard.limit;
     stats.target_bytes += shard.target;
     stats.locked_items += shard.locked;
@@ -712,12 +750,61 @@ StoreStats Store::stats() const {
   return stats;
 }
 
+std::vector<SizeClassStats> Store::class_stats() const {
+  std::vector<SizeClassStats> classes(kSizeClassCount);
+  for (const auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
+    std::lock_guard lock(shard.mutex);
+    for (size_t i = 0; i < kSizeClassCount; ++i) {
+      const SizeClassCounters& from = shard.classes[i];
+      SizeClassStats& to = classes[i];
+      to.number += from.number;
+      to.requested += from.requested;
+      to.allocated += from.allocated;
+      to.evicted += from.evicted;
+      to.evicted_nonzero += from.evicted_nonzero;
+      to.evicted_unfetched += from.evicted_unfetched;
+      to.outofmemory += from.outofmemory;
+      to.reclaimed += from.reclaimed;
+      to.expired_unfetched += from.expired_unfetched;
+      to.crawler_reclaimed += from.crawler_reclaimed;
+      to.crawler_items_checked += from.crawler_items_checked;
+      if (from.evicted_at > to.evicted_at) {  // the latest eviction of any shard
+        to.evicted_at = from.evicted_at;
+        to.evicted_time = from.evicted_time;
+      }
+      if (from.oldest_access != 0 &&
+          (to.oldest_access == 0 || from.oldest_access < to.oldest_access)) {
+        to.oldest_access = from.oldest_access;
+      }
+    }
+  }
+  RelTime now = clock_.now();
+  for (unsigned id = 1; id <= kSizeClassCount; ++id) {
+    SizeClassStats& stats = classes[id - 1];
+    stats.id = id;
+    stats.chunk_size = id < kLargestSizeClass ? size_class_size(id)
+                                              : sizeof(Item) + kMaxKeyLength + max_item_size_ + 2;
+    if (stats.number > 0 && stats.oldest_access != 0 && stats.oldest_access < now) {
+      stats.age = now - stats.oldest_access;
+    }
+  }
+  return classes;
+}
+
 void Store::reset_stats() {
   for (auto& shard_ptr : shards_) {
     Shard& shard = *shard_ptr;
     std::lock_guard lock(shard.mutex);
-    shard.total_items = shard.evictions = shard.reclaimed = 0;
-    shard.expired_unfetched = shard.evicted_unfetched = shard.crawler_reclaimed = 0;
+    shard.total_items = 0;
+    for (SizeClassCounters& counters : shard.classes) {
+      SizeClassCounters kept;
+      kept.number = counters.number;
+      kept.requested = counters.requested;
+      kept.allocated = counters.allocated;
+      kept.oldest_access = counters.oldest_access;
+      counters = kept;
+    }
   }
 }
 

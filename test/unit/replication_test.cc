@@ -65,7 +65,7 @@ Contents contents(Store& store) {
   Contents all;
   uint64_t cursor = 0;
   while (cursor != Store::kScanDone) {
-    cursor = store.snapshot_items(cursor, 64, [&all](const store::Item& item) {
+    cursor = store.walk_items(cursor, 64, [&all](const store::Item& item) {
       all[std::string(item.key())] = {std::string(item.value_view()), item.flags, item.exptime};
     });
   }

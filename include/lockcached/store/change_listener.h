@@ -13,7 +13,7 @@ namespace lockcached::store {
 // Every call comes while the store still holds the lock of the key's shard
 // (on_flush: of every shard), so the calls for one key arrive in the order
 // of its changes, and a walk of the store under the same locks
-// (Store::snapshot_items) sees each change either entirely before or
+// (Store::walk_items) sees each change either entirely before or
 // entirely after it. Calls come from every thread that changes the store,
 // concurrently for keys of different shards: an implementation must be
 // thread-safe, short, and must not call back into the store.

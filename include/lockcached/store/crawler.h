@@ -1,6 +1,8 @@
 // The expiry crawler: a background thread that walks the store a slice at a
 // time and reclaims expired and flushed items nobody asks for, so that their
-// memory comes back without a client touching them.
+// memory comes back without a client touching them. Each pass also measures
+// the size classes' age (Store::crawl); a store with items gets a pass at
+// least once a minute for that, expiring items or not.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,8 @@ class Crawler {
   int64_t pass();
 
   Store& store_;
-  uint64_t flush_cas_seen_ = 0;  // see Store::crawl_needed
+  uint64_t flush_cas_seen_ = 0;           // see Store::crawl_needed
+  int64_t last_pass_ms_ = INT64_MIN / 2;  // when the last pass began (steady clock)
   BackgroundLoop loop_;
 };
 

@@ -11,12 +11,14 @@
 #include <memory>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "lockcached/store/change_listener.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/eviction_observer.h"
 #include "lockcached/store/item.h"
+#include "lockcached/store/size_classes.h"
 
 namespace lockcached::store {
 
@@ -94,6 +96,35 @@ struct MetaGetResult {
   RelTime last_access = 0;      // l, before this access
   RelTime exptime_before = 0;   // t, before T or N applied
   RelTime exptime = 0;          // t, after them
+};
+
+// One size class's counters (store/size_classes.h), per shard and summed:
+// memcached's per-slab-class item statistics, for an allocator's classes.
+struct SizeClassCounters {
+  uint64_t number = 0;     // live items
+  uint64_t requested = 0;  // the sum of their total_size()
+  uint64_t allocated = 0;  // what the allocator gave them (allocation_size)
+  uint64_t evicted = 0;
+  uint64_t evicted_nonzero = 0;  // evicted while they had an exptime
+  uint64_t evicted_unfetched = 0;
+  uint64_t outofmemory = 0;  // stores refused for want of memory
+  uint64_t reclaimed = 0;    // expired or flushed items taken out
+  uint64_t expired_unfetched = 0;
+  uint64_t crawler_reclaimed = 0;
+  uint64_t crawler_items_checked = 0;
+  RelTime evicted_at = 0;    // when the last eviction came (0: none yet)
+  RelTime evicted_time = 0;  // seconds since that item's last access
+  // The oldest last access the crawler's last complete pass saw (0: none).
+  RelTime oldest_access = 0;
+};
+
+struct SizeClassStats : SizeClassCounters {
+  unsigned id = 0;
+  // The class's size; for the last class, the largest item the store takes.
+  size_t chunk_size = 0;
+  // Seconds since oldest_access: memcached's "age" of the least recently
+  // used item, as of the crawler's last pass (0 when not measured).
+  RelTime age = 0;
 };
 
 struct StoreStats {
@@ -185,17 +216,20 @@ class Store {
   uint64_t scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
                      const std::function<void(std::string_view)>& visit);
 
-  // Walks the live items in pieces, for a replication snapshot: like
-  // scan_keys, calls visit(item) under the shard lock for each live item
-  // among about `budget` items from `cursor`. Run while a ChangeListener is
-  // set, every item is seen either by the walk or, after the walk passed
-  // it, by the listener (docs/architecture.md, "Replication").
-  uint64_t snapshot_items(uint64_t cursor, size_t budget,
-                          const std::function<void(const Item&)>& visit);
+  // Walks the live items in pieces: like scan_keys, calls visit(item)
+  // under the shard lock for each live item among about `budget` items from
+  // `cursor`. A replication snapshot: run while a ChangeListener is set,
+  // every item is seen either by the walk or, after the walk passed it, by
+  // the listener (docs/architecture.md, "Replication"). Also the item dumps
+  // (`stats cachedump`, `lru_crawler metadump`).
+  uint64_t walk_items(uint64_t cursor, size_t budget,
+                      const std::function<void(const Item&)>& visit);
 
   // One step of the expiry crawler: reclaims the expired and flushed items
   // among about `budget` items from `cursor` (0 at first) under one shard
-  // lock. Returns where to go on, or kScanDone after the last shard.
+  // lock. Returns where to go on, or kScanDone after the last shard. Also
+  // notes the oldest last access of each size class; a shard walked to its
+  // end reports them as its classes' oldest_access (see SizeClassStats::age).
   uint64_t crawl(uint64_t cursor, size_t budget);
   // Whether a crawl could find anything: some item has an exptime, or a
   // flush_all came (or is pending) since the flush the caller saw last,
@@ -212,6 +246,10 @@ class Store {
   void set_eviction_target(size_t bytes);
 
   StoreStats stats() const;
+  // Every size class, ids 1..kSizeClassCount in order, empty ones included.
+  std::vector<SizeClassStats> class_stats() const;
+  // Zeroes what memcached's "stats reset" zeroes: every counter but the
+  // live items' number, sizes and the crawler's oldest access.
   void reset_stats();
 
   // Reports every change from now on to `listener` (nullptr: to nobody, the
@@ -240,9 +278,14 @@ class Store {
   // Sets a linked item's exptime in place (touch) and reports it.
   void retime(Shard& shard, Item* item, RelTime exptime);
   // Calls visit(shard, item) for about `budget` items from `cursor` under
-  // one shard lock: the walk of crawl, scan_keys and snapshot_items.
+  // one shard lock, then, if that finished the shard, shard_done(shard)
+  // under the same lock: the walk of crawl, scan_keys and walk_items.
+  template <typename Visit, typename ShardDone>
+  uint64_t walk_piece(uint64_t cursor, size_t budget, Visit&& visit, ShardDone&& shard_done);
   template <typename Visit>
-  uint64_t walk_piece(uint64_t cursor, size_t budget, Visit&& visit);
+  uint64_t walk_piece(uint64_t cursor, size_t budget, Visit&& visit) {
+    return walk_piece(cursor, budget, std::forward<Visit>(visit), [](Shard&) {});
+  }
   void set_lock(Shard& shard, Item* item, OwnerId owner);
   void clear_lock(Shard& shard, Item* item);
   // Finds a live item; unlinks an expired or flushed one on the way.
@@ -256,8 +299,10 @@ class Store {
   void detach(Shard& shard, Item* item, uint64_t hash);
   // Links new_item in place of old_item (which may be null).
   void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
-  // Evicts from the LRU tail until `bytes` more fit; never evicts `keep`.
-  bool make_room(Shard& shard, size_t bytes, RelTime now, const Item* keep);
+  // Evicts until an item of `needed` bytes fits, counting `freed` bytes
+  // (the item it replaces) as free; never evicts `keep`. When nothing more
+  // can go, counts the refusal against needed's size class.
+  bool make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep);
   void report_eviction(const Item& item, RelTime now) const;
   // Takes out an item that expired or was flushed.
   void reclaim(Shard& shard, Item* item);
