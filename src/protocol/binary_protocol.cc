@@ -478,8 +478,13 @@ void BinaryProtocol::stat(const Request& request, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kReplication, list);
   } else if (request.key == "reset") {
     core_.reset_stats();
-  } else if (request.key != "items" && request.key != "slabs" && request.key != "sizes") {
-    // No slab allocator: those groups exist but are empty (as text "stats items").
+  } else if (request.key == "items") {
+    core_.collect_stats(core::StatsGroup::kItems, list);
+  } else if (request.key == "slabs") {
+    core_.collect_stats(core::StatsGroup::kSlabs, list);
+  } else if (request.key == "sizes") {
+    core_.collect_stats(core::StatsGroup::kSizes, list);
+  } else {
     return respond_error(out, h, kNotFound);
   }
   for (const auto& [name, value] : list)

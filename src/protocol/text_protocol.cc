@@ -541,9 +541,17 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
     return reply(out, "RESET");
   } else if (words[1] == "detail") {
     return stats_detail(words, out);
-  } else if (words[1] != "items" && words[1] != "slabs" && words[1] != "sizes" &&
-             words[1] != "conns") {
-    // No slab allocator, so the per-class groups exist but are empty.
+  } else if (words[1] == "items") {
+    core_.collect_stats(core::StatsGroup::kItems, list);
+  } else if (words[1] == "slabs") {
+    core_.collect_stats(core::StatsGroup::kSlabs, list);
+  } else if (words[1] == "sizes") {
+    core_.collect_stats(core::StatsGroup::kSizes, list);
+  } else if (words[1] == "sizes_enable" || words[1] == "sizes_disable") {
+    // memcached's reply (without END, as memcached's): the histogram by
+    // size class costs nothing, so it is always on.
+    return reply(out, "STAT sizes_status enabled");
+  } else if (words[1] != "conns") {
     return reply(out, "ERROR");
   }
   for (const auto& [name, value] : list) {

@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/size_class_stats.h"
 #include "lockcached/core/verbosity.h"
 #include "lockcached/net/socket.h"
 #include "lockcached/server/allocator_stats.h"
@@ -197,6 +198,10 @@ void Server::collect(core::StatsGroup group, core::StatList& out) const {
       return collect_replication(out);
     case core::StatsGroup::kGeneral:
       return collect_general(out);
+    case core::StatsGroup::kItems:
+    case core::StatsGroup::kSlabs:
+    case core::StatsGroup::kSizes:
+      return core::collect_size_classes(group, state_.store.class_stats(), out);
   }
 }
 

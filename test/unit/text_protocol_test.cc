@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lockcached/core/command_core.h"
+#include "lockcached/core/size_class_stats.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/protocol/output_queue.h"
 #include "lockcached/store/clock.h"
@@ -38,6 +39,9 @@ class FakeStatsSource : public core::StatsSource {
       out.emplace_back("pid", "4242");
       out.emplace_back("curr_items", std::to_string(store_.stats().curr_items));
       out.emplace_back("resets", std::to_string(resets_));
+    } else if (group == core::StatsGroup::kItems || group == core::StatsGroup::kSlabs ||
+               group == core::StatsGroup::kSizes) {
+      core::collect_size_classes(group, store_.class_stats(), out);
     } else {
       out.emplace_back("maxbytes", std::to_string(store_.stats().limit_bytes));
       out.emplace_back("evictions", "on");
@@ -659,6 +663,7 @@ TEST_F(TextProtocolTest, StatsUnknownGroup) {
   EXPECT_EQ(feed("stats noreply\r\n"), "ERROR\r\n");
   // memcached 1.6.18 with an empty cache.
   EXPECT_EQ(feed("stats items\r\n"), "END\r\n");
+  EXPECT_EQ(feed("stats slabs\r\n"), "STAT active_slabs 0\r\nSTAT total_malloced 0\r\nEND\r\n");
 }
 
 TEST_F(TextProtocolTest, CommandsFeedTheThreadCounters) {
@@ -939,6 +944,59 @@ TEST_F(TextProtocolTest, KeysOverManyItemsIsAnsweredInStepsBeforeTheNextRequest)
   std::string walk = connection.out.take_all();
   EXPECT_EQ(listed_keys(walk), expected);
   EXPECT_EQ(feed(bytes.substr(consumed)), "VERSION " LOCKCACHED_PROTOCOL_VERSION "\r\n");
+}
+
+// ---------------------------------------------- size classes and item dumps
+// Item sizes (store/size_classes.h): 32-byte header + key + value + 2.
+// "a" with "hello" is 40 bytes (class 1, 48 B); "b" with 200 bytes is 235
+// (class 10, 256 B).
+
+TEST_F(TextProtocolTest, StatsSlabsAndSizesReportTheNonEmptyClasses) {
+  ASSERT_EQ(feed(set_command("a", "hello")), "STORED\r\n");
+  ASSERT_EQ(feed(set_command("b", std::string(200, 'x'))), "STORED\r\n");
+  EXPECT_EQ(feed("stats slabs\r\n"),
+            "STAT 1:chunk_size 48\r\n"
+            "STAT 1:chunks_per_page 21845\r\n"
+            "STAT 1:total_pages 1\r\n"
+            "STAT 1:total_chunks 1\r\n"
+            "STAT 1:used_chunks 1\r\n"
+            "STAT 1:free_chunks 0\r\n"
+            "STAT 1:free_chunks_end 0\r\n"
+            "STAT 10:chunk_size 256\r\n"
+            "STAT 10:chunks_per_page 4096\r\n"
+            "STAT 10:total_pages 1\r\n"
+            "STAT 10:total_chunks 1\r\n"
+            "STAT 10:used_chunks 1\r\n"
+            "STAT 10:free_chunks 0\r\n"
+            "STAT 10:free_chunks_end 0\r\n"
+            "STAT active_slabs 2\r\n"
+            "STAT total_malloced 304\r\n"
+            "END\r\n");
+  EXPECT_EQ(feed("stats sizes\r\n"), "STAT 48 1\r\nSTAT 256 1\r\nEND\r\n");
+  EXPECT_EQ(feed("stats sizes_enable\r\n"), "STAT sizes_status enabled\r\n");
+  ASSERT_EQ(feed("delete a\r\n"), "DELETED\r\n");
+  EXPECT_EQ(feed("stats sizes\r\n"), "STAT 256 1\r\nEND\r\n");
+}
+
+TEST_F(TextProtocolTest, StatsItemsNamesMemcachedsFieldsInItsOrder) {
+  ASSERT_EQ(feed(set_command("a", "hello", "", "set", 0, 100)), "STORED\r\n");
+  EXPECT_EQ(feed("stats items\r\n"),
+            "STAT items:1:number 1\r\n"
+            "STAT items:1:age 0\r\n"
+            "STAT items:1:mem_requested 40\r\n"
+            "STAT items:1:evicted 0\r\n"
+            "STAT items:1:evicted_nonzero 0\r\n"
+            "STAT items:1:evicted_time 0\r\n"
+            "STAT items:1:outofmemory 0\r\n"
+            "STAT items:1:reclaimed 0\r\n"
+            "STAT items:1:expired_unfetched 0\r\n"
+            "STAT items:1:evicted_unfetched 0\r\n"
+            "STAT items:1:crawler_reclaimed 0\r\n"
+            "STAT items:1:crawler_items_checked 0\r\n"
+            "END\r\n");
+  server_.clock.advance(200);
+  ASSERT_EQ(get("a"), "END\r\n");  // expired: reclaimed, and the class is empty
+  EXPECT_EQ(feed("stats items\r\n"), "END\r\n");
 }
 
 // ----------------------------------------------------------------- noreply

@@ -74,7 +74,9 @@ void subtract(CounterValues& from, const CounterValues& baseline);
 
 using StatList = std::vector<std::pair<std::string, std::string>>;
 
-enum class StatsGroup { kGeneral, kSettings, kReplication };
+// kItems, kSlabs, kSizes: memcached's per-slab-class groups, here per
+// size class of the allocator (store/size_classes.h).
+enum class StatsGroup { kGeneral, kSettings, kReplication, kItems, kSlabs, kSizes };
 
 // What `stats` reports; the server wires the process-wide numbers behind it.
 class StatsSource {
