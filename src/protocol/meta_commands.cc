@@ -544,7 +544,8 @@ void MetaCommands::debug(const Words& words, OutputQueue& out) {
   line += " la=" + std::to_string(result.last_access);
   line += " cas=" + std::to_string(item.cas);
   line += result.fetched_before ? " fetch=yes" : " fetch=no";
-  line += " cls=1 size=" + std::to_string(item.total_size());
+  line += " cls=" + std::to_string(store::size_class_of(item.total_size()));
+  line += " size=" + std::to_string(item.total_size());
   finish_line(std::move(line), out);
 }
 

@@ -142,6 +142,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "verbosity") return verbosity(words, out);
   if (command == "cache_memlimit") return cache_memlimit(words, out);
   if (command == "keys") return keys(words, out);
+  if (command == "lru_crawler") return lru_crawler(words, out);
   if (command == "lock") return lock(words, out);
   if (command == "unlock") return unlock(words, out);
   if (command == "unlock_all") {
@@ -433,6 +434,7 @@ void TextProtocol::keys(const Words& words, OutputQueue& out) {
 
 void TextProtocol::continue_work(OutputQueue& out) {
   if (!multi_get_.keys.empty()) return get_step(out);
+  if (items_.active()) return dump_step(out);
   bool done = keys_.step(core_, [&out](std::string_view key) {
     out.append("VALUE ");
     if (printable_key(key) && key.find(' ') == std::string_view::npos) {
@@ -551,6 +553,8 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
     // memcached's reply (without END, as memcached's): the histogram by
     // size class costs nothing, so it is always on.
     return reply(out, "STAT sizes_status enabled");
+  } else if (words[1] == "cachedump") {
+    return cachedump(words, out);
   } else if (words[1] != "conns") {
     return reply(out, "ERROR");
   }
@@ -562,6 +566,120 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
     out.append("\r\n");
   }
   out.append("END\r\n");
+}
+
+// "stats cachedump CLASS LIMIT": memcached's replies, but LIMIT 0 lists
+// every item of the class (memcached stops at 2 MB), a piece at a time.
+void TextProtocol::cachedump(const Words& words, OutputQueue& out) {
+  if (words.count < 4) return reply(out, "CLIENT_ERROR bad command line");
+  uint32_t id;
+  uint32_t limit;
+  if (!parse_u32(words[2], &id) || !parse_u32(words[3], &limit)) {
+    return reply(out, "CLIENT_ERROR bad command line format");
+  }
+  if (id > store::kLargestSizeClass) return reply(out, "CLIENT_ERROR Illegal slab id");
+  // An empty class (0 always is) needs no walk.
+  if (id == 0 || core_.class_stats()[id - 1].number == 0) return reply(out, "END");
+  dump_ = ItemDump{};
+  dump_.classes.set(id);
+  dump_.limit = limit;
+  items_.start();
+  dump_step(out);
+}
+
+// "lru_crawler metadump all|hash|ID,ID...": memcached's replies. The crawl,
+// sleep, tocrawl, enable and disable subcommands tune memcached's crawler,
+// which has no counterpart here: ERROR, as for an unknown one.
+void TextProtocol::lru_crawler(const Words& words, OutputQueue& out) {
+  if (words.count != 3 || words[1] != "metadump") return reply(out, "ERROR");
+  dump_ = ItemDump{};
+  dump_.metadump = true;
+  std::string_view ids = words[2];
+  if (ids == "all" || ids == "hash") {
+    dump_.classes.set();
+  } else {
+    while (!ids.empty()) {
+      size_t comma = std::min(ids.find(','), ids.size());
+      std::string_view word = ids.substr(0, comma);
+      ids.remove_prefix(std::min(comma + 1, ids.size()));
+      if (word.empty()) continue;
+      uint32_t id;
+      if (!parse_u32(word, &id) || id == 0 || id > store::kLargestSizeClass) {
+        return reply(out, "BADCLASS invalid class id");
+      }
+      dump_.classes.set(id);
+    }
+  }
+  items_.start();
+  dump_step(out);
+}
+
+namespace {
+
+// memcached's uriencode: letters, digits and "-._~" as they are, every
+// other byte %XX.
+void append_uri_encoded(std::string_view key, OutputQueue& out) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  char* at = out.reserve(3 * key.size());
+  for (char c : key) {
+    auto byte = static_cast<unsigned char>(c);
+    if ((byte >= '0' && byte <= '9') || (byte >= 'A' && byte <= 'Z') ||
+        (byte >= 'a' && byte <= 'z') || byte == '-' || byte == '.' || byte == '_' || byte == '~') {
+      *at++ = c;
+    } else {
+      *at++ = '%';
+      *at++ = kHex[byte >> 4];
+      *at++ = kHex[byte & 15];
+    }
+  }
+  out.commit(at);
+}
+
+void append_signed(int64_t value, OutputQueue& out) {
+  if (value < 0) out.append("-");
+  out.append_number(value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
+}
+
+}  // namespace
+
+void TextProtocol::dump_step(OutputQueue& out) {
+  ItemDump& dump = dump_;
+  auto limit_reached = [&dump] { return dump.limit != 0 && dump.shown >= dump.limit; };
+  bool done = items_.step(core_, [&](const store::Item& item) {
+    unsigned id = store::size_class_of(item.total_size());
+    if (limit_reached() || !dump.classes[id]) return;
+    if (dump.metadump) {
+      // memcached's line, ended by "\n" alone; a base64 key's bytes, encoded.
+      out.append("key=");
+      append_uri_encoded(item.key(), out);
+      out.append(" exp=");
+      append_signed(item.exptime == 0 ? -1 : core_.unix_time(item.exptime), out);
+      out.append(" la=");
+      append_signed(core_.unix_time(item.atime), out);
+      out.append(" cas=");
+      out.append_number(item.cas);
+      out.append(item.fetched ? " fetch=yes cls=" : " fetch=no cls=");
+      out.append_number(id);
+      out.append(" size=");
+      out.append_number(item.total_size());
+      out.append("\n");
+    } else {
+      if (item.key_binary) return;  // memcached leaves out base64 keys
+      out.append("ITEM ");
+      out.append(item.key());
+      out.append(" [");
+      out.append_number(item.value_len);
+      out.append(" b; ");
+      append_signed(item.exptime == 0 ? 0 : core_.unix_time(item.exptime), out);
+      out.append(" s]\r\n");
+    }
+    ++dump.shown;
+  });
+  if (!done && limit_reached()) {
+    items_.stop();
+    done = true;
+  }
+  if (done) out.append("END\r\n");
 }
 
 }  // namespace lockcached::protocol

@@ -999,6 +999,117 @@ TEST_F(TextProtocolTest, StatsItemsNamesMemcachedsFieldsInItsOrder) {
   EXPECT_EQ(feed("stats items\r\n"), "END\r\n");
 }
 
+TEST_F(TextProtocolTest, CachedumpListsOneClassWithValueBytesAndUnixExptime) {
+  int64_t zero = server_.clock.unix_epoch_of_zero();
+  store::RelTime now = server_.clock.now();
+  ASSERT_EQ(feed(set_command("a", "hello", "", "set", 0, 100)), "STORED\r\n");
+  ASSERT_EQ(feed(set_command("c", "hey")), "STORED\r\n");
+  ASSERT_EQ(feed(set_command("b", std::string(200, 'x'))), "STORED\r\n");
+  ASSERT_EQ(feed("ms Zm9vIGJhcg== 2 b\r\nhi\r\n"), "HD\r\n");  // "foo bar", class 1
+  std::string a_line = "ITEM a [5 b; " + std::to_string(zero + now + 100) + " s]\r\n";
+  std::string c_line = "ITEM c [3 b; 0 s]\r\n";
+  // memcached leaves out keys stored in base64 form.
+  std::string dump = feed("stats cachedump 1 0\r\n");
+  EXPECT_TRUE(dump == a_line + c_line + "END\r\n" || dump == c_line + a_line + "END\r\n") << dump;
+  EXPECT_EQ(feed("stats cachedump 10 0\r\n"), "ITEM b [200 b; 0 s]\r\nEND\r\n");
+  std::string one = feed("stats cachedump 1 1\r\n");
+  EXPECT_TRUE(one == a_line + "END\r\n" || one == c_line + "END\r\n") << one;
+  EXPECT_EQ(feed("stats cachedump 2 0\r\n"), "END\r\n");
+  EXPECT_EQ(feed("stats cachedump 0 0\r\n"), "END\r\n");
+  EXPECT_EQ(feed("stats cachedump 63 0\r\n"), "END\r\n");
+  EXPECT_EQ(feed("stats cachedump 10 0 extra\r\n"), "ITEM b [200 b; 0 s]\r\nEND\r\n");
+  // Expired items are never listed.
+  server_.clock.advance(200);
+  EXPECT_EQ(feed("stats cachedump 1 0\r\n"), c_line + "END\r\n");
+}
+
+TEST_F(TextProtocolTest, CachedumpErrorsAreMemcacheds) {
+  EXPECT_EQ(feed("stats cachedump 64 0\r\n"), "CLIENT_ERROR Illegal slab id\r\n");
+  EXPECT_EQ(feed("stats cachedump -1 0\r\n"), "CLIENT_ERROR bad command line format\r\n");
+  EXPECT_EQ(feed("stats cachedump 1 x\r\n"), "CLIENT_ERROR bad command line format\r\n");
+  EXPECT_EQ(feed("stats cachedump 1\r\n"), "CLIENT_ERROR bad command line\r\n");
+  EXPECT_EQ(feed("stats cachedump\r\n"), "CLIENT_ERROR bad command line\r\n");
+}
+
+TEST_F(TextProtocolTest, MetadumpIsMemcachedsLinePerLiveItem) {
+  int64_t zero = server_.clock.unix_epoch_of_zero();
+  store::RelTime stored = server_.clock.now();
+  ASSERT_EQ(feed(set_command("a/b%c", "hello", "", "set", 0, 100)), "STORED\r\n");
+  ASSERT_EQ(feed("ms Zm9vIGJhcg== 2 b\r\nhi\r\n"), "HD\r\n");
+  server_.clock.advance(3);
+  ASSERT_EQ(get("a/b%c"), value_reply("a/b%c", 0, "hello") + "END\r\n");
+  uint64_t cas_a = cas_of("a/b%c");
+  uint64_t cas_foo = server_.connection.core.peek("foo bar").item->cas;  // no access
+  std::string a_line = "key=a%2Fb%25c exp=" + std::to_string(zero + stored + 100) +
+                       " la=" + std::to_string(zero + stored + 3) +
+                       " cas=" + std::to_string(cas_a) + " fetch=yes cls=1 size=44\n";
+  // A base64 key's bytes, %-encoded as memcached does.
+  std::string foo_line = "key=foo%20bar exp=-1 la=" + std::to_string(zero + stored) +
+                         " cas=" + std::to_string(cas_foo) + " fetch=no cls=1 size=43\n";
+  std::string all = feed("lru_crawler metadump all\r\n");
+  EXPECT_TRUE(all == a_line + foo_line + "END\r\n" || all == foo_line + a_line + "END\r\n") << all;
+  EXPECT_EQ(feed("lru_crawler metadump hash\r\n").size(), all.size());
+  EXPECT_EQ(feed("lru_crawler metadump 1\r\n").size(), all.size());
+  EXPECT_EQ(feed("lru_crawler metadump 2,3,,63\r\n"), "END\r\n");
+  // Flushed items are never listed.
+  ASSERT_EQ(feed("flush_all\r\n"), "OK\r\n");
+  EXPECT_EQ(feed("lru_crawler metadump all\r\n"), "END\r\n");
+}
+
+TEST_F(TextProtocolTest, MetadumpEncodesEveryByteButLettersDigitsAndFour) {
+  std::string key = "k!\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~\x7f\x01\xff";
+  ASSERT_EQ(feed(set_command(key, "z")), "STORED\r\n");
+  std::string dump = feed("lru_crawler metadump all\r\n");
+  // What memcached 1.6.18 printed for the same key.
+  EXPECT_EQ(dump.substr(0, dump.find(' ')),
+            "key=k%21%22%23%24%26%27%28%29%2A%2B%2C-.%2F%3A%3B%3C%3D%3E%3F%40%5B%5C%5D%5E_%60%7B%7C"
+            "%7D~%7F%01%FF");
+}
+
+TEST_F(TextProtocolTest, LruCrawlerErrorsAreMemcacheds) {
+  const std::string kBadClass = "BADCLASS invalid class id\r\n";
+  for (std::string ids : {"64", "0", "1,x", "-1"})
+    EXPECT_EQ(feed("lru_crawler metadump " + ids + "\r\n"), kBadClass) << ids;
+  // Only metadump means something here (crawl, sleep, tocrawl, enable and
+  // disable tune memcached's crawler).
+  for (std::string line : {"lru_crawler metadump", "lru_crawler metadump all extra", "lru_crawler",
+                           "lru_crawler sleep 100", "lru_crawler crawl all"}) {
+    EXPECT_EQ(feed(line + "\r\n"), "ERROR\r\n") << line;
+  }
+}
+
+TEST_F(TextProtocolTest, LockedItemsAreDumpedLikeAnyOther) {
+  ASSERT_EQ(feed(set_command("a", "hello")), "STORED\r\n");
+  ASSERT_EQ(feed("lock a\r\nflush_all\r\n"), "OK\r\nOK\r\n");
+  EXPECT_EQ(feed("stats cachedump 1 0\r\n"), "ITEM a [5 b; 0 s]\r\nEND\r\n");
+  EXPECT_EQ(feed("stats sizes\r\n"), "STAT 48 1\r\nEND\r\n");
+}
+
+TEST_F(TextProtocolTest, DumpsOverManyItemsAreAnsweredInStepsBeforeTheNextRequest) {
+  for (int i = 0; i < 5000; ++i)
+    ASSERT_EQ(feed(set_command("key-" + std::to_string(i), "v")), "STORED\r\n");
+  Connection& connection = server_.connection;
+  for (std::string request : {"lru_crawler metadump all\r\n", "stats cachedump 1 0\r\n"}) {
+    SCOPED_TRACE(request);
+    std::string bytes = request + "version\r\n";
+    size_t consumed = connection.protocol.consume(bytes, connection.out);
+    EXPECT_EQ(bytes.substr(consumed), "version\r\n");
+    int steps = 0;
+    while (connection.protocol.has_unfinished_work()) {
+      connection.protocol.continue_work(connection.out);
+      ++steps;
+    }
+    EXPECT_GT(steps, 1);
+    std::string dump = connection.out.take_all();
+    size_t lines = 0;
+    for (size_t at = 0; (at = dump.find('\n', at)) != std::string::npos; ++at)
+      ++lines;
+    EXPECT_EQ(lines, 5000u + 1);  // every item, then END
+    EXPECT_EQ(dump.substr(dump.size() - 5), "END\r\n");
+    EXPECT_EQ(feed(bytes.substr(consumed)), "VERSION " LOCKCACHED_PROTOCOL_VERSION "\r\n");
+  }
+}
+
 // ----------------------------------------------------------------- noreply
 
 TEST_F(TextProtocolTest, NoreplySilencesEveryCommandThatTakesIt) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/stats.h"
@@ -100,6 +101,16 @@ class CommandCore {
     return store_.scan_keys(cursor, prefix, kScanBudget, visit);
   }
   static constexpr size_t kScanBudget = 1024;
+  // The item dumps (stats cachedump, lru_crawler metadump), a piece at a
+  // time; see store::Store::walk_items.
+  uint64_t walk_items(uint64_t cursor, const std::function<void(const store::Item&)>& visit) {
+    return store_.walk_items(cursor, kScanBudget, visit);
+  }
+  std::vector<store::SizeClassStats> class_stats() const { return store_.class_stats(); }
+  // A server time (an exptime, a last access) as a unix time.
+  int64_t unix_time(store::RelTime time) const {
+    return store_.clock().unix_epoch_of_zero() + time;
+  }
   size_t held_locks() const { return held_.size(); }
 
   void collect_stats(StatsGroup group, StatList& out) const { stats_source_.collect(group, out); }

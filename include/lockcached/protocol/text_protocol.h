@@ -2,6 +2,7 @@
 // formats the replies. It never touches a socket: bytes in, replies out.
 #pragma once
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -27,7 +28,9 @@ class TextProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool has_unfinished_work() const override { return keys_.active() || !multi_get_.keys.empty(); }
+  bool has_unfinished_work() const override {
+    return keys_.active() || items_.active() || !multi_get_.keys.empty();
+  }
   void continue_work(OutputQueue& out) override;
 
  private:
@@ -69,6 +72,9 @@ class TextProtocol final : public ProtocolHandler {
   void cache_memlimit(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);
   void stats_detail(const Words& words, OutputQueue& out);
+  void cachedump(const Words& words, OutputQueue& out);
+  void lru_crawler(const Words& words, OutputQueue& out);
+  void dump_step(OutputQueue& out);
 
   core::CommandCore& core_;
   State state_ = State::kLine;
@@ -82,6 +88,14 @@ class TextProtocol final : public ProtocolHandler {
   size_t value_filled_ = 0;  // bytes of value and CRLF received so far
   size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
   KeyWalk keys_;
+  // `stats cachedump` or `lru_crawler metadump`, listed a piece at a time.
+  ItemWalk items_;
+  struct ItemDump {
+    bool metadump = false;
+    std::bitset<store::kSizeClassCount + 1> classes;  // the ids to list
+    uint32_t limit = 0;                               // cachedump; 0: all
+    uint32_t shown = 0;
+  } dump_;
   // A multi-get of more keys than one step answers (see get_step).
   struct MultiGet {
     std::string keys;  // the key list; empty when no get is in progress
