@@ -388,7 +388,7 @@ TEST_F(e2eText, StatsResetZeroesTheCounters) {
   EXPECT_EQ(stat_u64(stats, "cmd_get"), 0u);
   EXPECT_EQ(c.get("x"), std::nullopt);
   EXPECT_EQ(stat_u64(c.stats(), "get_misses"), 1u);
-  // The per-slab groups exist (empty: there is no slab allocator).
+  // The per-class groups answer (test/e2e/stats_families_e2e_test.cc).
   c.stats("items");
   c.stats("slabs");
   EXPECT_EQ(c.request("version").substr(0, 8), "VERSION ");
