@@ -138,18 +138,18 @@ def answers_version(port):
         return False
 
 
-def _memcached_command(port):
+def _memcached_command(port, extra=()):
     binary = os.environ.get("MEMCACHED_BINARY", "memcached")
-    command = [binary, "-U", "0", "-p", str(port), "-l", "127.0.0.1", "-t", "1"]
+    command = [binary, "-U", "0", "-p", str(port), "-l", "127.0.0.1", "-t", "1", *extra]
     if os.geteuid() == 0:
         command += ["-u", "root"]  # memcached refuses to run as root without -u
     return command
 
 
-def _start_memcached(port, log):
+def _start_memcached(port, log, extra):
     """Starts memcached on `port`, stderr to the file `log`; returns the
     process once it answers, else None."""
-    process = subprocess.Popen(_memcached_command(port), stdin=subprocess.DEVNULL,
+    process = subprocess.Popen(_memcached_command(port, extra), stdin=subprocess.DEVNULL,
                                stdout=log, stderr=log)
     deadline = time.monotonic() + READY_DEADLINE_S
     while time.monotonic() < deadline and process.poll() is None:
@@ -163,19 +163,20 @@ def _start_memcached(port, log):
 
 
 @contextlib.contextmanager
-def memcached():
-    """Runs Debian's memcached on a free port; yields the port."""
+def memcached(extra=()):
+    """Runs Debian's memcached on a free port, with `extra` options; yields the port."""
     # A file, not a pipe: nobody reads memcached's output while it runs.
     with tempfile.TemporaryFile() as log:
         for _ in range(3):  # the free port may be taken before memcached binds it
             port = free_port()
-            process = _start_memcached(port, log)
+            process = _start_memcached(port, log, extra)
             if process is not None:
                 break
         else:
             log.seek(0)
             output = log.read().decode(errors="replace")
-            raise RuntimeError(f"memcached did not start ({' '.join(_memcached_command(port))}):"
+            raise RuntimeError(f"memcached did not start "
+                               f"({' '.join(_memcached_command(port, extra))}):"
                                f"\n{output}")
     try:
         yield port
