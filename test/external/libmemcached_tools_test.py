@@ -22,7 +22,7 @@ import sys
 import tempfile
 import unittest
 
-from lockcached_server import binary_from_argv, lockcached
+from lockcached_server import lockcached, main_with_tools, run_tests
 
 TIMEOUT_S = 30
 
@@ -150,15 +150,8 @@ class LibmemcachedToolsTest(unittest.TestCase):
 
 def main():
     global LOCKCACHED, MEMCCP, MEMCCAT
-    LOCKCACHED = binary_from_argv()
-    tools = [argument for argument in sys.argv[1:] if not argument.startswith("-")]
-    options = [argument for argument in sys.argv[1:] if argument.startswith("-")]
-    if tools:
-        MEMCCP = tools[0]
-    if len(tools) > 1:
-        MEMCCAT = tools[1]
-    result = unittest.main(argv=[sys.argv[0], "-v", *options], exit=False).result
-    return 0 if result.wasSuccessful() and result.testsRun > 0 else 1
+    LOCKCACHED, (MEMCCP, MEMCCAT), options = main_with_tools([MEMCCP, MEMCCAT])
+    return run_tests(options)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import unittest
 
 DEFAULT_FLAGS = ("--port=0", "--lock_port=0", "--threads=2", "--listen=127.0.0.1")
 READY_DEADLINE_S = 10
@@ -34,6 +35,23 @@ def binary_from_argv(argv=None):
     if not binary:
         sys.exit(f"usage: {argv[0]} LOCKCACHED_BINARY [args...] (or set $LOCKCACHED_BINARY)")
     return binary
+
+
+def main_with_tools(defaults):
+    """Runs a test module's unittest cases: `python3 TEST.py LOCKCACHED_BINARY
+    [TOOL...] [unittest options]`. Returns (lockcached, tools, options):
+    the tools named on the command line, the rest from `defaults` (a list),
+    and the options for run_tests."""
+    binary = binary_from_argv()
+    named = [argument for argument in sys.argv[1:] if not argument.startswith("-")]
+    options = [argument for argument in sys.argv[1:] if argument.startswith("-")]
+    return binary, named + list(defaults[len(named):]), options
+
+
+def run_tests(options):
+    """unittest.main for this module; 0 when every test ran and passed."""
+    result = unittest.main(argv=[sys.argv[0], "-v", *options], exit=False).result
+    return 0 if result.wasSuccessful() and result.testsRun > 0 else 1
 
 
 class _StderrDrain:

@@ -15,7 +15,6 @@ memcached runs with -o no_lru_maintainer: its cachedump lists only the cold
 LRU, where its segmented LRU puts no new item, so memcdump would miss keys.
 """
 
-import os
 import re
 import socket
 import subprocess
@@ -23,7 +22,7 @@ import sys
 import time
 import unittest
 
-from lockcached_server import binary_from_argv, lockcached, memcached
+from lockcached_server import lockcached, main_with_tools, memcached, run_tests
 
 TIMEOUT_S = 120
 LOCKCACHED = None
@@ -199,15 +198,8 @@ class OperatorToolsTest(unittest.TestCase):
 
 def main():
     global LOCKCACHED, MEMCACHED_TOOL, MEMCDUMP
-    LOCKCACHED = binary_from_argv()
-    tools = [argument for argument in sys.argv[1:] if not argument.startswith("-")]
-    options = [argument for argument in sys.argv[1:] if argument.startswith("-")]
-    if tools:
-        MEMCACHED_TOOL = tools[0]
-    if len(tools) > 1:
-        MEMCDUMP = tools[1]
-    result = unittest.main(argv=[sys.argv[0], "-v", *options], exit=False).result
-    return 0 if result.wasSuccessful() and result.testsRun > 0 else 1
+    LOCKCACHED, (MEMCACHED_TOOL, MEMCDUMP), options = main_with_tools([MEMCACHED_TOOL, MEMCDUMP])
+    return run_tests(options)
 
 
 if __name__ == "__main__":
