@@ -35,6 +35,7 @@
 
 #include "fuzz_util.h"
 #include "lockcached/core/command_core.h"
+#include "lockcached/core/size_class_stats.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/protocol/binary_protocol.h"
 #include "lockcached/protocol/output_queue.h"
@@ -54,6 +55,9 @@ class FakeStatsSource : public core::StatsSource {
       out.emplace_back("curr_items", std::to_string(stats.curr_items));
       out.emplace_back("bytes", std::to_string(stats.bytes));
       out.emplace_back("resets", std::to_string(resets_));
+    } else if (group == core::StatsGroup::kItems || group == core::StatsGroup::kSlabs ||
+               group == core::StatsGroup::kSizes) {
+      core::collect_size_classes(group, store_.class_stats(), out);
     } else {
       out.emplace_back("maxbytes", std::to_string(stats.limit_bytes));
       out.emplace_back("evictions", "on");
