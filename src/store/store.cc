@@ -56,16 +56,23 @@ struct Store::Shard {
   std::unordered_map<const Item*, OwnerId> owners;
   uint64_t total_items = 0;
   uint64_t locked = 0;
-  // Per size class (index id - 1); the shard's evictions, reclaims and
+  // Per size class (index id - 1), made when the class is first used
+  // here: all 63 in each of 64 shards would be 400 KiB, which a small
+  // cache's memory governor counts. The shard's evictions, reclaims and
   // crawler counts are their sums.
-  std::array<SizeClassCounters, kSizeClassCount> classes{};
-  // The crawler's pass over this shard so far: the oldest last access seen
-  // per class (0: none), published as oldest_access when the pass ends.
-  std::array<RelTime, kSizeClassCount> crawl_oldest{};
+  struct ClassCounters : SizeClassCounters {
+    // The crawler's pass over this shard so far: the oldest last access
+    // seen (0: none), published as oldest_access when the pass ends.
+    RelTime crawl_oldest = 0;
+  };
+  std::array<std::unique_ptr<ClassCounters>, kSizeClassCount> classes;
 
-  SizeClassCounters& class_of(const Item* item) {
-    return classes[size_class_of(item->total_size()) - 1];
+  ClassCounters& counters(unsigned id) {
+    std::unique_ptr<ClassCounters>& counters = classes[id - 1];
+    if (!counters) counters = std::make_unique<ClassCounters>();
+    return *counters;
   }
+  ClassCounters& class_of(const Item* item) { return counters(size_class_of(item->total_size())); }
 
   // Changes a linked item's exptime, keeping `expiring` true.
   void set_exptime(Item* item, RelTime exptime) {
@@ -217,7 +224,7 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
 bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
   size_t bytes = needed > freed ? needed - freed : 0;
   auto refuse = [&shard, needed] {
-    ++shard.classes[size_class_of(needed) - 1].outofmemory;
+    ++shard.counters(size_class_of(needed)).outofmemory;
     return false;
   };
   if (bytes > shard.limit) return refuse();
@@ -311,20 +318,20 @@ uint64_t Store::walk_piece(uint64_t cursor, size_t budget, Visit&& visit, ShardD
 uint64_t Store::crawl(uint64_t cursor, size_t budget) {
   RelTime now = clock_.now();
   auto visit = [&](Shard& shard, Item* item) {
-    size_t index = size_class_of(item->total_size()) - 1;
-    SizeClassCounters& counters = shard.classes[index];
+    Shard::ClassCounters& counters = shard.class_of(item);
     ++counters.crawler_items_checked;
     if (!is_live(*item, now)) {
       ++counters.crawler_reclaimed;
       reclaim(shard, item);
       return;
     }
-    RelTime& oldest = shard.crawl_oldest[index];
-    if (oldest == 0 || item->atime < oldest) oldest = item->atime;
+    if (counters.crawl_oldest == 0 || item->atime < counters.crawl_oldest) {
+      counters.crawl_oldest = item->atime;
+    }
   };
   auto shard_done = [](Shard& shard) {
-    for (size_t i = 0; i < kSizeClassCount; ++i) {
-      shard.classes[i].oldest_access = std::exchange(shard.crawl_oldest[i], 0);
+    for (auto& counters : shard.classes) {
+      if (counters) counters->oldest_access = std::exchange(counters->crawl_oldest, 0);
     }
   };
   return walk_piece(cursor, budget, visit, shard_done);
@@ -735,12 +742,13 @@ StoreStats Store::stats() const {
     stats.curr_items += shard.table.size();
     stats.total_items += shard.total_items;
     stats.bytes += shard.bytes;
-    for (const SizeClassCounters& counters : shard.classes) {
-      stats.evictions += counters.evicted;
-      stats.reclaimed += counters.reclaimed;
-      stats.expired_unfetched += counters.expired_unfetched;
-      stats.evicted_unfetched += counters.evicted_unfetched;
-      stats.crawler_reclaimed += counters.crawler_reclaimed;
+    for (const auto& counters : shard.classes) {
+      if (!counters) continue;
+      stats.evictions += counters->evicted;
+      stats.reclaimed += counters->reclaimed;
+      stats.expired_unfetched += counters->expired_unfetched;
+      stats.evicted_unfetched += counters->evicted_unfetched;
+      stats.crawler_reclaimed += counters->crawler_reclaimed;
     }
     stats.limit_bytes += shard.limit;
     stats.target_bytes += shard.target;
@@ -756,7 +764,8 @@ std::vector<SizeClassStats> Store::class_stats() const {
     Shard& shard = *shard_ptr;
     std::lock_guard lock(shard.mutex);
     for (size_t i = 0; i < kSizeClassCount; ++i) {
-      const SizeClassCounters& from = shard.classes[i];
+      if (!shard.classes[i]) continue;
+      const SizeClassCounters& from = *shard.classes[i];
       SizeClassStats& to = classes[i];
       to.number += from.number;
       to.requested += from.requested;
@@ -797,13 +806,15 @@ void Store::reset_stats() {
     Shard& shard = *shard_ptr;
     std::lock_guard lock(shard.mutex);
     shard.total_items = 0;
-    for (SizeClassCounters& counters : shard.classes) {
-      SizeClassCounters kept;
-      kept.number = counters.number;
-      kept.requested = counters.requested;
-      kept.allocated = counters.allocated;
-      kept.oldest_access = counters.oldest_access;
-      counters = kept;
+    for (auto& counters : shard.classes) {
+      if (!counters) continue;
+      Shard::ClassCounters kept;
+      kept.number = counters->number;
+      kept.requested = counters->requested;
+      kept.allocated = counters->allocated;
+      kept.oldest_access = counters->oldest_access;
+      kept.crawl_oldest = counters->crawl_oldest;
+      *counters = kept;
     }
   }
 }
