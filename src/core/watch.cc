@@ -6,6 +6,7 @@
 #include <charconv>
 #include <ctime>
 
+#include "lockcached/core/uri_encode.h"
 #include "lockcached/store/size_classes.h"
 
 namespace lockcached::core {
@@ -112,20 +113,9 @@ uint32_t watch_stream(std::string_view name) {
 }
 
 void append_uri_encoded(std::string& out, std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  for (char c : bytes) {
-    auto byte = static_cast<unsigned char>(c);
-    bool plain = (byte >= 'a' && byte <= 'z') || (byte >= 'A' && byte <= 'Z') ||
-                 (byte >= '0' && byte <= '9') || byte == '-' || byte == '.' || byte == '_' ||
-                 byte == '~';
-    if (plain) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    }
-  }
+  size_t start = out.size();
+  out.resize(start + 3 * bytes.size());
+  out.resize(static_cast<size_t>(uri_encode(bytes, out.data() + start) - out.data()));
 }
 
 std::string client_ip(const ClientInfo& client) {

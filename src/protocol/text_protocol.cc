@@ -7,6 +7,7 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/uri_encode.h"
 #include "lockcached/core/verbosity.h"
 #include "lockcached/protocol/base64.h"
 #include "lockcached/version.h"
@@ -616,23 +617,8 @@ void TextProtocol::lru_crawler(const Words& words, OutputQueue& out) {
 
 namespace {
 
-// memcached's uriencode: letters, digits and "-._~" as they are, every
-// other byte %XX.
 void append_uri_encoded(std::string_view key, OutputQueue& out) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  char* at = out.reserve(3 * key.size());
-  for (char c : key) {
-    auto byte = static_cast<unsigned char>(c);
-    if ((byte >= '0' && byte <= '9') || (byte >= 'A' && byte <= 'Z') ||
-        (byte >= 'a' && byte <= 'z') || byte == '-' || byte == '.' || byte == '_' || byte == '~') {
-      *at++ = c;
-    } else {
-      *at++ = '%';
-      *at++ = kHex[byte >> 4];
-      *at++ = kHex[byte & 15];
-    }
-  }
-  out.commit(at);
+  out.commit(core::uri_encode(key, out.reserve(3 * key.size())));
 }
 
 void append_signed(int64_t value, OutputQueue& out) {

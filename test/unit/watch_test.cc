@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "lockcached/store/item.h"
-#include "lockcached/store/size_classes.h"
 
 namespace lockcached::core {
 namespace {
@@ -253,20 +252,6 @@ TEST(WatchFormat, StreamNames) {
   EXPECT_EQ(watch_stream("locks"), kWatchLocks);
   EXPECT_EQ(watch_stream("deletions"), 0u);  // memcached 1.6.18 has none
   EXPECT_EQ(watch_stream("rawcmds"), 0u);
-}
-
-TEST(SizeClasses, JemallocsClasses) {
-  EXPECT_EQ(store::size_class_of(35), 1u);
-  EXPECT_EQ(store::size_class_of(48), 1u);
-  EXPECT_EQ(store::size_class_of(49), 2u);
-  EXPECT_EQ(store::size_class_of(96), 4u);
-  EXPECT_EQ(store::size_class_of(128), 6u);
-  EXPECT_EQ(store::size_class_of(129), 7u);  // 160
-  EXPECT_EQ(store::size_class_of(256), 10u);
-  EXPECT_EQ(store::size_class_of(257), 11u);  // 320
-  EXPECT_EQ(store::size_class_of(size_t{1} << 20), 58u);
-  EXPECT_EQ(store::size_class_of(size_t{2} << 20), 62u);
-  EXPECT_EQ(store::size_class_of((size_t{2} << 20) + 1), 63u);
 }
 
 }  // namespace
