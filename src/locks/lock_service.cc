@@ -38,19 +38,20 @@ LockService::Shard& LockService::shard_for(std::string_view name) const {
   return shards_[std::hash<std::string_view>{}(name) % kShards];
 }
 
-std::shared_ptr<Session> LockService::create_session() {
+std::shared_ptr<Session> LockService::create_session(ClientInfo client) {
   std::lock_guard lock(sessions_mutex_);
   std::string id;
   do {
     id = make_session_id(++next_session_);
   } while (sessions_.count(id) != 0);
   auto session = std::make_shared<Session>(id);
+  session->client = std::move(client);  // nobody else sees it yet
   sessions_.emplace(id, session);
   if (LockChangeListener* listener = this->listener()) listener->on_session(id, session->grace_ms);
   return session;
 }
 
-std::shared_ptr<Session> LockService::resume_session(std::string_view id) {
+std::shared_ptr<Session> LockService::resume_session(std::string_view id, ClientInfo client) {
   std::lock_guard lock(sessions_mutex_);
   auto found = sessions_.find(std::string(id));
   if (found == sessions_.end()) return nullptr;
@@ -58,6 +59,7 @@ std::shared_ptr<Session> LockService::resume_session(std::string_view id) {
   std::lock_guard session_lock(session->mutex);
   if (session->attached) return nullptr;
   session->attached = true;
+  session->client = std::move(client);
   ++session->detachments;  // the pending grace timer no longer applies
   --in_grace_;
   leave_empty_in_grace(*session);
@@ -76,6 +78,7 @@ int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* d
     std::lock_guard lock(sessions_mutex_);
     std::lock_guard session_lock(session->mutex);
     session->attached = false;
+    session->client = {};
     *detachment = ++session->detachments;
     grace = session->grace_ms;
     if (grace > 0 && session->held.empty()) {
@@ -309,6 +312,18 @@ std::vector<LockInfo> LockService::list(std::string_view prefix) const {
     }
   }
   return locks;
+}
+
+std::unordered_map<uint64_t, size_t> LockService::locks_by_connection() const {
+  std::unordered_map<uint64_t, size_t> counts;
+  std::lock_guard lock(sessions_mutex_);
+  for (const auto& [id, session] : sessions_) {
+    std::lock_guard session_lock(session->mutex);
+    if (session->attached && session->client.connection != 0) {
+      counts[session->client.connection] = session->held.size();
+    }
+  }
+  return counts;
 }
 
 void LockService::set_change_listener(LockChangeListener* listener) {

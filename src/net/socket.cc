@@ -110,22 +110,33 @@ int connect_result(int fd) {
   return result;
 }
 
+std::string address_text(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(v6->sin6_port));
+  }
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(v4->sin_port));
+  }
+  return "?";
+}
+
 std::string peer_name(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  char text[INET6_ADDRSTRLEN] = "?";
-  uint16_t port;
-  if (address.ss_family == AF_INET6) {
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
-    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
-    port = ntohs(v6->sin6_port);
-    return "[" + std::string(text) + "]:" + std::to_string(port);
-  }
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
-  inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
-  port = ntohs(v4->sin_port);
-  return std::string(text) + ":" + std::to_string(port);
+  return address_text(address);
+}
+
+std::string local_name(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
+  return address_text(address);
 }
 
 }  // namespace lockcached::net

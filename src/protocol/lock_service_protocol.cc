@@ -41,7 +41,7 @@ std::string acquired_reply(uint64_t token) {
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
     : context_(std::move(context)),
-      session_(context_.service->create_session()),
+      session_(context_.service->create_session(context_.session_client)),
       self_(std::make_shared<LockServiceProtocol*>(this)) {}
 
 LockServiceProtocol::~LockServiceProtocol() {
@@ -257,7 +257,7 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
     in_use = !session_->held.empty();
   }
   std::shared_ptr<locks::Session> resumed =
-      in_use ? nullptr : service().resume_session(words[1]);
+      in_use ? nullptr : service().resume_session(words[1], context_.session_client);
   if (!resumed) return out.append("403 Cannot resume\r\n");
   service().discard_session(session_);
   session_ = std::move(resumed);

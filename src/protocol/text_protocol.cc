@@ -556,7 +556,12 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
     return reply(out, "STAT sizes_status enabled");
   } else if (words[1] == "cachedump") {
     return cachedump(words, out);
-  } else if (words[1] != "conns") {
+  } else if (words[1] == "conns") {
+    core_.collect_connections(list);
+  } else if (words[1] == "cachelocks") {
+    if (words.count > 3) return reply(out, "ERROR");
+    core_.collect_cache_locks(words.count == 3 ? words[2] : std::string_view(), list);
+  } else {
     return reply(out, "ERROR");
   }
   for (const auto& [name, value] : list) {

@@ -30,19 +30,59 @@ constexpr size_t kMaxBlockedInput = 64 * 1024;
 
 }  // namespace
 
+std::string_view state_name(ConnState state) {
+  switch (state) {
+    case ConnState::kWaiting:
+      return "conn_waiting";
+    case ConnState::kRead:
+      return "conn_read";
+    case ConnState::kNread:
+      return "conn_nread";
+    case ConnState::kWrite:
+      return "conn_mwrite";
+    case ConnState::kLockWait:
+      return "conn_lock_wait";
+    case ConnState::kReplWait:
+      return "conn_repl_wait";
+    case ConnState::kClosing:
+      return "conn_closing";
+  }
+  return "conn_unknown";
+}
+
+std::string_view protocol_name(ConnProtocol protocol) {
+  switch (protocol) {
+    case ConnProtocol::kUndecided:
+      return "undecided";
+    case ConnProtocol::kText:
+      return "text";
+    case ConnProtocol::kBinary:
+      return "binary";
+    case ConnProtocol::kLockService:
+      return "lock_service";
+  }
+  return "unknown";
+}
+
 Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
-                       const sockaddr_in6& peer)
+                       const sockaddr_storage& peer, std::string local)
     : worker_(worker),
       fd_(fd),
       kind_(kind),
-      client_{id, fd, peer},
+      peer_(net::address_text(peer)),
+      local_(std::move(local)),
+      last_read_ms_(worker.reactor().now_ms()),
+      client_{id, fd, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_) {
-  last_read_ms_ = worker_.reactor().now_ms();
+  // sockaddr_in6 is large enough for either family accept() gives.
+  std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
-        &worker_.state().read_only, &worker_.state().watch, &client_});
+        &worker_.state().read_only, &worker_.state().watch, &client_,
+        locks::ClientInfo{id, peer_}});
+    protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }
   worker_.state().watch.conn_new(client_);
   interest_ = EPOLLIN;
@@ -68,6 +108,7 @@ void Connection::close(core::CloseReason reason) {
   worker_.reactor().remove(fd_);
   ::close(fd_);
   fd_ = -1;
+  set_state(ConnState::kClosing);
   out_.clear();
   core_.release_all_locks(core::UnlockReason::kDisconnect);  // a client's locks end with it
   if (protocol_) protocol_->connection_closed();
@@ -84,8 +125,20 @@ void Connection::on_event(uint32_t events) {
 
 bool Connection::idle_since(int64_t since) const {
   // A watcher is quiet by nature too.
-  return !closed() && last_read_ms_ < since && !(protocol_ && protocol_->blocked()) &&
-         !core_.watcher();
+  return !closed() && last_read_ms_.load(std::memory_order_relaxed) < since &&
+         !(protocol_ && protocol_->blocked()) && !core_.watcher();
+}
+
+ConnectionStatus Connection::status() const {
+  ConnectionStatus status;
+  status.id = client_.id;
+  status.kind = kind_;
+  status.address = peer_;
+  status.local_address = local_;
+  status.state = state_.load(std::memory_order_relaxed);
+  status.protocol = protocol_kind_.load(std::memory_order_relaxed);
+  status.last_active_ms = last_read_ms_.load(std::memory_order_relaxed);
+  return status;
 }
 
 // Replies already queued are still owed (after quit, or when the client
@@ -146,7 +199,7 @@ void Connection::on_readable() {
     return close();
   }
   worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
-  last_read_ms_ = worker_.reactor().now_ms();
+  last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
 
   if (!protocol_) choose_protocol(destination[0]);
   std::string_view input = from_scratch
@@ -173,8 +226,10 @@ void Connection::run(std::string_view input, bool from_scratch) {
 void Connection::choose_protocol(char first_byte) {
   if (static_cast<uint8_t>(first_byte) == protocol::binary::kRequestMagic) {
     protocol_ = std::make_unique<protocol::BinaryProtocol>(core_);
+    protocol_kind_.store(ConnProtocol::kBinary, std::memory_order_relaxed);
   } else {
     protocol_ = std::make_unique<protocol::TextProtocol>(core_);
+    protocol_kind_.store(ConnProtocol::kText, std::memory_order_relaxed);
   }
 }
 
@@ -216,6 +271,7 @@ void Connection::update_interest() {
   if (draining_ && out_.empty()) return close(core::CloseReason::kNormal);
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
+  note_state(unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
   if (!out_.empty() || unfinished) wanted |= EPOLLOUT;
@@ -262,6 +318,26 @@ void Connection::discard_input() {
   if (received == 0) return close(core::CloseReason::kNormal);
   if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
   if (received > 0) worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
+}
+
+// After every flush: a few tests of what is at hand, and a store only when
+// the state changed (a busy connection stays conn_waiting between requests).
+void Connection::note_state(bool unfinished) {
+  ConnState state = ConnState::kWaiting;
+  if (draining_) {
+    state = ConnState::kClosing;
+  } else if (kind_ == PortKind::kLockService && protocol_->blocked()) {
+    state = static_cast<const protocol::LockServiceProtocol&>(*protocol_).waiting_for_lock()
+                ? ConnState::kLockWait
+                : ConnState::kReplWait;
+  } else if (!out_.empty() || unfinished) {
+    state = ConnState::kWrite;
+  } else if (protocol_ && protocol_->reading_data()) {
+    state = ConnState::kNread;
+  } else if (partial_size_ > 0) {
+    state = ConnState::kRead;
+  }
+  set_state(state);
 }
 
 }  // namespace lockcached::server

@@ -3,14 +3,19 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <unordered_map>
 
 #include <glog/logging.h>
 
 #include "lockcached/core/size_class_stats.h"
 #include "lockcached/core/verbosity.h"
+#include "lockcached/net/reactor.h"
 #include "lockcached/net/socket.h"
+#include "lockcached/protocol/base64.h"
+#include "lockcached/protocol/text_parser.h"
 #include "lockcached/server/allocator_stats.h"
 #include "lockcached/server/worker.h"
 #include "lockcached/version.h"
@@ -36,6 +41,12 @@ uint64_t unix_micros() {
   using namespace std::chrono;
   return static_cast<uint64_t>(
       duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+// memcached's form of a TCP address in `stats conns`: "tcp:1.2.3.4:5",
+// "tcp6:[::1]:5".
+std::string tcp_address(const std::string& address) {
+  return (address.starts_with('[') ? "tcp6:" : "tcp:") + address;
 }
 
 std::string join(const std::vector<std::string>& parts) {
@@ -86,7 +97,10 @@ bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
       int fd = net::open_listener(host, *port, true, error);
       if (fd < 0) return false;
       if (*port == 0) *port = net::local_port(fd);
-      worker->add_listener(fd, kind);
+      // Listening sockets take ids from the connections' counter, so that
+      // an id in `stats conns` names one socket.
+      worker->add_listener(fd, kind,
+                           state_.next_connection_id.fetch_add(1, std::memory_order_relaxed));
     }
     LOG(INFO) << "Listening on " << host << ":" << *port
               << (kind == PortKind::kCache ? " (memcached protocol)" : " (lock service)");
@@ -188,6 +202,74 @@ void Server::reset() {
   state_.rejected_connections.store(0, std::memory_order_relaxed);
   state_.store.reset_stats();
   prefix_stats_.clear();
+}
+
+std::vector<ConnectionStatus> Server::connections() const {
+  std::vector<ConnectionStatus> all;
+  for (const auto& worker : workers_)
+    worker->list_connections(all);
+  std::sort(all.begin(), all.end(),
+            [](const ConnectionStatus& a, const ConnectionStatus& b) { return a.id < b.id; });
+  return all;
+}
+
+// `stats conns`, as memcached 1.6 prints it (addr, listen_addr, state,
+// secs_since_last_cmd per socket), with the connection id where memcached
+// has the file descriptor (the id is also the owner of its cache locks),
+// and two lines of ours: protocol and locks_held.
+void Server::collect_connections(uint64_t asking, core::StatList& out) const {
+  std::vector<ConnectionStatus> all = connections();
+  // Cache locks by owner and lock-service locks by their session's
+  // connection: one id space, so one map.
+  std::unordered_map<uint64_t, size_t> locks = state_.lock_service()->locks_by_connection();
+  for (const store::LockedItem& item : state_.store.locked_items(""))
+    ++locks[item.owner];
+  int64_t now_ms = net::monotonic_ms();
+  for (const ConnectionStatus& connection : all) {
+    std::string prefix = std::to_string(connection.id) + ":";
+    out.emplace_back(prefix + "addr", tcp_address(connection.address));
+    if (!connection.listening) {
+      out.emplace_back(prefix + "listen_addr", tcp_address(connection.local_address));
+    }
+    std::string_view state = connection.listening      ? "conn_listening"
+                             : connection.id == asking ? "conn_parse_cmd"
+                                                       : state_name(connection.state);
+    out.emplace_back(prefix + "state", std::string(state));
+    int64_t idle_ms = std::max<int64_t>(0, now_ms - connection.last_active_ms);
+    out.emplace_back(prefix + "secs_since_last_cmd", std::to_string(idle_ms / 1000));
+    if (connection.listening) continue;
+    out.emplace_back(prefix + "protocol", std::string(protocol_name(connection.protocol)));
+    auto held = locks.find(connection.id);
+    out.emplace_back(prefix + "locks_held", std::to_string(held == locks.end() ? 0 : held->second));
+  }
+}
+
+// `stats cachelocks [PREFIX]`: "STAT <key> <holder id> <holder address>
+// <seconds held>", by key; a key that is no valid text key comes
+// base64-encoded with " b" after the seconds, as `keys` lists it.
+void Server::collect_cache_locks(std::string_view prefix, core::StatList& out) const {
+  // The locks first: a holder that is gone from the registry after that
+  // has closed, and released its locks before it left.
+  std::vector<store::LockedItem> locked = state_.store.locked_items(prefix);
+  if (locked.empty()) return;
+  std::unordered_map<uint64_t, std::string> addresses;
+  for (const ConnectionStatus& connection : connections()) {
+    if (!connection.listening) addresses.emplace(connection.id, connection.address);
+  }
+  std::sort(locked.begin(), locked.end(),
+            [](const store::LockedItem& a, const store::LockedItem& b) { return a.key < b.key; });
+  store::RelTime now = state_.store.now();
+  for (const store::LockedItem& item : locked) {
+    auto holder = addresses.find(item.owner);
+    if (holder == addresses.end()) continue;
+    std::string value = std::to_string(item.owner) + " " + tcp_address(holder->second) + " " +
+                        std::to_string(now >= item.since ? now - item.since : 0);
+    if (protocol::printable_key(item.key) && item.key.find(' ') == std::string::npos) {
+      out.emplace_back(item.key, std::move(value));
+    } else {
+      out.emplace_back(protocol::base64_encode(item.key), value + " b");
+    }
+  }
 }
 
 void Server::collect(core::StatsGroup group, core::StatList& out) const {

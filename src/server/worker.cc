@@ -11,7 +11,7 @@
 
 #include <glog/logging.h>
 
-#include "lockcached/server/connection.h"
+#include "lockcached/net/socket.h"
 
 namespace lockcached::server {
 namespace {
@@ -48,7 +48,14 @@ Worker::~Worker() {
   if (spare_fd_ >= 0) close(spare_fd_);
 }
 
-void Worker::add_listener(int fd, PortKind kind) {
+void Worker::add_listener(int fd, PortKind kind, uint64_t id) {
+  ConnectionStatus status;
+  status.id = id;
+  status.kind = kind;
+  status.listening = true;
+  status.address = net::local_name(fd);
+  status.last_active_ms = net::monotonic_ms();
+  listener_status_.push_back(std::move(status));
   listeners_.push_back(std::make_unique<Listener>(*this, fd, kind));
   CHECK(reactor_.add(fd, EPOLLIN, listeners_.back().get()));
 }
@@ -68,9 +75,9 @@ void Worker::join() {
 
 void Worker::accept_from(int listen_fd, PortKind kind) {
   for (int i = 0; i < kMaxAcceptsPerEvent; ++i) {
-    sockaddr_in6 peer{};  // large enough for either family
-    socklen_t peer_len = sizeof peer;
-    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+    sockaddr_storage peer{};
+    socklen_t peer_length = sizeof peer;
+    int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_length,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -90,7 +97,10 @@ void Worker::accept_from(int listen_fd, PortKind kind) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
-    connections_.insert(new Connection(*this, fd, id, kind, peer));
+    auto* connection =
+        new Connection(*this, fd, id, kind, peer, net::local_name(fd));
+    std::lock_guard lock(registry_mutex_);
+    connections_.insert(connection);
   }
 }
 
@@ -141,11 +151,22 @@ void Worker::close_idle() {
 }
 
 void Worker::free_retired() {
-  for (Connection* connection : retired_) {
-    connections_.erase(connection);
-    delete connection;
+  if (retired_.empty()) return;
+  {
+    std::lock_guard lock(registry_mutex_);
+    for (Connection* connection : retired_)
+      connections_.erase(connection);
   }
+  for (Connection* connection : retired_)
+    delete connection;
   retired_.clear();
+}
+
+void Worker::list_connections(std::vector<ConnectionStatus>& out) const {
+  out.insert(out.end(), listener_status_.begin(), listener_status_.end());
+  std::lock_guard lock(registry_mutex_);
+  for (const Connection* connection : connections_)
+    out.push_back(connection->status());
 }
 
 void Worker::close_connections(bool lock_service_only) {

@@ -52,8 +52,9 @@ struct Store::Shard {
   // item's `accessed` bit; the hand clears it (a second chance) and evicts
   // the item when it comes round again without the bit set.
   size_t hand = 0;
-  // Owners of the locked items: few, so not a field of every item.
-  std::unordered_map<const Item*, OwnerId> owners;
+  // Owners of the locked items, and since when (`stats cachelocks`): few,
+  // so not fields of every item.
+  std::unordered_map<const Item*, LockHolder> owners;
   uint64_t total_items = 0;
   uint64_t locked = 0;
   // Per size class (index id - 1), made when the class is first used
@@ -82,7 +83,7 @@ struct Store::Shard {
   }
 
   OwnerId owner_of(const Item* item) const {
-    return item->locked ? owners.find(item)->second : kNoOwner;
+    return item->locked ? owners.find(item)->second.owner : kNoOwner;
   }
   // Locked by a connection other than `owner`.
   bool locked_against(const Item* item, OwnerId owner) const {
@@ -209,7 +210,7 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
   if (old_item) {
     if (old_item->locked) {  // the holder's write keeps its lock
       new_item->locked = true;
-      shard.owners.emplace(new_item, shard.owner_of(old_item));
+      shard.owners.emplace(new_item, shard.owners.find(old_item)->second);
     }
     detach(shard, old_item, hash);  // link reports the new version
   }
@@ -578,7 +579,7 @@ void Store::retime(Shard& shard, Item* item, RelTime exptime) {
 
 void Store::set_lock(Shard& shard, Item* item, OwnerId owner) {
   item->locked = true;
-  shard.owners.emplace(item, owner);
+  shard.owners.emplace(item, LockHolder{owner, clock_.now()});
   ++shard.locked;
 }
 
@@ -664,6 +665,20 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   item->cas = next_cas();
   replace(shard, hash, old_item, item.get());
   return {StoreStatus::kStored, item->cas};
+}
+
+std::vector<LockedItem> Store::locked_items(std::string_view prefix) const {
+  std::vector<LockedItem> locked;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mutex);
+    for (const auto& [item, holder] : shard->owners) {
+      std::string_view key = item->key();
+      if (key.substr(0, prefix.size()) == prefix) {
+        locked.push_back({std::string(key), holder.owner, holder.since});
+      }
+    }
+  }
+  return locked;
 }
 
 uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,

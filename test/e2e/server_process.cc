@@ -451,6 +451,18 @@ bool Client::wait_for_close(std::chrono::milliseconds timeout) {
   return true;
 }
 
+std::string Client::local_address() const {
+  sockaddr_in address{};
+  socklen_t length = sizeof address;
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ADD_FAILURE() << "getsockname: " << std::strerror(errno);
+    return "?";
+  }
+  char text[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &address.sin_addr, text, sizeof text);
+  return std::string(text) + ":" + std::to_string(ntohs(address.sin_port));
+}
+
 void Client::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

@@ -122,6 +122,10 @@ class Client {
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
 
+  // This end of the connection, "127.0.0.1:PORT": how the server names its
+  // peer (`stats conns`, `stats locks`). "?" (and a test failure) when unknown.
+  std::string local_address() const;
+
   void set_nodelay(bool on = true);
   // Sends all of `bytes`; false (and last_error) when the connection fails.
   bool send(std::string_view bytes);

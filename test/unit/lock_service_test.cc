@@ -45,7 +45,7 @@ class LockServiceTest : public ::testing::Test {
     for (LockInfo& lock : service_.list(name)) {
       if (lock.name == name) return lock;
     }
-    return LockInfo{"", "", 0, 0, 0};
+    return LockInfo{};
   }
 
   bool holds(const std::shared_ptr<Session>& session, const std::string& name) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -627,6 +628,48 @@ TEST_F(StoreTest, LockedItemAcceptsItsOwnerAndKeepsTheLock) {
   EXPECT_EQ(store_.stats().locked_items, 0u);
   EXPECT_EQ(put(StoreCommand::kSet, "k", "free", 0, kOther).status, StoreStatus::kStored);
   EXPECT_FALSE(store_.get("k")->is_locked());
+}
+
+// `stats cachelocks` reads this: every locked key with its owner and the
+// moment it was locked, which a holder's own write keeps.
+TEST_F(StoreTest, LockedItemsListsOwnersAndLockTimes) {
+  for (const char* key : {"a:1", "a:2", "b:1", "free"})
+    ASSERT_EQ(set(key, "v"), StoreStatus::kStored);
+  EXPECT_TRUE(store_.locked_items("").empty());
+  clock_.advance(5);
+  RelTime first = clock_.now();
+  lock("a:1", kOwner);
+  clock_.advance(3);
+  lock("a:2", kOther);
+  lock("b:1", kOwner);
+  ASSERT_EQ(put(StoreCommand::kSet, "a:1", "new", 0, kOwner).status, StoreStatus::kStored);
+
+  auto sorted = [this](std::string_view prefix) {
+    std::vector<LockedItem> items = store_.locked_items(prefix);
+    std::sort(items.begin(), items.end(),
+              [](const LockedItem& x, const LockedItem& y) { return x.key < y.key; });
+    return items;
+  };
+  std::vector<LockedItem> all = sorted("");
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].key, "a:1");
+  EXPECT_EQ(all[0].owner, kOwner);
+  EXPECT_EQ(all[0].since, first);  // the holder's set kept the lock and its age
+  EXPECT_EQ(all[1].key, "a:2");
+  EXPECT_EQ(all[1].owner, kOther);
+  EXPECT_EQ(all[1].since, first + 3);
+  EXPECT_EQ(all[2].key, "b:1");
+
+  std::vector<LockedItem> a = sorted("a:");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].key, "a:2");
+  EXPECT_TRUE(sorted("free").empty());
+
+  ASSERT_EQ(store_.unlock("a:2", kOther), LockStatus::kOk);
+  ASSERT_EQ(store_.remove("b:1", 0, kOwner), DeleteStatus::kDeleted);
+  all = sorted("");
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].key, "a:1");
 }
 
 TEST_F(StoreTest, LockedItemSurvivesExpiry) {

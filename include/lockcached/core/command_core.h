@@ -114,6 +114,10 @@ class CommandCore {
   size_t held_locks() const { return held_.size(); }
 
   void collect_stats(StatsGroup group, StatList& out) const { stats_source_.collect(group, out); }
+  void collect_connections(StatList& out) const { stats_source_.collect_connections(owner_, out); }
+  void collect_cache_locks(std::string_view prefix, StatList& out) const {
+    stats_source_.collect_cache_locks(prefix, out);
+  }
   void reset_stats() { stats_source_.reset(); }
   // `stats detail`; nullptr where the server keeps no per-prefix counters.
   PrefixStats* prefix_stats() { return prefix_stats_; }

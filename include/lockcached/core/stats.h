@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -86,6 +87,11 @@ class StatsSource {
   virtual void reset() = 0;
   // `stats detail`'s counters; nullptr where there are none (test doubles).
   virtual PrefixStats* prefix_stats() { return nullptr; }
+  // `stats conns`: a group per listening socket and connection ("ID:addr"
+  // ...); `asking` is the connection that asks, which is executing it.
+  virtual void collect_connections(uint64_t /*asking*/, StatList& /*out*/) const {}
+  // `stats cachelocks [PREFIX]`: one line per locked cache object.
+  virtual void collect_cache_locks(std::string_view /*prefix*/, StatList& /*out*/) const {}
 };
 
 }  // namespace lockcached::core

@@ -40,6 +40,14 @@ struct LockLimits {
 // Which limit refused a lock.
 enum class Limit : uint8_t { kNone, kSession, kNames };
 
+// The connection a session is attached to, as the server names it: its id
+// (the server's connection id) and the client's address ("IP:PORT"). Only
+// reported (`stats locks`, `stats conns`); the service never uses it.
+struct ClientInfo {
+  uint64_t connection = 0;  // 0: unknown
+  std::string address;
+};
+
 // A client's identity across connections: what it holds, and how long its
 // locks outlive a disconnect.
 struct Session {
@@ -51,6 +59,7 @@ struct Session {
   size_t waits = 0;  // queued WaitTickets
   int64_t grace_ms = kDefaultGraceMs;
   bool attached = true;         // a connection uses it
+  ClientInfo client;            // that connection, while attached
   uint64_t detachments = 0;     // tells a stale grace timer from the current one
   bool empty_in_grace = false;  // counted in LockService::empty_in_grace_
 };
@@ -100,10 +109,11 @@ class LockService {
   LockService(const LockService&) = delete;
   LockService& operator=(const LockService&) = delete;
 
-  std::shared_ptr<Session> create_session();
-  // Hands a detached session to a new connection; null when the id is
-  // unknown or a connection still uses it.
-  std::shared_ptr<Session> resume_session(std::string_view id);
+  // `client` names the connection that uses it (reported only).
+  std::shared_ptr<Session> create_session(ClientInfo client = {});
+  // Hands a detached session to a new connection, `client`; null when the
+  // id is unknown or a connection still uses it.
+  std::shared_ptr<Session> resume_session(std::string_view id, ClientInfo client = {});
   // Drops a session that holds nothing (a connection adopting another one).
   void discard_session(const std::shared_ptr<Session>& session);
   // The connection went away. Returns the grace period to wait before
@@ -131,6 +141,9 @@ class LockService {
   ServiceStats stats() const;
   // Every held lock whose name starts with `prefix`.
   std::vector<LockInfo> list(std::string_view prefix) const;
+  // How many locks each attached session holds, by its ClientInfo::connection
+  // (sessions without one left out). For `stats conns`.
+  std::unordered_map<uint64_t, size_t> locks_by_connection() const;
 
   // ---- Replication (docs/architecture.md, "Replication", the lock service's part) ----
 

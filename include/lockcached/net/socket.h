@@ -36,6 +36,10 @@ int open_connection(const std::string& host, uint16_t port, std::string* error);
 int connect_result(int fd);
 // "address:port" of the other end ("?" when unknown).
 std::string peer_name(int fd);
+// "address:port" of this end ("?" when unknown).
+std::string local_name(int fd);
+// "1.2.3.4:port" or "[::1]:port"; "?" for a family that is neither.
+std::string address_text(const sockaddr_storage& address);
 
 // The system calls of the request path, made directly. glibc's read(),
 // send() and sendmsg() are thread cancellation points: in a process with

@@ -22,6 +22,7 @@ class BinaryProtocol final : public ProtocolHandler {
   bool wants_close() const override { return close_; }
   bool has_unfinished_work() const override { return keys_.active(); }
   void continue_work(OutputQueue& out) override;
+  bool reading_data() const override { return state_ != State::kHeader; }
 
  private:
   enum class State : uint8_t { kHeader, kValue, kSwallow };

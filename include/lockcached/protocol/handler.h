@@ -31,6 +31,8 @@ class ProtocolHandler {
   // takes nothing meanwhile, and the protocol tells the connection through
   // its own callback when a reply is queued and it can go on.
   virtual bool blocked() const { return false; }
+  // A storage command's data block is arriving (`stats conns`: conn_nread).
+  virtual bool reading_data() const { return false; }
   // The connection is gone (called once, on its thread, before destruction).
   virtual void connection_closed() {}
 };

@@ -34,6 +34,9 @@ struct LockServiceContext {
   // connection is (the connection's own, living as long as it).
   core::WatchHub* watch = nullptr;
   const core::ClientInfo* client = nullptr;
+  // The same connection as its sessions record it: its id (in -vv log
+  // lines and `stats conns`) and the client's address (for `stats locks`).
+  locks::ClientInfo session_client = {};
 };
 
 class LockServiceProtocol final : public ProtocolHandler {
@@ -44,6 +47,8 @@ class LockServiceProtocol final : public ProtocolHandler {
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
   bool blocked() const override { return wait_ != nullptr || replicating_; }
+  // Blocked in a `lock NAME SECONDS` (else, when blocked, on the replicas).
+  bool waiting_for_lock() const { return wait_ != nullptr; }
   void connection_closed() override;
 
  private:

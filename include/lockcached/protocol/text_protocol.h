@@ -32,6 +32,7 @@ class TextProtocol final : public ProtocolHandler {
     return keys_.active() || items_.active() || !multi_get_.keys.empty();
   }
   void continue_work(OutputQueue& out) override;
+  bool reading_data() const override { return state_ != State::kLine; }
 
  private:
   enum class State : uint8_t { kLine, kValue, kSwallow };

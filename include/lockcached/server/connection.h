@@ -2,6 +2,7 @@
 // writes the replies back with writev. Lives and dies on its worker's thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,10 +20,43 @@ namespace lockcached::server {
 
 class Worker;
 
+// What a connection is doing, for `stats conns`, in memcached's names where
+// one fits (state_name()). Set by the connection's thread as of its last
+// turn of I/O, read by any.
+enum class ConnState : uint8_t {
+  kWaiting,   // conn_waiting: nothing pending, waiting for a request
+  kRead,      // conn_read: part of a request line or header has arrived
+  kNread,     // conn_nread: a storage command's data block is arriving
+  kWrite,     // conn_mwrite: replies the socket has not taken yet, or a long `keys`
+  kLockWait,  // conn_lock_wait: a lock-service `lock NAME SECONDS` waits
+  kReplWait,  // conn_repl_wait: a lock-service reply waits for the replicas
+  kClosing,   // conn_closing: closed, or closing once its replies are sent
+};
+std::string_view state_name(ConnState state);
+
+// The protocol a connection speaks, for `stats conns`: a cache connection
+// chooses by its first byte (meta commands are part of the text protocol).
+enum class ConnProtocol : uint8_t { kUndecided, kText, kBinary, kLockService };
+std::string_view protocol_name(ConnProtocol protocol);
+
+// A copy of what `stats conns` shows of one connection (Worker::list_connections).
+struct ConnectionStatus {
+  uint64_t id = 0;
+  PortKind kind = PortKind::kCache;
+  bool listening = false;  // a listening socket: no peer, no state but that
+  std::string address;     // the client's "IP:PORT" (a listener's own)
+  std::string local_address;
+  ConnState state = ConnState::kWaiting;
+  ConnProtocol protocol = ConnProtocol::kUndecided;
+  int64_t last_active_ms = 0;  // monotonic: the last read (a listener: its opening)
+};
+
 class Connection final : public net::EventHandler {
  public:
-  // `peer`: the client's address as accept() gave it (AF_INET or AF_INET6).
-  Connection(Worker& worker, int fd, uint64_t id, PortKind kind, const sockaddr_in6& peer);
+  // `peer`: the client's address as accept() gave it (AF_INET or AF_INET6);
+  // `local`: this end's, "IP:PORT".
+  Connection(Worker& worker, int fd, uint64_t id, PortKind kind, const sockaddr_storage& peer,
+             std::string local);
   ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -36,6 +70,8 @@ class Connection final : public net::EventHandler {
   void close(core::CloseReason reason = core::CloseReason::kError);
   bool closed() const { return fd_ < 0; }
   PortKind kind() const { return kind_; }
+  // Safe from any thread while the worker's registry keeps the connection.
+  ConnectionStatus status() const;
 
  private:
   void on_readable();
@@ -57,12 +93,23 @@ class Connection final : public net::EventHandler {
   // watcher's bounded buffer, where the next ones are dropped and counted.
   void pump_watch();
   void discard_input();
+  // Publishes what the connection does now for `stats conns`.
+  void note_state(bool unfinished);
+  void set_state(ConnState state) {
+    if (state_.load(std::memory_order_relaxed) != state)
+      state_.store(state, std::memory_order_relaxed);
+  }
 
   Worker& worker_;
   int fd_;
   const PortKind kind_;
+  const std::string peer_;  // client_'s address as text
+  const std::string local_;
   uint32_t interest_ = 0;
-  int64_t last_read_ms_;
+  // Written by this connection's thread only; read by `stats conns` from any.
+  std::atomic<int64_t> last_read_ms_;
+  std::atomic<ConnState> state_{ConnState::kWaiting};
+  std::atomic<ConnProtocol> protocol_kind_{ConnProtocol::kUndecided};
   bool draining_ = false;  // closing once the queued replies are sent
   core::ClientInfo client_;  // before core_, which points to it
   core::CommandCore core_;

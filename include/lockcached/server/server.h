@@ -4,11 +4,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/replication/node.h"
+#include "lockcached/server/connection.h"
 #include "lockcached/server/server_state.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/store/crawler.h"
@@ -43,6 +45,8 @@ class Server final : public core::StatsSource {
   void collect(core::StatsGroup group, core::StatList& out) const override;
   void reset() override;
   core::PrefixStats* prefix_stats() override { return &prefix_stats_; }
+  void collect_connections(uint64_t asking, core::StatList& out) const override;
+  void collect_cache_locks(std::string_view prefix, core::StatList& out) const override;
 
  private:
   bool listen(PortKind kind, uint16_t* port, std::string* error);
@@ -56,6 +60,8 @@ class Server final : public core::StatsSource {
   // sessions in their grace period.
   std::shared_ptr<locks::LockService> take_over_locks(const locks::LockState& state);
   void collect_replication(core::StatList& out) const;
+  // Every worker's listening sockets and connections, by id.
+  std::vector<ConnectionStatus> connections() const;
   core::CounterValues thread_counters() const;
   void collect_general(core::StatList& out) const;
   void collect_settings(core::StatList& out) const;

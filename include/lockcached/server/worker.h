@@ -3,17 +3,18 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "lockcached/core/stats.h"
 #include "lockcached/net/reactor.h"
+#include "lockcached/server/connection.h"
 #include "lockcached/server/server_state.h"
 
 namespace lockcached::server {
-
-class Connection;
 
 class Worker {
  public:
@@ -22,8 +23,9 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Takes ownership of a listening socket; call before start().
-  void add_listener(int fd, PortKind kind);
+  // Takes ownership of a listening socket; call before start(). `id`
+  // names it in `stats conns`.
+  void add_listener(int fd, PortKind kind, uint64_t id);
   void start();
   // Asks the thread to close everything and end; join() waits for it.
   void stop() { reactor_.stop(); }
@@ -44,6 +46,11 @@ class Worker {
   // Called by a connection that closed itself; freed before the loop sleeps.
   void retire(Connection* connection);
 
+  // `stats conns`: appends this thread's listening sockets and connections.
+  // Thread-safe: takes the registry mutex, which this thread takes only to
+  // add or remove a connection.
+  void list_connections(std::vector<ConnectionStatus>& out) const;
+
  private:
   class Listener;
 
@@ -61,6 +68,12 @@ class Worker {
   core::ThreadStats stats_;
   net::Reactor reactor_;
   std::vector<std::unique_ptr<Listener>> listeners_;
+  // What `stats conns` shows of the listening sockets: fixed before start().
+  std::vector<ConnectionStatus> listener_status_;
+  // Changed on this thread only, and then under registry_mutex_, so this
+  // thread reads it freely and list_connections() under the mutex. A
+  // connection leaves it before it is freed.
+  mutable std::mutex registry_mutex_;
   std::unordered_set<Connection*> connections_;
   std::vector<Connection*> retired_;
   std::unique_ptr<char[]> scratch_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -143,6 +144,19 @@ struct StoreStats {
   unsigned shards = 0;
 };
 
+// Who holds a locked item's lock, and since when (the store's clock).
+struct LockHolder {
+  OwnerId owner = kNoOwner;
+  RelTime since = 0;
+};
+
+// One locked item, as Store::locked_items lists it.
+struct LockedItem {
+  std::string key;
+  OwnerId owner = kNoOwner;
+  RelTime since = 0;
+};
+
 class Store {
  public:
   Store(const StoreConfig& config, const Clock& clock);
@@ -206,6 +220,11 @@ class Store {
   // Replaces a locked item and unlocks it atomically (RaU); the caller must
   // hold the lock (else kNotLocked).
   StoreResult replace_and_unlock(const ItemRef& item, uint64_t compare_cas, OwnerId owner);
+
+  // Every locked item whose key starts with `prefix`, shard by shard (each
+  // under its lock; the walk reads the lock tables, never the items of a
+  // shard that has no lock). For `stats cachelocks`.
+  std::vector<LockedItem> locked_items(std::string_view prefix) const;
 
   // Walks the keys in pieces, for the `keys` debugging command. Starting at
   // `cursor` (0 at first), calls visit(key) for each live key that starts
