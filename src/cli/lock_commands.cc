@@ -50,8 +50,12 @@ std::string describe_holder(LockServiceClient& client, const std::string& name) 
     client.list(name, [&](const LockInfo& lock) {
       if (lock.name != name) return;
       std::ostringstream line;
-      line << " (held by session " << lock.session << " for "
-           << static_cast<double>(lock.held_ms) / 1000 << " s, " << lock.waiters << " waiting)";
+      line << " (held by session " << lock.session;
+      if (!lock.client.empty()) {
+        line << (lock.client == "detached" ? ", detached," : " from " + lock.client);
+      }
+      line << " for " << static_cast<double>(lock.held_ms) / 1000 << " s, " << lock.waiters
+           << " waiting)";
       text = line.str();
     });
   } catch (const Failure&) {
@@ -98,7 +102,9 @@ int list_locks(const Options& options) {
   LockServiceClient client(options.host, options.lock_port, options.timeout);
   client.list(options.args.size() > 1 ? options.args[1] : "", [](const LockInfo& lock) {
     std::cout << lock.name << ' ' << lock.session << ' ' << lock.held_ms << ' ' << lock.waiters
-              << ' ' << lock.token << '\n';
+              << ' ' << lock.token;
+    if (!lock.client.empty()) std::cout << ' ' << lock.client;
+    std::cout << '\n';
   });
   std::cout.flush();
   if (!std::cout) throw Failure(EX_IOERR, "cannot write to standard output");

@@ -96,12 +96,15 @@ void LockServiceClient::list(const std::string& prefix,
        reply = connection_.read_line(deadline_after(timeout_))) {
     std::vector<std::string_view> words = split(reply);
     LockInfo info;
-    if (words.size() != 6 || words[0] != "LOCK" || !parse_number(words[3], &info.held_ms) ||
-        !parse_number(words[4], &info.waiters) || !parse_number(words[5], &info.token)) {
+    // A seventh field, the holder's address, came later: both forms are read.
+    if ((words.size() != 6 && words.size() != 7) || words[0] != "LOCK" ||
+        !parse_number(words[3], &info.held_ms) || !parse_number(words[4], &info.waiters) ||
+        !parse_number(words[5], &info.token)) {
       unexpected(request, reply);
     }
     info.name = words[1];
     info.session = words[2];
+    if (words.size() == 7) info.client = words[6];
     each(info);
   }
 }

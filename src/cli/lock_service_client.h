@@ -19,6 +19,9 @@ struct LockInfo {
   uint64_t held_ms = 0;
   uint64_t waiters = 0;
   uint64_t token = 0;
+  // The holder's client "IP:PORT", "detached" while its session is in its
+  // grace period; empty from a server that does not say.
+  std::string client;
 };
 
 class LockServiceClient {

@@ -307,8 +307,14 @@ std::vector<LockInfo> LockService::list(std::string_view prefix) const {
     std::lock_guard lock(shards_[i].mutex);
     for (const auto& [name, entry] : shards_[i].entries) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      locks.push_back(
-          {name, entry.owner->id, now - entry.acquired_ms, entry.waiters.size(), entry.token});
+      LockInfo info{name, entry.owner->id, now - entry.acquired_ms, entry.waiters.size(),
+                    entry.token};
+      {
+        std::lock_guard session_lock(entry.owner->mutex);  // after the shard's, as everywhere
+        info.attached = entry.owner->attached;
+        info.client = entry.owner->client;
+      }
+      locks.push_back(std::move(info));
     }
   }
   return locks;

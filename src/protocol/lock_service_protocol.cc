@@ -288,6 +288,13 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
       out.append_number(lock.waiters);
       out.append(" ");
       out.append_number(lock.token);
+      // Last, so that readers of the five fields before it go on working.
+      out.append(" ");
+      if (!lock.attached) {
+        out.append("detached");  // in its grace period
+      } else {
+        out.append(lock.client.address.empty() ? "-" : lock.client.address);
+      }
       out.append("\r\n");
     }
     return out.append("END\r\n");

@@ -255,7 +255,7 @@ void PrintTo(const CliResult& r, std::ostream* os) {
       << e2e::escape(r.err) << "\"}";
 }
 
-// One "LOCK <name> <session> <held_ms> <waiters> <token>" line of the lock
+// One "LOCK <name> <session> <held_ms> <waiters> <token> <client>" line of the lock
 // service's `stats locks`.
 struct LockLine {
   std::string session;
@@ -590,6 +590,8 @@ TEST_F(CliTest, RunExitsTempFailWhenTheLockIsBusy) {
   CliResult at_once = run(run_args("backup", {"--wait", "0"}, {"touch", marker}));
   EXPECT_EQ(at_once.status, kExitTempFail) << ::testing::PrintToString(at_once);
   EXPECT_NE(at_once.err.find("busy"), std::string::npos) << at_once.err;
+  EXPECT_NE(at_once.err.find(" from " + holder.local_address() + " "), std::string::npos)
+      << "names the holder's address: " << at_once.err;
   CliResult waited = run(run_args("backup", {"--wait", "0.2"}, {"touch", marker}));
   EXPECT_EQ(waited.status, kExitTempFail) << ::testing::PrintToString(waited);
   EXPECT_FALSE(fs::exists(marker)) << "the command ran without the lock";
@@ -768,6 +770,8 @@ TEST_F(CliTest, LockcachedLockPortPicksTheLockServicePort) {
   CliResult locks = run_with(variables, {"--host", "127.0.0.1", "locks"});
   EXPECT_EQ(locks.status, 0) << ::testing::PrintToString(locks);
   EXPECT_TRUE(locks.out.starts_with("held-by-test ")) << locks.out;
+  // Last on the line: the holder's address.
+  EXPECT_TRUE(locks.out.ends_with(" " + holder.local_address() + "\n")) << locks.out;
 }
 
 TEST_F(CliTest, LockcachedHostPicksTheHost) {

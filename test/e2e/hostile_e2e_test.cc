@@ -950,7 +950,7 @@ class HostileE2e : public ::testing::Test {
       std::string line = client.read_line();
       if (line == "END") return holder;
       std::vector<std::string> words = split(line);
-      if (words.size() != 6 || words[0] != "LOCK") {
+      if (words.size() != 7 || words[0] != "LOCK") {
         ADD_FAILURE() << "stats locks: unexpected line \"" << e2e::escape(line) << "\"";
         return "<" + line + ">";
       }

@@ -73,13 +73,14 @@ bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-// One "LOCK <name> <session> <held_ms> <waiters> <token>" line.
+// One "LOCK <name> <session> <held_ms> <waiters> <token> <client>" line.
 struct LockLine {
   std::string name;
   std::string session;
   uint64_t held_ms = 0;
   uint64_t waiters = 0;
   uint64_t token = 0;
+  std::string client;  // the holder's "IP:PORT", or "detached"
 };
 
 std::vector<std::string> split(std::string_view line) {
@@ -184,10 +185,11 @@ class LockServiceE2eTest : public ::testing::Test {
       if (line == "END") return locks;
       std::vector<std::string> words = split(line);
       LockLine lock;
-      bool ok = words.size() == 6 && words[0] == "LOCK";
+      bool ok = words.size() == 7 && words[0] == "LOCK";
       if (ok) {
         lock.name = words[1];
         lock.session = words[2];
+        lock.client = words[6];
         std::optional<uint64_t> held_ms = parse_u64(words[3]);
         std::optional<uint64_t> waiters = parse_u64(words[4]);
         std::optional<uint64_t> token = parse_u64(words[5]);
@@ -421,14 +423,24 @@ TEST_F(LockServiceE2eTest, ResumeWithinGracePeriodKeepsLocks) {
   std::string id = session_id(first);
   uint64_t r1 = expect_acquired(first.request("lock r1"));
   uint64_t r2 = expect_acquired(first.request("lock r2"));
+  std::string first_address = first.local_address();
+  ASSERT_EQ(lock_list(observer, "r1").size(), 1u);
+  EXPECT_EQ(lock_list(observer, "r1")[0].client, first_address);
   first.close();
   Clock::time_point closed = Clock::now();
   ASSERT_TRUE(stat_becomes(observer, "sessions_in_grace", 1));
   EXPECT_EQ(other.request("lock r1"), "409 Unavailable") << "held through the grace period";
+  std::vector<LockLine> in_grace = lock_list(observer, "r1");
+  ASSERT_EQ(in_grace.size(), 1u);
+  EXPECT_EQ(in_grace[0].client, "detached");
 
   Client second = connect();
   ASSERT_EQ(second.request("conn_id " + id), "200 Resumed");
   EXPECT_EQ(session_id(second), id);
+  std::vector<LockLine> resumed = lock_list(observer, "r1");
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0].client, second.local_address());
+  EXPECT_NE(resumed[0].client, first_address);
   std::map<std::string, uint64_t> counters = stats(observer);
   EXPECT_EQ(counters["sessions_in_grace"], 0u);
   EXPECT_EQ(counters["clients"], 3u) << "observer, other, second";
@@ -691,13 +703,17 @@ TEST_F(LockServiceE2eTest, StatsLocksListsHeldLocks) {
   EXPECT_EQ(all[0].waiters, 1u);
   EXPECT_EQ(all[0].token, t1);
   EXPECT_LT(all[0].held_ms, 60000u);
+  EXPECT_EQ(all[0].client, a.local_address());
   EXPECT_EQ(all[1].name, "app.2");
   EXPECT_EQ(all[1].session, a_id);
   EXPECT_EQ(all[1].waiters, 0u);
   EXPECT_EQ(all[1].token, t2);
+  EXPECT_EQ(all[1].client, a.local_address());
   EXPECT_EQ(all[2].name, "zzz");
   EXPECT_EQ(all[2].session, b_id);
   EXPECT_EQ(all[2].token, t3);
+  EXPECT_EQ(all[2].client, b.local_address());
+  EXPECT_NE(a.local_address(), b.local_address());
 
   std::vector<LockLine> app = lock_list(observer, "app.");
   EXPECT_EQ(app.size(), 2u);
@@ -808,7 +824,10 @@ TEST_F(LockServiceE2eTest, RequestsBehindAWaitingLockAreAnsweredAfterItInOrder) 
   EXPECT_EQ(waiter.read_line(), "200 LOCKS");
   std::string line = waiter.read_line();
   EXPECT_TRUE(starts_with(line, "LOCK p " + waiter_id + " ")) << line;
-  EXPECT_TRUE(line.size() > 0 && line.substr(line.rfind(' ') + 1) == std::to_string(token)) << line;
+  std::vector<std::string> words = split(line);
+  ASSERT_EQ(words.size(), 7u) << line;
+  EXPECT_EQ(words[5], std::to_string(token)) << line;
+  EXPECT_EQ(words[6], waiter.local_address()) << line;
   EXPECT_EQ(waiter.read_line(), "END");
 
   // Behind a wait that runs out.

@@ -226,7 +226,7 @@ def lock_table(c, prefix=""):
         line = c.line()
         if line == "END":
             return table
-        word, name, session, _held_ms, _waiters, token = line.split(" ")
+        word, name, session, _held_ms, _waiters, token, _client = line.split(" ")
         if word != "LOCK":
             raise AssertionError("stats locks listed %r" % line)
         table[name] = (session, int(token))

@@ -185,7 +185,7 @@ class TwoNodes(ClusterTest):
         self.assertEqual(holder.line(), "200 LOCKS")
         held = {}
         for line in iter(holder.line, "END"):
-            _, name, owner, _, _, token = line.split()
+            _, name, owner, _, _, token, _ = line.split()
             held[name] = (owner, int(token))
         self.assertEqual({name: held[name] for name in tokens},
                          {name: (session, token) for name, token in tokens.items()})

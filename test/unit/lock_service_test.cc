@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -500,6 +501,46 @@ TEST_F(LockServiceTest, ListReportsHeldLocksByPrefix) {
   EXPECT_TRUE(service_.list("app/three").empty());
   EXPECT_TRUE(service_.list("zzz").empty());
   EXPECT_TRUE(service_.list("other-and-more").empty()) << "a prefix longer than the name";
+}
+
+// `stats locks` names the holder's connection; `stats conns` counts a
+// connection's locks. Both follow the session across a detach and a resume.
+TEST_F(LockServiceTest, ListAndCountsFollowTheSessionsConnection) {
+  auto a = service_.create_session({7, "127.0.0.1:4000"});
+  auto b = service_.create_session({8, "[::1]:5000"});
+  auto anonymous = service_.create_session();
+  service_.try_acquire(a, "x");
+  service_.try_acquire(a, "y");
+  service_.try_acquire(b, "z");
+  service_.try_acquire(anonymous, "w");
+
+  LockInfo x = info("x");
+  EXPECT_TRUE(x.attached);
+  EXPECT_EQ(x.client.connection, 7u);
+  EXPECT_EQ(x.client.address, "127.0.0.1:4000");
+  EXPECT_EQ(info("z").client.address, "[::1]:5000");
+  EXPECT_TRUE(info("w").attached);
+  EXPECT_EQ(info("w").client.connection, 0u);
+
+  std::unordered_map<uint64_t, size_t> counts = service_.locks_by_connection();
+  EXPECT_EQ(counts.size(), 2u) << "a session without a connection id is left out";
+  EXPECT_EQ(counts[7], 2u);
+  EXPECT_EQ(counts[8], 1u);
+
+  uint64_t detachment;
+  ASSERT_GT(service_.detach(a, &detachment), 0);
+  x = info("x");
+  EXPECT_EQ(x.session, a->id) << "still held, in the grace period";
+  EXPECT_FALSE(x.attached);
+  EXPECT_EQ(x.client.address, "");
+  EXPECT_EQ(service_.locks_by_connection().count(7), 0u);
+
+  ASSERT_EQ(service_.resume_session(a->id, {9, "127.0.0.1:4001"}), a);
+  x = info("x");
+  EXPECT_TRUE(x.attached);
+  EXPECT_EQ(x.client.connection, 9u);
+  EXPECT_EQ(x.client.address, "127.0.0.1:4001");
+  EXPECT_EQ(service_.locks_by_connection()[9], 2u);
 }
 
 // --- limits ---------------------------------------------------------------------

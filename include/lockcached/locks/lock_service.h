@@ -80,6 +80,8 @@ struct LockInfo {
   int64_t held_ms;
   size_t waiters;
   uint64_t token;
+  bool attached = false;   // the session has a connection (else it is in its grace period)
+  ClientInfo client = {};  // that connection, when attached
 };
 
 struct ServiceStats {
