@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "lockcached/core/verbosity.h"
+
 namespace lockcached::protocol {
 namespace {
 
@@ -70,6 +72,8 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
 }
 
 void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
+  // -vv: every request line after the connection's id, as the cache's.
+  LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' ' << escape_for_log(line);
   Words words = split_words(line);
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   std::string_view command = words[0];

@@ -1,7 +1,9 @@
 // End-to-end tests of who is connected and who holds what: `stats conns`
 // (memcached 1.6's group, with the connection id where memcached has the
 // file descriptor, plus `protocol` and `locks_held`) and `stats cachelocks`
-// (every locked cache object with its holder).
+// (every locked cache object with its holder); and -vv logging lock-service
+// requests. (The holder's address in the lock service's `stats locks`:
+// lock_service_e2e_test.cc.)
 //
 // A connection is found in `stats conns` by its address, which the test
 // reads from its own socket (getsockname). Where the server must first
@@ -326,6 +328,33 @@ TEST_F(ConnectionsE2eTest, StatsCacheLocksNamesEachHolder) {
   locks = cache_locks(asking);
   EXPECT_EQ(locks.size(), 2u);
   EXPECT_EQ(locks.count("acct:2"), 1u);
+}
+
+// -vv logs every lock-service request after its connection's id, as it
+// logs the cache's.
+TEST(ConnectionsVerboseE2eTest, VeryVerboseLogsLockServiceRequests) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-vv", "--lock_port=-1"}));
+  std::optional<uint16_t> lock_port = server.lock_port();
+  ASSERT_TRUE(lock_port);
+  std::string id;
+  {
+    Client asking;
+    ASSERT_TRUE(asking.connect(server.port()));
+    Client locker;
+    ASSERT_TRUE(locker.connect(*lock_port));
+    ASSERT_TRUE(locker.request("lock vv-logged\x01name").starts_with("400 ")) << "bad name";
+    ASSERT_TRUE(locker.request("lock vv-logged").starts_with("200 Acquired "));
+    Connections all = connections(asking);
+    id = id_of(all, address_of(locker));
+    ASSERT_NE(id, "");
+  }
+  ASSERT_TRUE(server.stop().has_value());
+  ASSERT_TRUE(server.wait_for_output_end(5s));
+  std::string log = server.log();
+  EXPECT_NE(log.find("<" + id + " lock vv-logged\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("<" + id + " lock vv-logged\\x01name"), std::string::npos)
+      << "escaped, as the cache's requests: " << log;
 }
 
 }  // namespace
