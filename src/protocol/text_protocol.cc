@@ -438,7 +438,7 @@ void TextProtocol::continue_work(OutputQueue& out) {
   if (items_.active()) return dump_step(out);
   bool done = keys_.step(core_, [&out](std::string_view key) {
     out.append("VALUE ");
-    if (printable_key(key) && key.find(' ') == std::string_view::npos) {
+    if (listable_as_is(key)) {
       out.append(key);
     } else {
       // Stored through the binary protocol or a base64 meta key: printed

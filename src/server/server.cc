@@ -264,7 +264,7 @@ void Server::collect_cache_locks(std::string_view prefix, core::StatList& out) c
     if (holder == addresses.end()) continue;
     std::string value = std::to_string(item.owner) + " " + tcp_address(holder->second) + " " +
                         std::to_string(now >= item.since ? now - item.since : 0);
-    if (protocol::printable_key(item.key) && item.key.find(' ') == std::string::npos) {
+    if (protocol::listable_as_is(item.key)) {
       out.emplace_back(item.key, std::move(value));
     } else {
       out.emplace_back(protocol::base64_encode(item.key), value + " b");

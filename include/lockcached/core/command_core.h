@@ -130,8 +130,6 @@ class CommandCore {
   // The watcher this connection became, once start_watch succeeded: the
   // connection takes no more requests and streams its lines instead.
   const std::shared_ptr<Watcher>& watcher() const { return watcher_; }
-  WatchHub* watch_hub() const { return watch_; }
-  const ClientInfo& client() const { return *client_; }
 
  private:
   // Never written: the mask of a core without a hub.

@@ -66,6 +66,13 @@ bool valid_key(std::string_view key);
 // A valid key without control characters (0x00-0x1f, 0x7f): safe to print
 // raw in a reply line (`keys`) and the rule for lock-service names.
 bool printable_key(std::string_view key);
+// Whether a key listing (`keys`, `stats cachelocks`) can print `key` as it
+// is: printable and without a space. Any other key (stored through the
+// binary protocol, or a base64 meta key) is listed base64-encoded, marked
+// " b" as the meta protocol marks such keys.
+inline bool listable_as_is(std::string_view key) {
+  return printable_key(key) && key.find(' ') == std::string_view::npos;
+}
 // `bytes` for a log line: control characters and bytes over 0x7e as \xNN, so
 // that a client cannot forge log lines with the keys it sends.
 std::string escape_for_log(std::string_view bytes);
