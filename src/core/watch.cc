@@ -1,11 +1,12 @@
 #include "lockcached/core/watch.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <charconv>
 #include <ctime>
 
 #include "lockcached/core/uri_encode.h"
-#include "lockcached/net/socket.h"
 #include "lockcached/store/size_classes.h"
 
 namespace lockcached::core {
@@ -93,9 +94,9 @@ void append_client(std::string& out, const ClientInfo& client) {
   out += " conn=";
   append_number(out, client.id);
   out += " rip=";
-  out += net::address_ip(client.socket_address());
+  out += client_ip(client);
   out += " rport=";
-  append_number(out, net::address_port(client.socket_address()));
+  append_number(out, client_port(client));
   out += " cfd=";
   append_number(out, client.fd);
 }
@@ -115,6 +116,25 @@ void append_uri_encoded(std::string& out, std::string_view bytes) {
   size_t start = out.size();
   out.resize(start + 3 * bytes.size());
   out.resize(static_cast<size_t>(uri_encode(bytes, out.data() + start) - out.data()));
+}
+
+std::string client_ip(const ClientInfo& client) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (client.address.sin6_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&client.address);
+    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+  } else if (client.address.sin6_family == AF_INET6) {
+    inet_ntop(AF_INET6, &client.address.sin6_addr, text, sizeof text);
+  }
+  return text;
+}
+
+uint16_t client_port(const ClientInfo& client) {
+  if (client.address.sin6_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&client.address)->sin_port);
+  }
+  if (client.address.sin6_family == AF_INET6) return ntohs(client.address.sin6_port);
+  return 0;
 }
 
 void Watcher::attach(std::function<void()> wake) {
@@ -279,9 +299,9 @@ void WatchHub::item_store(const ClientInfo& client, std::string_view key,
 void WatchHub::conn_new(const ClientInfo& client) {
   if (!watching(kWatchConnEvents)) return;
   std::string body = "type=conn_new rip=";
-  body += net::address_ip(client.socket_address());
+  body += client_ip(client);
   body += " rport=";
-  append_number(body, net::address_port(client.socket_address()));
+  append_number(body, client_port(client));
   body += " transport=tcp cfd=";
   append_number(body, client.fd);
   publish(kWatchConnEvents, body);
@@ -290,9 +310,9 @@ void WatchHub::conn_new(const ClientInfo& client) {
 void WatchHub::conn_close(const ClientInfo& client, CloseReason reason) {
   if (!watching(kWatchConnEvents)) return;
   std::string body = "type=conn_close rip=";
-  body += net::address_ip(client.socket_address());
+  body += client_ip(client);
   body += " rport=";
-  append_number(body, net::address_port(client.socket_address()));
+  append_number(body, client_port(client));
   body += " transport=tcp reason=";
   body += reason_name(reason);
   body += " cfd=";

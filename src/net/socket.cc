@@ -110,29 +110,18 @@ int connect_result(int fd) {
   return result;
 }
 
-std::string address_ip(const sockaddr& address) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (address.sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
-              sizeof text);
-  } else if (address.sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof text);
+std::string address_text(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(v6->sin6_port));
   }
-  return text;
-}
-
-uint16_t address_port(const sockaddr& address) {
-  if (address.sa_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(v4->sin_port));
   }
-  if (address.sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
-  return 0;
-}
-
-std::string address_text(const sockaddr& address) {
-  std::string port = ":" + std::to_string(address_port(address));
-  if (address.sa_family == AF_INET6) return "[" + address_ip(address) + "]" + port;
-  if (address.sa_family == AF_INET) return address_ip(address) + port;
   return "?";
 }
 
@@ -140,14 +129,14 @@ std::string peer_name(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  return address_text(reinterpret_cast<const sockaddr&>(address));
+  return address_text(address);
 }
 
 std::string local_name(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  return address_text(reinterpret_cast<const sockaddr&>(address));
+  return address_text(address);
 }
 
 }  // namespace lockcached::net

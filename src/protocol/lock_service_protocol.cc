@@ -5,17 +5,9 @@
 #include <string>
 
 #include "lockcached/core/verbosity.h"
-#include "lockcached/net/socket.h"
 
 namespace lockcached::protocol {
 namespace {
-
-// The connection as its sessions record it: its id (for `stats conns`) and
-// the client's address (for `stats locks`); nobody in particular without one.
-locks::ClientInfo session_client(const core::ClientInfo* client) {
-  if (client == nullptr) return {};
-  return {client->id, net::address_text(client->socket_address())};
-}
 
 constexpr size_t kMaxLine = 2048;
 constexpr double kMaxWaitSeconds = 365.0 * 24 * 3600;
@@ -51,7 +43,7 @@ std::string acquired_reply(uint64_t token) {
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
     : context_(std::move(context)),
-      session_(context_.service->create_session(session_client(context_.client))),
+      session_(context_.service->create_session(context_.session_client)),
       self_(std::make_shared<LockServiceProtocol*>(this)) {}
 
 LockServiceProtocol::~LockServiceProtocol() {
@@ -81,7 +73,7 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
 
 void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   // -vv: every request line after the connection's id, as the cache's.
-  LOCKCACHED_VLOG(2) << '<' << (context_.client ? context_.client->id : 0) << ' ' << escape_for_log(line);
+  LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' ' << escape_for_log(line);
   Words words = split_words(line);
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   std::string_view command = words[0];
@@ -269,7 +261,7 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
     in_use = !session_->held.empty();
   }
   std::shared_ptr<locks::Session> resumed =
-      in_use ? nullptr : service().resume_session(words[1], session_client(context_.client));
+      in_use ? nullptr : service().resume_session(words[1], context_.session_client);
   if (!resumed) return out.append("403 Cannot resume\r\n");
   service().discard_session(session_);
   session_ = std::move(resumed);

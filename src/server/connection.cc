@@ -69,6 +69,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
     : worker_(worker),
       fd_(fd),
       kind_(kind),
+      peer_(net::address_text(peer)),
       local_(std::move(local)),
       last_read_ms_(worker.reactor().now_ms()),
       client_{id, fd, {}},
@@ -79,7 +80,8 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
-        &worker_.state().read_only, &worker_.state().watch, &client_});
+        &worker_.state().read_only, &worker_.state().watch, &client_,
+        locks::ClientInfo{id, peer_}});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }
   worker_.state().watch.conn_new(client_);
@@ -131,7 +133,7 @@ ConnectionStatus Connection::status() const {
   ConnectionStatus status;
   status.id = client_.id;
   status.kind = kind_;
-  status.address = net::address_text(client_.socket_address());
+  status.address = peer_;
   status.local_address = local_;
   status.state = state_.load(std::memory_order_relaxed);
   status.protocol = protocol_kind_.load(std::memory_order_relaxed);

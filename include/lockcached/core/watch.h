@@ -44,8 +44,6 @@ struct ClientInfo {
   uint64_t id = 0;  // the connection id, which is also its lock owner id
   int fd = -1;
   sockaddr_in6 address{};  // AF_INET or AF_INET6; family 0 when unknown
-
-  const sockaddr& socket_address() const { return reinterpret_cast<const sockaddr&>(address); }
 };
 
 // Why a connection closed (memcached's conn_close reasons).
@@ -152,5 +150,8 @@ class WatchHub final : public store::EvictionObserver {
 // memcached's uriencode of keys: letters, digits and "-._~" as they are,
 // every other byte as %XX.
 void append_uri_encoded(std::string& out, std::string_view bytes);
+// "ip" and port of a client, as memcached's rip= and rport= show them.
+std::string client_ip(const ClientInfo& client);
+uint16_t client_port(const ClientInfo& client);
 
 }  // namespace lockcached::core

@@ -39,11 +39,7 @@ std::string peer_name(int fd);
 // "address:port" of this end ("?" when unknown).
 std::string local_name(int fd);
 // "1.2.3.4:port" or "[::1]:port"; "?" for a family that is neither.
-std::string address_text(const sockaddr& address);
-// The parts of an AF_INET or AF_INET6 address: the IP without brackets and
-// the port ("" and 0 for a family that is neither).
-std::string address_ip(const sockaddr& address);
-uint16_t address_port(const sockaddr& address);
+std::string address_text(const sockaddr_storage& address);
 
 // The system calls of the request path, made directly. glibc's read(),
 // send() and sendmsg() are thread cancellation points: in a process with

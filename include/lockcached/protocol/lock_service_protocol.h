@@ -34,6 +34,9 @@ struct LockServiceContext {
   // connection is (the connection's own, living as long as it).
   core::WatchHub* watch = nullptr;
   const core::ClientInfo* client = nullptr;
+  // The same connection as its sessions record it: its id (in -vv log
+  // lines and `stats conns`) and the client's address (for `stats locks`).
+  locks::ClientInfo session_client = {};
 };
 
 class LockServiceProtocol final : public ProtocolHandler {

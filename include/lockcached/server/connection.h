@@ -103,6 +103,7 @@ class Connection final : public net::EventHandler {
   Worker& worker_;
   int fd_;
   const PortKind kind_;
+  const std::string peer_;  // client_'s address as text
   const std::string local_;
   uint32_t interest_ = 0;
   // Written by this connection's thread only; read by `stats conns` from any.
