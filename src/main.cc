@@ -59,6 +59,24 @@ DEFINE_int32(repl_buffer_size, 30,
 DEFINE_int32(repl_timeout, 10,
              "Seconds of silence after which master and replica give each other up; a replica "
              "that lost its master waits as long for the virtual IP before it resyncs");
+DEFINE_bool(tls, false, "Serve TLS on --port and --lock_port (memcached's -Z)");
+DEFINE_int32(tls_port, 0,
+             "A further cache port that speaks TLS, next to the plain --port (0: none, -1: any "
+             "free port)");
+DEFINE_int32(lock_tls_port, 0,
+             "A further lock-service port that speaks TLS, next to the plain --lock_port (0: "
+             "none, -1: any free port)");
+DEFINE_string(tls_cert_file, "",
+              "PEM certificate chain the TLS ports present, the server's own first (memcached's "
+              "ssl_chain_cert; refresh_certs and SIGHUP re-read it)");
+DEFINE_string(tls_key_file, "", "PEM private key of --tls_cert_file (empty: in that file)");
+DEFINE_string(tls_ca_file, "", "PEM CA certificates that sign the client certificates accepted");
+DEFINE_bool(tls_verify_client, false,
+            "Mutual TLS: refuse a client without a certificate signed by --tls_ca_file");
+DEFINE_string(tls_min_version, "1.2", "Oldest TLS version accepted: 1.2 or 1.3");
+DEFINE_string(tls_ciphers, "", "TLS 1.2 cipher list, OpenSSL's syntax (empty: its default)");
+DEFINE_int32(tls_handshake_timeout, 10,
+             "Seconds a client has to finish its TLS handshake before it is cut off");
 DEFINE_int32(repl_sync_timeout_ms, 1000,
              "Milliseconds a lock-service change waits for a replica's ack; a replica that "
              "misses it is dropped and resyncs, and the change is confirmed without it");
@@ -92,6 +110,8 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
     {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
                      "repl_sync_timeout_ms"}},
+    {"TLS", {"tls", "tls_port", "lock_tls_port", "tls_cert_file", "tls_key_file", "tls_ca_file",
+             "tls_verify_client", "tls_min_version", "tls_ciphers", "tls_handshake_timeout"}},
     {"Process", {"flagfile", "user", "daemonize", "pid_file"}},
     {"Logging (glog)", {"logtostderr", "log_dir", "v", "logbufsecs"}},
 };
@@ -100,12 +120,14 @@ constexpr const char* kUsageIntro =
     "lockcached: memcached-compatible cache server with server-side locking.\n"
     "Usage: lockcached [--flag=value ...] [--flagfile=FILE]";
 constexpr const char* kUsageOutro =
-    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -h -V and\n"
-    "--memory-limit --conn-limit --max-item-size --udp-port --verbose --daemon --pidfile\n"
-    "(UDP stays off). A flagfile holds one --flag=value per line; an unknown flag or a\n"
+    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -Z -h -V,\n"
+    "-o with ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_ciphers and\n"
+    "ssl_min_version, and --memory-limit --conn-limit --max-item-size --udp-port\n"
+    "--verbose --daemon --pidfile --enable-ssl --extended (UDP stays off). A flagfile holds one --flag=value per line; an unknown flag or a\n"
     "bad value anywhere stops the server with exit status 64.\n"
     "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly; SIGHUP re-reads the\n"
-    "flagfile for --memory_limit_mb, --idle_timeout and --v.\n"
+    "flagfile for --memory_limit_mb, --idle_timeout and --v, and reloads the TLS\n"
+    "certificates.\n"
     "--helpfull lists every flag, glog's and gflags' included.\n";
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -123,6 +145,41 @@ struct FlagProblem {
   std::string flag;
   std::string message;
 };
+
+bool tls_enabled() {
+  return FLAGS_tls || FLAGS_tls_port != 0 || FLAGS_lock_tls_port != 0;
+}
+
+FlagProblem check_tls_flags() {
+  if (FLAGS_tls_port < -1 || FLAGS_tls_port > 65535) return {"tls_port", "must be -1..65535"};
+  if (FLAGS_lock_tls_port < -1 || FLAGS_lock_tls_port > 65535) {
+    return {"lock_tls_port", "must be -1..65535"};
+  }
+  if (FLAGS_tls_min_version != "1.2" && FLAGS_tls_min_version != "1.3") {
+    return {"tls_min_version", "must be 1.2 or 1.3"};
+  }
+  if (FLAGS_tls_handshake_timeout < 1 || FLAGS_tls_handshake_timeout > 3600) {
+    return {"tls_handshake_timeout", "must be 1..3600"};
+  }
+  if (!tls_enabled()) {
+    // A certificate nobody serves means the operator believes TLS is on.
+    for (const char* name : {"tls_cert_file", "tls_key_file", "tls_ca_file", "tls_ciphers"}) {
+      if (!gflags::GetCommandLineFlagInfoOrDie(name).is_default) {
+        return {name, "is set, but no port speaks TLS (--tls, --tls_port or --lock_tls_port)"};
+      }
+    }
+    if (FLAGS_tls_verify_client) {
+      return {"tls_verify_client", "is set, but no port speaks TLS (--tls, --tls_port or "
+                                   "--lock_tls_port)"};
+    }
+    return {};
+  }
+  if (FLAGS_tls_cert_file.empty()) return {"tls_cert_file", "is needed when a port speaks TLS"};
+  if (FLAGS_tls_verify_client && FLAGS_tls_ca_file.empty()) {
+    return {"tls_verify_client", "needs --tls_ca_file, the CA client certificates must be signed by"};
+  }
+  return {};
+}
 
 FlagProblem check_flags() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) return {"port", "must be 0..65535"};
@@ -156,6 +213,7 @@ FlagProblem check_flags() {
   if (FLAGS_repl_sync_timeout_ms < 1 || FLAGS_repl_sync_timeout_ms > 60000) {
     return {"repl_sync_timeout_ms", "must be 1..60000"};
   }
+  if (FlagProblem problem = check_tls_flags(); !problem.flag.empty()) return problem;
   if (!FLAGS_user.empty() && !server::user_exists(FLAGS_user)) {
     return {"user", "no such user: " + FLAGS_user};
   }
@@ -186,6 +244,16 @@ server::Settings settings_from_flags() {
   settings.repl_buffer_size = static_cast<size_t>(FLAGS_repl_buffer_size) << 20;
   settings.repl_timeout_seconds = FLAGS_repl_timeout;
   settings.repl_sync_timeout_ms = FLAGS_repl_sync_timeout_ms;
+  settings.tls = FLAGS_tls;
+  settings.tls_port = FLAGS_tls_port;
+  settings.lock_tls_port = FLAGS_lock_tls_port;
+  settings.tls_files.cert_file = FLAGS_tls_cert_file;
+  settings.tls_files.key_file = FLAGS_tls_key_file;
+  settings.tls_files.ca_file = FLAGS_tls_ca_file;
+  settings.tls_files.verify_client = FLAGS_tls_verify_client;
+  settings.tls_files.min_version = FLAGS_tls_min_version == "1.3" ? lockcached::tls::kTls13 : lockcached::tls::kTls12;
+  settings.tls_files.ciphers = FLAGS_tls_ciphers;
+  settings.tls_handshake_timeout_seconds = FLAGS_tls_handshake_timeout;
   return settings;
 }
 
@@ -289,6 +357,9 @@ void reload(server::Server& server, const std::vector<std::string>& args) {
     LOG(INFO) << "SIGHUP: --v " << lockcached::core::log_verbosity.load() << " -> " << verbosity;
     lockcached::core::log_verbosity.store(verbosity, std::memory_order_relaxed);
   }
+  // The files behind --tls_cert_file, --tls_key_file and --tls_ca_file may
+  // be new (a renewed certificate); their names are not re-read.
+  if (std::string error; tls_enabled()) server.refresh_certs(&error);
   LOG(INFO) << "SIGHUP: configuration re-read; other flags take effect at the next start";
 }
 

@@ -141,6 +141,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "flush_all") return flush_all(words, out);
   if (command == "version") return reply(out, "VERSION " LOCKCACHED_PROTOCOL_VERSION);
   if (command == "verbosity") return verbosity(words, out);
+  if (command == "refresh_certs") return refresh_certs(words, out);
   if (command == "cache_memlimit") return cache_memlimit(words, out);
   if (command == "keys") return keys(words, out);
   if (command == "lru_crawler") return lru_crawler(words, out);
@@ -495,6 +496,17 @@ void TextProtocol::verbosity(const Words& words, OutputQueue& out) {
   if (!parse_u32(words[1], &level)) return reply(out, kBadFormat);
   core::set_log_verbosity(level);
   reply(out, "OK");
+}
+
+// As memcached: "OK" obeys noreply, a failure is always told.
+void TextProtocol::refresh_certs(const Words& words, OutputQueue& out) {
+  if (words.count > 2) return reply(out, "ERROR");
+  std::string error;
+  if (core_.refresh_certs(&error)) {
+    noreply_ = words.last() == "noreply";
+    return reply(out, "OK");
+  }
+  reply(out, error);
 }
 
 void TextProtocol::cache_memlimit(const Words& words, OutputQueue& out) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace lockcached::server {
 namespace {
@@ -36,8 +38,6 @@ constexpr Unsupported kUnsupported[] = {
     {'W', "disable-watch"},
     {'Y', "auth-file"},
     {'e', "memory-file"},
-    {'Z', "enable-ssl"},
-    {'o', "extended"},
     {'N', "napi_ids"},
 };
 
@@ -50,10 +50,31 @@ struct LongAlias {
 constexpr LongAlias kLongAliases[] = {
     {"memory-limit", 'm'}, {"conn-limit", 'c'}, {"max-item-size", 'I'},
     {"udp-port", 'U'},     {"verbose", 'v'},    {"daemon", 'd'},   {"pidfile", 'P'},
+    {"enable-ssl", 'Z'},   {"extended", 'o'},
+};
+
+// memcached's TLS settings among its -o options, and the flag each sets.
+// `values`: the values memcached takes and what each becomes; empty: any
+// value, as it is.
+struct ExtendedOption {
+  std::string_view name;
+  std::string_view flag;
+  std::vector<std::pair<std::string_view, std::string_view>> values;
+};
+const ExtendedOption kExtendedOptions[] = {
+    {"ssl_chain_cert", "tls_cert_file", {}},
+    {"ssl_key", "tls_key_file", {}},
+    {"ssl_ca_cert", "tls_ca_file", {}},
+    {"ssl_ciphers", "tls_ciphers", {}},
+    // 1 (request a certificate, accept none) has no equivalent; 3 (once)
+    // is 2 here, since a connection never renegotiates.
+    {"ssl_verify_mode", "tls_verify_client", {{"0", "false"}, {"2", "true"}, {"3", "true"}}},
+    // TLS 1.0 and 1.1 are refused: broken, and off in Debian's OpenSSL.
+    {"ssl_min_version", "tls_min_version", {{"2", "1.2"}, {"3", "1.3"}}},
 };
 
 bool takes_value(char letter) {
-  return std::string_view("pUlmctIuP").find(letter) != std::string_view::npos;
+  return std::string_view("pUlmctIuPo").find(letter) != std::string_view::npos;
 }
 
 std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t max) {
@@ -209,6 +230,10 @@ class Translator {
       case 'P':
         if (value->empty()) return fail(spelled + " needs a file name");
         return flag("pid_file", *value);
+      case 'Z':
+        return flag("tls", "true");
+      case 'o':
+        return extended(spelled, *value);
       case 'h':
         return result_.args.push_back("--help");
       case 'V':
@@ -246,6 +271,38 @@ class Translator {
     if (!add_listen_addresses(list, &listen_addresses_, &error)) return fail(error);
     // memcached adds every -l to the list; the last --listen= carries it all.
     flag("listen", join_commas(listen_addresses_));
+  }
+
+  // memcached's -o list: the TLS settings translate, anything else is refused.
+  void extended(const std::string& spelled, std::string_view list) {
+    size_t start = 0;
+    while (start <= list.size() && result_.error.empty()) {
+      size_t end = list.find(',', start);
+      if (end == std::string_view::npos) end = list.size();
+      std::string_view option = list.substr(start, end - start);
+      start = end + 1;
+      if (!option.empty()) extended_option(spelled, option);
+    }
+  }
+
+  void extended_option(const std::string& spelled, std::string_view option) {
+    size_t equals = option.find('=');
+    std::string_view name = option.substr(0, equals);
+    std::string_view value = equals == std::string_view::npos ? "" : option.substr(equals + 1);
+    for (const ExtendedOption& known : kExtendedOptions) {
+      if (known.name != name) continue;
+      if (value.empty()) return fail(spelled + " " + std::string(name) + " needs a value");
+      if (known.values.empty()) return flag(known.flag, value);
+      for (const auto& [accepted, translated] : known.values) {
+        if (accepted == value) return flag(known.flag, translated);
+      }
+      std::string choices;
+      for (const auto& accepted : known.values)
+        choices += (choices.empty() ? "" : ", ") + std::string(accepted.first);
+      return fail(spelled + " " + std::string(option) + ": lockcached takes " + choices);
+    }
+    fail("memcached's option " + spelled + " " + std::string(name) +
+         " is not supported by lockcached");
   }
 
   void item_size(const std::string& spelled, std::string_view text) {

@@ -27,6 +27,16 @@ constexpr int kMaxIovecs = 64;
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
 constexpr size_t kMinPartialCapacity = 4096;
 constexpr size_t kMaxBlockedInput = 64 * 1024;
+// TLS: room for what one read can decrypt to (a record buffered from
+// before, and the new bytes), so that nothing is left inside the session
+// for a socket that will not signal again.
+constexpr size_t kMinTlsRoom = tls::Session::kMaxBufferedPlaintext + kMinPartialCapacity;
+// TLS: replies are encrypted only while less than this waits to be sent,
+// and at most this much at once: the ciphertext backlog stays bounded.
+constexpr size_t kMaxCiphertextBacklog = 64 * 1024;
+// Small reply pieces are joined into records of up to this much: a record
+// per piece would add 22+ bytes and a MAC each.
+constexpr size_t kRecordSize = 16 * 1024;
 
 }  // namespace
 
@@ -65,16 +75,19 @@ std::string_view protocol_name(ConnProtocol protocol) {
 }
 
 Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
-                       const sockaddr_storage& peer, std::string local)
+                       const sockaddr_storage& peer, std::string local,
+                       std::shared_ptr<const tls::Context> tls)
     : worker_(worker),
       fd_(fd),
       kind_(kind),
       peer_(net::address_text(peer)),
       local_(std::move(local)),
-      last_read_ms_(worker.reactor().now_ms()),
+      accepted_ms_(worker.reactor().now_ms()),
+      tls_(tls ? std::make_unique<tls::Session>(std::move(tls)) : nullptr),
+      last_read_ms_(accepted_ms_),
       client_{id, fd, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
-            &worker.state().read_only, &worker.state().watch, &client_) {
+            &worker.state().read_only, &worker.state().watch, &client_, &worker.control()) {
   // sockaddr_in6 is large enough for either family accept() gives.
   std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
@@ -129,6 +142,10 @@ bool Connection::idle_since(int64_t since) const {
          !(protocol_ && protocol_->blocked()) && !core_.watcher();
 }
 
+bool Connection::handshake_pending_since(int64_t since) const {
+  return !closed() && tls_ && !tls_->handshake_done() && accepted_ms_ < since;
+}
+
 ConnectionStatus Connection::status() const {
   ConnectionStatus status;
   status.id = client_.id;
@@ -175,14 +192,15 @@ void Connection::resume_input() {
 void Connection::on_readable() {
   if (core_.watcher()) return discard_input();
   bool from_scratch = partial_size_ == 0;
+  size_t min_room = tls_ ? kMinTlsRoom : kMinPartialCapacity;
   char* destination;
   size_t room;
   if (from_scratch) {
     destination = worker_.scratch();
     room = Worker::kScratchSize;
   } else {
-    if (partial_capacity_ - partial_size_ < kMinPartialCapacity) {
-      size_t capacity = std::max(partial_capacity_ * 2, partial_size_ + kMinPartialCapacity);
+    if (partial_capacity_ - partial_size_ < min_room) {
+      size_t capacity = std::max(partial_capacity_ * 2, partial_size_ + min_room);
       auto grown = std::make_unique<char[]>(capacity);
       std::memcpy(grown.get(), partial_.get(), partial_size_);
       partial_ = std::move(grown);
@@ -192,7 +210,8 @@ void Connection::on_readable() {
     room = partial_capacity_ - partial_size_;
   }
 
-  ssize_t received = net::read_some(fd_, destination, room);
+  ssize_t received =
+      tls_ ? receive_tls(destination, room) : net::read_some(fd_, destination, room);
   if (received == 0) return close_when_sent();  // the client may still read
   if (received < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
@@ -248,7 +267,31 @@ void Connection::keep_unconsumed(std::string_view rest, bool from_scratch) {
   partial_size_ = rest.size();
 }
 
+// One read of ciphertext, limited so that all it decrypts to fits in `room`.
+ssize_t Connection::receive_tls(char* destination, size_t room) {
+  size_t limit = std::min(room - tls::Session::kMaxBufferedPlaintext, Worker::kScratchSize);
+  ssize_t received = net::read_some(fd_, worker_.ciphertext_scratch(), limit);
+  if (received <= 0) return received;
+  tls_->put_ciphertext(worker_.ciphertext_scratch(), static_cast<size_t>(received));
+  size_t decrypted = tls_->read(destination, room);
+  if (tls_->failed()) {
+    LOCKCACHED_VLOG(1) << '<' << core_.owner() << " TLS: " << tls_->error();
+    if (!tls_->handshake_done())
+      worker_.state().tls_handshake_errors.fetch_add(1, std::memory_order_relaxed);
+    send_ciphertext_once();  // the alert that tells the client why
+    errno = EPROTO;
+    return -1;
+  }
+  flush();  // the handshake's answers, session tickets
+  if (closed()) return -1;
+  if (decrypted > 0) return static_cast<ssize_t>(decrypted);
+  if (tls_->peer_closed()) return 0;
+  errno = EAGAIN;  // a handshake step, or part of a record
+  return -1;
+}
+
 void Connection::flush() {
+  if (tls_) return flush_tls();
   while (!out_.empty()) {
     iovec iov[kMaxIovecs];
     int count = out_.gather(iov, kMaxIovecs);
@@ -267,14 +310,73 @@ void Connection::flush() {
   update_interest();
 }
 
+void Connection::flush_tls() {
+  for (;;) {
+    if (!encrypt_replies()) return close();
+    std::string_view ciphertext = tls_->ciphertext();
+    if (ciphertext.empty()) break;
+    ssize_t sent = net::send_some(fd_, ciphertext.data(), ciphertext.size());
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return close();
+    }
+    tls_->consume_ciphertext(static_cast<size_t>(sent));
+  }
+  if (!output_pending()) tls_->trim();
+  update_interest();
+}
+
+// False when the session failed.
+bool Connection::encrypt_replies() {
+  while (!out_.empty() && tls_->handshake_done() &&
+         tls_->ciphertext().size() < kMaxCiphertextBacklog) {
+    iovec iov[kMaxIovecs];
+    int count = out_.gather(iov, kMaxIovecs);
+    const char* data = static_cast<const char*>(iov[0].iov_base);
+    size_t size = std::min(iov[0].iov_len, kMaxCiphertextBacklog);
+    char joined[kRecordSize];
+    if (count > 1 && size < kRecordSize) {
+      size = 0;
+      for (int i = 0; i < count && size < kRecordSize; ++i) {
+        size_t part = std::min(iov[i].iov_len, kRecordSize - size);
+        std::memcpy(joined + size, iov[i].iov_base, part);
+        size += part;
+      }
+      data = joined;
+    }
+    size_t taken = tls_->write(data, size);
+    if (taken == 0) return !tls_->failed();
+    worker_.stats().bytes_written.add(taken);
+    out_.consume(taken);
+  }
+  return true;
+}
+
+void Connection::say_goodbye() {
+  if (!tls_ || !tls_->handshake_done() || tls_->failed()) return;
+  tls_->shutdown();
+  send_ciphertext_once();
+}
+
+void Connection::send_ciphertext_once() {
+  std::string_view ciphertext = tls_->ciphertext();
+  if (ciphertext.empty()) return;
+  ssize_t ignored = net::send_some(fd_, ciphertext.data(), ciphertext.size());
+  (void)ignored;
+}
+
 void Connection::update_interest() {
-  if (draining_ && out_.empty()) return close(core::CloseReason::kNormal);
+  if (draining_ && !output_pending()) {
+    say_goodbye();
+    return close(core::CloseReason::kNormal);
+  }
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
   note_state(unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
-  if (!out_.empty() || unfinished) wanted |= EPOLLOUT;
+  if (output_pending() || unfinished) wanted |= EPOLLOUT;
   // A blocked protocol takes no requests, but reading goes on (up to
   // kMaxBlockedInput) so that a client that hangs up is noticed.
   if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_) {
@@ -305,7 +407,7 @@ void Connection::start_watch() {
 void Connection::pump_watch() {
   if (closed()) return;
   flush();
-  if (closed() || !out_.empty()) return;  // EPOLLOUT brings us back
+  if (closed() || output_pending()) return;  // EPOLLOUT brings us back
   core_.watcher()->take(watch_lines_);
   if (watch_lines_.empty()) return;
   out_.append(watch_lines_);
@@ -330,7 +432,7 @@ void Connection::note_state(bool unfinished) {
     state = static_cast<const protocol::LockServiceProtocol&>(*protocol_).waiting_for_lock()
                 ? ConnState::kLockWait
                 : ConnState::kReplWait;
-  } else if (!out_.empty() || unfinished) {
+  } else if (output_pending() || unfinished) {
     state = ConnState::kWrite;
   } else if (protocol_ && protocol_->reading_data()) {
     state = ConnState::kNread;

@@ -69,13 +69,15 @@ Server::~Server() {
 bool Server::start(std::string* error) {
   const Settings& settings = state_.settings;
   for (unsigned i = 0; i < settings.threads; ++i) {
-    workers_.push_back(std::make_unique<Worker>(state_, *this));
+    workers_.push_back(std::make_unique<Worker>(state_, *this, *this));
   }
-  port_ = settings.port;
-  if (!listen(PortKind::kCache, &port_, error)) return false;
-  if (settings.lock_port != kLockServiceOff) {
-    lock_port_ = settings.lock_port == kAnyFreePort ? 0 : static_cast<uint16_t>(settings.lock_port);
-    if (!listen(PortKind::kLockService, &lock_port_, error)) return false;
+  if (state_.tls && !state_.tls->reload(error)) return false;
+  int cache_port = settings.port == 0 ? kAnyFreePort : settings.port;
+  if (!listen(PortKind::kCache, cache_port, settings.tls, &port_, error) ||
+      !listen(PortKind::kLockService, settings.lock_port, settings.tls, &lock_port_, error) ||
+      !listen(PortKind::kCache, settings.tls_port, true, &tls_port_, error) ||
+      !listen(PortKind::kLockService, settings.lock_tls_port, true, &lock_tls_port_, error)) {
+    return false;
   }
   if (!settings.virtual_ip.empty() && !start_replication(error)) return false;
   for (auto& worker : workers_)
@@ -87,7 +89,9 @@ bool Server::start(std::string* error) {
 
 // Every worker gets its own socket on each address (SO_REUSEPORT), so the
 // kernel spreads connections and no thread hands one to another.
-bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
+bool Server::listen(PortKind kind, int setting, bool tls, uint16_t* port, std::string* error) {
+  if (setting == kPortOff) return true;
+  *port = setting == kAnyFreePort ? 0 : static_cast<uint16_t>(setting);
   for (const std::string& host : state_.settings.listen) {
     if (*port != 0 && !net::port_is_free(host, *port)) {
       *error = host + ":" + std::to_string(*port) + ": address already in use";
@@ -100,10 +104,11 @@ bool Server::listen(PortKind kind, uint16_t* port, std::string* error) {
       // Listening sockets take ids from the connections' counter, so that
       // an id in `stats conns` names one socket.
       worker->add_listener(fd, kind,
-                           state_.next_connection_id.fetch_add(1, std::memory_order_relaxed));
+                           state_.next_connection_id.fetch_add(1, std::memory_order_relaxed), tls);
     }
     LOG(INFO) << "Listening on " << host << ":" << *port
-              << (kind == PortKind::kCache ? " (memcached protocol)" : " (lock service)");
+              << (kind == PortKind::kCache ? " (memcached protocol" : " (lock service")
+              << (tls ? " over TLS)" : ")");
   }
   return true;
 }
@@ -168,6 +173,19 @@ std::shared_ptr<locks::LockService> Server::take_over_locks(const locks::LockSta
   state_.replace_lock_service(service);
   close_client_connections(true);
   return service;
+}
+
+bool Server::refresh_certs(std::string* error) {
+  if (!state_.tls) {
+    *error = "Error TLS not enabled";
+    return false;
+  }
+  if (!state_.tls->reload(error)) {
+    LOG(WARNING) << "refresh_certs: certificates unchanged: " << *error;
+    return false;
+  }
+  LOG(INFO) << "refresh_certs: certificates reloaded";
+  return true;
 }
 
 void Server::stop() {
@@ -381,6 +399,10 @@ void Server::collect_general(core::StatList& out) const {
   add("evicted_unfetched", store.evicted_unfetched);
   add("crawler_reclaimed", store.crawler_reclaimed);
   add("curr_locks", store.locked_items);
+  if (state_.tls) {
+    add("ssl_handshake_errors", state_.tls_handshake_errors.load(std::memory_order_relaxed));
+    add("time_since_server_cert_refresh", now - state_.tls->loaded_at());
+  }
   core::WatchStats watch = state_.watch.stats();
   add("log_watchers", watch.watchers);
   add("log_watcher_skipped", watch.skipped);
@@ -391,6 +413,26 @@ void Server::collect_general(core::StatList& out) const {
                                                                                   : "replica"));
     add("replication_replicas", status.replicas.size());
   }
+}
+
+// memcached's names and forms ("(null)" for an unset file), then our own.
+void Server::collect_tls_settings(core::StatList& out) const {
+  const Settings& settings = state_.settings;
+  const tls::Settings& files = settings.tls_files;
+  auto file = [](const std::string& name) { return name.empty() ? "(null)" : name; };
+  out.emplace_back("ssl_enabled", settings.tls_enabled() ? "yes" : "no");
+  out.emplace_back("ssl_chain_cert", file(files.cert_file));
+  out.emplace_back("ssl_key", file(files.key_file.empty() ? files.cert_file : files.key_file));
+  out.emplace_back("ssl_verify_mode", files.verify_client ? "2" : "0");
+  out.emplace_back("ssl_keyformat", "1");  // PEM
+  out.emplace_back("ssl_ciphers", files.ciphers.empty() ? "NULL" : files.ciphers);
+  out.emplace_back("ssl_ca_cert", files.ca_file.empty() ? "NULL" : files.ca_file);
+  out.emplace_back("ssl_session_cache", "yes");
+  out.emplace_back("ssl_kernel_tls", "no");
+  out.emplace_back("ssl_min_version", files.min_version == tls::kTls13 ? "tlsv1.3" : "tlsv1.2");
+  out.emplace_back("tls_port", std::to_string(tls_port_));
+  out.emplace_back("lock_tls_port", std::to_string(lock_tls_port_));
+  out.emplace_back("tls_handshake_timeout", std::to_string(settings.tls_handshake_timeout_seconds));
 }
 
 void Server::collect_settings(core::StatList& out) const {
@@ -417,6 +459,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("lru_crawler", "yes");
   out.emplace_back("flush_enabled", "yes");
   out.emplace_back("dump_enabled", "yes");
+  collect_tls_settings(out);
   out.emplace_back("lock_port", std::to_string(lock_port_));
   out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
   out.emplace_back("idle_timeout",

@@ -25,20 +25,25 @@ constexpr std::string_view kTooManyConnections = "ERROR Too many open connection
 
 class Worker::Listener final : public net::EventHandler {
  public:
-  Listener(Worker& worker, int fd, PortKind kind) : worker_(worker), fd_(fd), kind_(kind) {}
+  Listener(Worker& worker, int fd, PortKind kind, bool tls)
+      : worker_(worker), fd_(fd), kind_(kind), tls_(tls) {}
   ~Listener() override { ::close(fd_); }
-  void on_event(uint32_t) override { worker_.accept_from(fd_, kind_); }
+  void on_event(uint32_t) override { worker_.accept_from(fd_, kind_, tls_); }
 
  private:
   Worker& worker_;
   int fd_;
   PortKind kind_;
+  bool tls_;
 };
 
-Worker::Worker(ServerState& state, core::StatsSource& stats_source)
+Worker::Worker(ServerState& state, core::StatsSource& stats_source,
+               core::ServerControl& control)
     : state_(state),
       stats_source_(stats_source),
+      control_(control),
       scratch_(std::make_unique<char[]>(kScratchSize)),
+      ciphertext_scratch_(state.tls ? std::make_unique<char[]>(kScratchSize) : nullptr),
       spare_fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
   reactor_.set_before_sleep([this] { free_retired(); });
 }
@@ -48,7 +53,7 @@ Worker::~Worker() {
   if (spare_fd_ >= 0) close(spare_fd_);
 }
 
-void Worker::add_listener(int fd, PortKind kind, uint64_t id) {
+void Worker::add_listener(int fd, PortKind kind, uint64_t id, bool tls) {
   ConnectionStatus status;
   status.id = id;
   status.kind = kind;
@@ -56,7 +61,7 @@ void Worker::add_listener(int fd, PortKind kind, uint64_t id) {
   status.address = net::local_name(fd);
   status.last_active_ms = net::monotonic_ms();
   listener_status_.push_back(std::move(status));
-  listeners_.push_back(std::make_unique<Listener>(*this, fd, kind));
+  listeners_.push_back(std::make_unique<Listener>(*this, fd, kind, tls));
   CHECK(reactor_.add(fd, EPOLLIN, listeners_.back().get()));
 }
 
@@ -73,7 +78,7 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::accept_from(int listen_fd, PortKind kind) {
+void Worker::accept_from(int listen_fd, PortKind kind, bool tls) {
   for (int i = 0; i < kMaxAcceptsPerEvent; ++i) {
     sockaddr_storage peer{};
     socklen_t peer_length = sizeof peer;
@@ -97,8 +102,8 @@ void Worker::accept_from(int listen_fd, PortKind kind) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
-    auto* connection =
-        new Connection(*this, fd, id, kind, peer, net::local_name(fd));
+    auto* connection = new Connection(*this, fd, id, kind, peer, net::local_name(fd),
+                                      tls ? state_.tls->current() : nullptr);
     std::lock_guard lock(registry_mutex_);
     connections_.insert(connection);
   }
@@ -138,13 +143,21 @@ void Worker::schedule_idle_check() {
   });
 }
 
+// Also ends TLS handshakes that take longer than --tls_handshake_timeout:
+// a client that stalls mid-handshake holds a connection and nothing else.
 void Worker::close_idle() {
   int timeout_seconds = state_.idle_timeout_seconds.load(std::memory_order_relaxed);
-  if (timeout_seconds <= 0) return;
-  int64_t since = net::monotonic_ms() - int64_t{timeout_seconds} * 1000;
+  bool handshakes = state_.tls != nullptr;
+  if (timeout_seconds <= 0 && !handshakes) return;
+  int64_t now = net::monotonic_ms();
+  int64_t idle_since = now - int64_t{timeout_seconds} * 1000;
+  int64_t handshake_since = now - int64_t{state_.settings.tls_handshake_timeout_seconds} * 1000;
   std::vector<Connection*> idle;
   for (Connection* connection : connections_) {
-    if (connection->idle_since(since)) idle.push_back(connection);
+    if ((timeout_seconds > 0 && connection->idle_since(idle_since)) ||
+        (handshakes && connection->handshake_pending_since(handshake_since))) {
+      idle.push_back(connection);
+    }
   }
   for (Connection* connection : idle)
     connection->close(core::CloseReason::kIdleTimeout);

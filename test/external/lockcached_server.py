@@ -20,7 +20,8 @@ import unittest
 DEFAULT_FLAGS = ("--port=0", "--lock_port=0", "--threads=2", "--listen=127.0.0.1")
 READY_DEADLINE_S = 10
 EXIT_DEADLINE_S = 5
-_LISTENING = re.compile(r"Listening on \S+:(\d+) \(memcached protocol\)")
+_LISTENING = re.compile(r"Listening on \S+:(\d+) \(([A-Za-z ]+)\)")
+_READY = re.compile(r"lockcached \S+ ready")
 
 
 def binary_from_argv(argv=None):
@@ -60,6 +61,9 @@ class _StderrDrain:
     def __init__(self, stream):
         self.lines = []
         self.port = None
+        # Every listening port by what it speaks: "memcached protocol",
+        # "lock service", "memcached protocol over TLS", "lock service over TLS".
+        self.ports = {}
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
         self._thread.start()
@@ -69,8 +73,11 @@ class _StderrDrain:
             line = raw.decode(errors="replace").rstrip("\n")
             self.lines.append(line)
             match = _LISTENING.search(line)
-            if match and self.port is None:
-                self.port = int(match.group(1))
+            if match:
+                self.ports.setdefault(match.group(2), int(match.group(1)))
+                if match.group(2) == "memcached protocol" and self.port is None:
+                    self.port = int(match.group(1))
+            if _READY.search(line):
                 self.ready.set()
         self.ready.set()  # EOF: the process is gone, stop waiting
 
@@ -110,9 +117,22 @@ def _stop_after_error(process, name, drain=None):
         print(problem, file=sys.stderr)
 
 
+class Running:
+    """A started lockcached: its process, its ports by what they speak
+    (see _StderrDrain.ports) and what it logged so far (log())."""
+
+    def __init__(self, process, drain):
+        self.process = process
+        self.ports = drain.ports
+        self._drain = drain
+
+    def log(self):
+        return self._drain.text()
+
+
 @contextlib.contextmanager
-def lockcached(binary, flags=DEFAULT_FLAGS):
-    """Runs `binary flags...`; yields the memcached-protocol port.
+def lockcached_process(binary, flags=DEFAULT_FLAGS):
+    """Runs `binary flags...` until it says it is ready; yields a Running.
 
     On exit sends SIGTERM and asserts that the server exits 0 within 5 s.
     """
@@ -121,16 +141,28 @@ def lockcached(binary, flags=DEFAULT_FLAGS):
     drain = _StderrDrain(process.stderr)
     try:
         drain.ready.wait(READY_DEADLINE_S)
-        if drain.port is None:
+        if process.poll() is not None or not drain.ports:
             status = process.poll()
             why = f"exited with status {status}" if status is not None else "still runs"
-            raise RuntimeError(f"lockcached did not report its port within {READY_DEADLINE_S} s"
+            raise RuntimeError(f"lockcached did not report ready within {READY_DEADLINE_S} s"
                                f" ({why}); stderr:\n{drain.text()}")
-        yield drain.port
+        yield Running(process, drain)
     except BaseException:
         _stop_after_error(process, "lockcached", drain)
         raise
     _stop(process, "lockcached", drain)
+
+
+@contextlib.contextmanager
+def lockcached(binary, flags=DEFAULT_FLAGS):
+    """Runs `binary flags...`; yields the memcached-protocol port.
+
+    On exit sends SIGTERM and asserts that the server exits 0 within 5 s.
+    """
+    with lockcached_process(binary, flags) as running:
+        if "memcached protocol" not in running.ports:
+            raise RuntimeError(f"lockcached has no plain memcached port:\n{running.log()}")
+        yield running.ports["memcached protocol"]
 
 
 def free_port():

@@ -131,7 +131,26 @@ TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
   EXPECT_EQ(translate({"--enable-sasl"}).error,
             "memcached's option -S (--enable-sasl) is not supported by lockcached");
   EXPECT_EQ(translate({"-o", "modern"}).error,
-            "memcached's option -o (--extended) is not supported by lockcached");
+            "memcached's option -o modern is not supported by lockcached");
+  EXPECT_EQ(translate({"-o", "ssl_key=k,hashpower=20"}).error,
+            "memcached's option -o hashpower is not supported by lockcached");
+}
+
+// memcached's TLS options: -Z, and the ssl_ settings among -o's.
+TEST(CommandLineTest, TlsOptionsTranslate) {
+  EXPECT_EQ(translated({"-Z", "-o", "ssl_chain_cert=/c.pem,ssl_key=/k.pem,ssl_ca_cert=/ca.pem"}),
+            (Args{"--tls=true", "--tls_cert_file=/c.pem", "--tls_key_file=/k.pem",
+                  "--tls_ca_file=/ca.pem"}));
+  EXPECT_EQ(translated({"--enable-ssl", "--extended=ssl_verify_mode=2,ssl_min_version=3"}),
+            (Args{"--tls=true", "--tls_verify_client=true", "--tls_min_version=1.3"}));
+  EXPECT_EQ(translated({"-o", "ssl_verify_mode=3", "-o", "ssl_verify_mode=0"}),
+            (Args{"--tls_verify_client=true", "--tls_verify_client=false"}));
+  EXPECT_EQ(translated({"-o", "ssl_ciphers=ECDHE+AESGCM"}), (Args{"--tls_ciphers=ECDHE+AESGCM"}));
+  EXPECT_EQ(translate({"-o", "ssl_verify_mode=1"}).error,
+            "-o ssl_verify_mode=1: lockcached takes 0, 2, 3");
+  EXPECT_EQ(translate({"-o", "ssl_min_version=1"}).error,
+            "-o ssl_min_version=1: lockcached takes 2, 3");
+  EXPECT_EQ(translate({"-o", "ssl_key"}).error, "-o ssl_key needs a value");
 }
 
 TEST(CommandLineTest, BadValuesAreErrors) {

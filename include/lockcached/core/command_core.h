@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lockcached/core/prefix_stats.h"
+#include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/core/watch.h"
 #include "lockcached/store/store.h"
@@ -25,9 +26,11 @@ class CommandCore {
   // (replication::Node sets it): the protocols then refuse every write.
   // `watch`, when given, gets this connection's events, with `client` (the
   // connection's own, living as long as it) saying who did them.
+  // `control`, when given, takes the commands that act on the whole server.
   CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
               store::OwnerId owner, const std::atomic<bool>* read_only = nullptr,
-              WatchHub* watch = nullptr, const ClientInfo* client = nullptr)
+              WatchHub* watch = nullptr, const ClientInfo* client = nullptr,
+              ServerControl* control = nullptr)
       : store_(store),
         stats_(stats),
         stats_source_(stats_source),
@@ -36,7 +39,8 @@ class CommandCore {
         read_only_(read_only),
         watch_(watch),
         watch_mask_(watch ? &watch->mask() : &kNobodyWatches),
-        client_(client ? client : &kUnknownClient) {}
+        client_(client ? client : &kUnknownClient),
+        control_(control) {}
 
   store::OwnerId owner() const { return owner_; }
   bool read_only() const { return read_only_ && read_only_->load(std::memory_order_relaxed); }
@@ -119,6 +123,13 @@ class CommandCore {
     stats_source_.collect_cache_locks(prefix, out);
   }
   void reset_stats() { stats_source_.reset(); }
+  // memcached's refresh_certs (ServerControl); "Error TLS not enabled"
+  // where nothing serves TLS.
+  bool refresh_certs(std::string* error) {
+    if (control_ != nullptr) return control_->refresh_certs(error);
+    *error = "Error TLS not enabled";
+    return false;
+  }
   // `stats detail`; nullptr where the server keeps no per-prefix counters.
   PrefixStats* prefix_stats() { return prefix_stats_; }
   void count_meta_command() { stats_.cmd_meta.add(); }
@@ -156,6 +167,7 @@ class CommandCore {
   WatchHub* const watch_;
   const std::atomic<uint32_t>* const watch_mask_;
   const ClientInfo* const client_;
+  ServerControl* const control_;
   std::shared_ptr<Watcher> watcher_;
   // Keys this connection has locked. A key may linger after its item was
   // deleted or replaced by the holder; unlocking it then is a harmless miss.

@@ -70,6 +70,7 @@ class TextProtocol final : public ProtocolHandler {
   void unlock(const Words& words, OutputQueue& out);
   void watch(const Words& words, OutputQueue& out);
   void verbosity(const Words& words, OutputQueue& out);
+  void refresh_certs(const Words& words, OutputQueue& out);
   void cache_memlimit(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);
   void stats_detail(const Words& words, OutputQueue& out);

@@ -15,6 +15,7 @@
 #include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/output_queue.h"
 #include "lockcached/server/settings.h"
+#include "lockcached/tls/session.h"
 
 namespace lockcached::server {
 
@@ -54,9 +55,10 @@ struct ConnectionStatus {
 class Connection final : public net::EventHandler {
  public:
   // `peer`: the client's address as accept() gave it (AF_INET or AF_INET6);
-  // `local`: this end's, "IP:PORT".
+  // `local`: this end's, "IP:PORT"; `tls`: the listener's TLS configuration,
+  // nullptr on a plain port.
   Connection(Worker& worker, int fd, uint64_t id, PortKind kind, const sockaddr_storage& peer,
-             std::string local);
+             std::string local, std::shared_ptr<const tls::Context> tls = nullptr);
   ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -65,6 +67,8 @@ class Connection final : public net::EventHandler {
   // Idle: nothing read since `since` (monotonic ms), and not waiting for a
   // lock (a lock wait is quiet by nature).
   bool idle_since(int64_t since) const;
+  // A TLS client that has not finished its handshake since `since`.
+  bool handshake_pending_since(int64_t since) const;
   // Closes the socket at once; the worker frees the object after the batch.
   // `reason` is what `watch connevents` reports.
   void close(core::CloseReason reason = core::CloseReason::kError);
@@ -85,6 +89,19 @@ class Connection final : public net::EventHandler {
   void choose_protocol(char first_byte);
   void keep_unconsumed(std::string_view rest, bool from_scratch);
   void flush();
+  // TLS: `received` bytes of plaintext, or what read() would return.
+  ssize_t receive_tls(char* destination, size_t room);
+  void flush_tls();
+  // Moves replies into the TLS session while its ciphertext backlog is small.
+  bool encrypt_replies();
+  // Replies or ciphertext the socket has not taken yet.
+  bool output_pending() const {
+    return !out_.empty() || (tls_ && !tls_->ciphertext().empty());
+  }
+  // A TLS client is told the connection ends (close_notify), if the socket takes it.
+  void say_goodbye();
+  // Last words before a close: what the socket takes now, nothing more.
+  void send_ciphertext_once();
   void update_interest();
   // `watch`: the connection only streams its watcher's lines from now on.
   void start_watch();
@@ -105,6 +122,8 @@ class Connection final : public net::EventHandler {
   const PortKind kind_;
   const std::string peer_;  // client_'s address as text
   const std::string local_;
+  const int64_t accepted_ms_;
+  std::unique_ptr<tls::Session> tls_;  // nullptr on a plain port
   uint32_t interest_ = 0;
   // Written by this connection's thread only; read by `stats conns` from any.
   std::atomic<int64_t> last_read_ms_;

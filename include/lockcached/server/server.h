@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lockcached/core/prefix_stats.h"
+#include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/replication/node.h"
 #include "lockcached/server/connection.h"
@@ -20,7 +21,7 @@ namespace lockcached::server {
 
 class Worker;
 
-class Server final : public core::StatsSource {
+class Server final : public core::StatsSource, public core::ServerControl {
  public:
   explicit Server(const Settings& settings);
   ~Server() override;
@@ -33,6 +34,9 @@ class Server final : public core::StatsSource {
   // The memcached port actually bound (differs from the setting when it is 0).
   uint16_t port() const { return port_; }
   uint16_t lock_port() const { return lock_port_; }
+  // The extra TLS ports (Settings::tls_port, lock_tls_port) as bound; 0: none.
+  uint16_t tls_port() const { return tls_port_; }
+  uint16_t lock_tls_port() const { return lock_tls_port_; }
 
   // What may change while the server runs (SIGHUP re-reads the flagfile).
   void set_memory_limit(size_t bytes) { state_.store.set_memory_limit(bytes); }
@@ -47,9 +51,12 @@ class Server final : public core::StatsSource {
   core::PrefixStats* prefix_stats() override { return &prefix_stats_; }
   void collect_connections(uint64_t asking, core::StatList& out) const override;
   void collect_cache_locks(std::string_view prefix, core::StatList& out) const override;
+  bool refresh_certs(std::string* error) override;
 
  private:
-  bool listen(PortKind kind, uint16_t* port, std::string* error);
+  // `setting`: a port setting (kPortOff, kAnyFreePort or a port); *port
+  // gets the port bound.
+  bool listen(PortKind kind, int setting, bool tls, uint16_t* port, std::string* error);
   // With --virtual_ip: takes the role the address gives before any client
   // is served.
   bool start_replication(std::string* error);
@@ -65,6 +72,7 @@ class Server final : public core::StatsSource {
   core::CounterValues thread_counters() const;
   void collect_general(core::StatList& out) const;
   void collect_settings(core::StatList& out) const;
+  void collect_tls_settings(core::StatList& out) const;
 
   ServerState state_;
   store::Crawler crawler_{state_.store};
@@ -73,6 +81,8 @@ class Server final : public core::StatsSource {
   std::unique_ptr<replication::Node> replication_;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;
+  uint16_t tls_port_ = 0;
+  uint16_t lock_tls_port_ = 0;
   mutable std::mutex baseline_mutex_;
   core::CounterValues baseline_;  // counters at the last "stats reset"
   core::PrefixStats prefix_stats_;

@@ -13,6 +13,7 @@
 #include "lockcached/server/settings.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
+#include "lockcached/tls/context.h"
 
 namespace lockcached::server {
 
@@ -20,6 +21,8 @@ struct ServerState {
   explicit ServerState(const Settings& config)
       : settings(config),
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
+        tls(config.tls_enabled() ? std::make_unique<tls::ServerContext>(config.tls_files)
+                                 : nullptr),
         lock_service_(std::make_shared<locks::LockService>(lock_limits(), config.fencing_token_floor)),
         idle_timeout_seconds(config.idle_timeout_seconds) {
     store.set_eviction_observer(&watch);
@@ -56,6 +59,8 @@ struct ServerState {
   // `watch`'s streams: every thread reports to it, watchers read from it.
   core::WatchHub watch;
   store::Store store;
+  // The certificates TLS ports use; nullptr when no port speaks TLS.
+  const std::unique_ptr<tls::ServerContext> tls;
 
  private:
   mutable std::mutex lock_service_mutex_;
@@ -69,6 +74,7 @@ struct ServerState {
   std::atomic<int> lock_connections{0};
   std::atomic<uint64_t> total_connections{0};
   std::atomic<uint64_t> rejected_connections{0};
+  std::atomic<uint64_t> tls_handshake_errors{0};
   // True while this node is a replica: the protocols refuse writes.
   std::atomic<bool> read_only{false};
   // Connection ids double as lock owners: unique for the life of the process.

@@ -6,9 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "lockcached/tls/context.h"
+
 namespace lockcached::server {
 
-constexpr int kLockServiceOff = 0;
+constexpr int kPortOff = 0;  // a port setting that turns its port off
+constexpr int kLockServiceOff = kPortOff;
 constexpr int kAnyFreePort = -1;
 
 // Which protocol a listening port speaks.
@@ -38,6 +41,17 @@ struct Settings {
   size_t repl_buffer_size = size_t{30} << 20;  // per replica, on the master
   int repl_timeout_seconds = 10;
   int repl_sync_timeout_ms = 1000;
+  // TLS (docs/security.md). `tls`: `port` and `lock_port` speak TLS;
+  // `tls_port`, `lock_tls_port`: further ports that do, next to plain ones
+  // (kPortOff: none; kAnyFreePort).
+  bool tls = false;
+  int tls_port = kPortOff;
+  int lock_tls_port = kPortOff;
+  tls::Settings tls_files;
+  int tls_handshake_timeout_seconds = 10;
+  bool tls_enabled() const {
+    return tls || tls_port != kPortOff || lock_tls_port != kPortOff;
+  }
 };
 
 }  // namespace lockcached::server

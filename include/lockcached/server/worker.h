@@ -18,14 +18,15 @@ namespace lockcached::server {
 
 class Worker {
  public:
-  Worker(ServerState& state, core::StatsSource& stats_source);
+  Worker(ServerState& state, core::StatsSource& stats_source, core::ServerControl& control);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
   // Takes ownership of a listening socket; call before start(). `id`
   // names it in `stats conns`.
-  void add_listener(int fd, PortKind kind, uint64_t id);
+  // `tls`: the port speaks TLS (ServerState::tls).
+  void add_listener(int fd, PortKind kind, uint64_t id, bool tls = false);
   void start();
   // Asks the thread to close everything and end; join() waits for it.
   void stop() { reactor_.stop(); }
@@ -34,10 +35,14 @@ class Worker {
   net::Reactor& reactor() { return reactor_; }
   ServerState& state() { return state_; }
   core::StatsSource& stats_source() { return stats_source_; }
+  core::ServerControl& control() { return control_; }
   core::ThreadStats& stats() { return stats_; }
   // Where reads land first; see Connection.
   char* scratch() { return scratch_.get(); }
   static constexpr size_t kScratchSize = 64 * 1024;
+  // Where a TLS connection's ciphertext lands before it is decrypted into
+  // scratch(); as large.
+  char* ciphertext_scratch() { return ciphertext_scratch_.get(); }
 
   // Closes every client connection of this thread (on its thread; post it),
   // or only those of the lock service.
@@ -54,7 +59,7 @@ class Worker {
  private:
   class Listener;
 
-  void accept_from(int listen_fd, PortKind kind);
+  void accept_from(int listen_fd, PortKind kind, bool tls);
   void reject(int fd);
   void shed_one(int listen_fd);
   void free_retired();
@@ -65,6 +70,7 @@ class Worker {
 
   ServerState& state_;
   core::StatsSource& stats_source_;
+  core::ServerControl& control_;
   core::ThreadStats stats_;
   net::Reactor reactor_;
   std::vector<std::unique_ptr<Listener>> listeners_;
@@ -77,6 +83,7 @@ class Worker {
   std::unordered_set<Connection*> connections_;
   std::vector<Connection*> retired_;
   std::unique_ptr<char[]> scratch_;
+  std::unique_ptr<char[]> ciphertext_scratch_;  // only where some port speaks TLS
   int spare_fd_;  // given up to accept-and-close one client when out of fds
   std::thread thread_;
 };

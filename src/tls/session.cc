@@ -1,0 +1,138 @@
+#include "lockcached/tls/session.h"
+
+#include <openssl/bio.h>
+#include <openssl/buffer.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <algorithm>
+#include <climits>
+
+#include <glog/logging.h>
+
+namespace lockcached::tls {
+namespace {
+
+// A memory BIO that reports "try again" when empty, as a non-blocking
+// socket would, instead of end of file.
+BIO* new_buffer() {
+  BIO* bio = BIO_new(BIO_s_mem());
+  CHECK(bio != nullptr) << "out of memory";
+  BIO_set_mem_eof_return(bio, -1);
+  return bio;
+}
+
+// A BIO's buffer keeps its largest size; past this, an empty one is swapped
+// for a new one, so that an idle connection holds little.
+constexpr size_t kKeepBufferBytes = 16 * 1024;
+
+bool holds_large_empty_buffer(BIO* bio) {
+  BUF_MEM* memory = nullptr;
+  BIO_get_mem_ptr(bio, &memory);
+  return BIO_ctrl_pending(bio) == 0 && memory != nullptr && memory->max > kKeepBufferBytes;
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Context> context)
+    : context_(std::move(context)), ssl_(SSL_new(context_->native())) {
+  CHECK(ssl_ != nullptr) << "out of memory";
+  in_ = new_buffer();
+  out_ = new_buffer();
+  SSL_set_bio(ssl_, in_, out_);
+  SSL_set_accept_state(ssl_);
+}
+
+Session::~Session() {
+  SSL_free(ssl_);  // frees both BIOs
+}
+
+void Session::put_ciphertext(const char* data, size_t size) {
+  while (size > 0) {
+    int chunk = static_cast<int>(std::min<size_t>(size, INT_MAX));
+    int written = BIO_write(in_, data, chunk);
+    CHECK(written == chunk) << "out of memory";
+    data += chunk;
+    size -= static_cast<size_t>(chunk);
+  }
+}
+
+size_t Session::read(char* out, size_t room) {
+  size_t total = 0;
+  while (total < room && !failed_ && !peer_closed_) {
+    size_t read = 0;
+    int result = SSL_read_ex(ssl_, out + total, room - total, &read);
+    if (result == 1) {
+      total += read;
+      continue;
+    }
+    note_failure(result);
+    break;
+  }
+  return total;
+}
+
+size_t Session::write(const void* data, size_t size) {
+  if (failed_ || size == 0) return 0;
+  size_t written = 0;
+  int result = SSL_write_ex(ssl_, data, size, &written);
+  if (result == 1) return written;
+  note_failure(result);
+  return 0;
+}
+
+// WANT_READ is no failure: the handshake or a record waits for the peer.
+void Session::note_failure(int result) {
+  switch (SSL_get_error(ssl_, result)) {
+    case SSL_ERROR_WANT_READ:
+      return;
+    case SSL_ERROR_ZERO_RETURN:
+      peer_closed_ = true;
+      return;
+    default: {
+      failed_ = true;
+      unsigned long code = ERR_get_error();
+      char text[256] = "connection error";
+      if (code != 0) ERR_error_string_n(code, text, sizeof text);
+      error_ = text;
+      ERR_clear_error();
+    }
+  }
+}
+
+std::string_view Session::ciphertext() const {
+  char* data = nullptr;
+  long size = BIO_get_mem_data(out_, &data);
+  return size > 0 ? std::string_view(data, static_cast<size_t>(size)) : std::string_view();
+}
+
+void Session::consume_ciphertext(size_t size) {
+  char discard[4096];
+  while (size > 0) {
+    int chunk = static_cast<int>(std::min(size, sizeof discard));
+    int read = BIO_read(out_, discard, chunk);
+    if (read <= 0) break;
+    size -= static_cast<size_t>(read);
+  }
+}
+
+bool Session::handshake_done() const {
+  return SSL_is_init_finished(ssl_) == 1;
+}
+
+void Session::shutdown() {
+  if (SSL_shutdown(ssl_) < 0) ERR_clear_error();
+}
+
+void Session::trim() {
+  if (holds_large_empty_buffer(in_)) {
+    in_ = new_buffer();
+    SSL_set0_rbio(ssl_, in_);  // frees the old one
+  }
+  if (holds_large_empty_buffer(out_)) {
+    out_ = new_buffer();
+    SSL_set0_wbio(ssl_, out_);
+  }
+}
+
+}  // namespace lockcached::tls
