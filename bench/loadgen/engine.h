@@ -12,6 +12,7 @@
 #include "keys.h"
 #include "options.h"
 #include "protocol.h"
+#include "tls.h"
 
 namespace loadgen {
 
@@ -42,17 +43,22 @@ int connect_to(const Options& options, std::string& error);
 
 class Worker {
  public:
-  Worker(const Options& options, const Codec& codec, int index);
+  // `tls` is null for plain connections.
+  Worker(const Options& options, const Codec& codec, const TlsContext* tls, int index);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Opens this thread's connections; false (and a message) when one fails.
+  // Opens this thread's connections (and runs their TLS handshakes); false
+  // (and a message) when one fails.
   bool connect(std::string& error);
 
   // Runs until `deadline_ns` (when non-zero) or until `quota` requests are
   // answered; preload stores this thread's share of the keys instead.
   Stats run(Phase phase, int64_t deadline_ns, uint64_t quota);
+
+  // The TLS version and cipher the first connection got ("" when plain).
+  std::string tls_name() const;
 
  private:
   struct Conn;
@@ -60,6 +66,7 @@ class Worker {
   void prime();
   void loop(int64_t deadline_ns);
   void on_readable(Conn& conn);
+  bool receive(Conn& conn);
   bool take_replies(Conn& conn, int64_t now);
   void account(Conn& conn, const Request& request, const Reply& reply, int64_t now);
   void fill(Conn& conn, int64_t now);
@@ -67,11 +74,13 @@ class Worker {
   void next_kv(Request& request, uint64_t* multi);
   void next_cycle_step(Conn& conn, Request& request, int64_t now);
   void flush(Conn& conn);
+  void watch(Conn& conn);
   void kill(Conn& conn, const std::string& why);
   bool may_issue() const;
 
   const Options& options_;
   const Codec& codec_;
+  const TlsContext* tls_;
   const int index_;
   Rng rng_;
   KeyChooser chooser_;

@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "options.h"
 #include "protocol.h"
+#include "tls.h"
 
 namespace loadgen {
 namespace {
@@ -45,10 +46,10 @@ double cpu_seconds(int pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-bool read_exactly(int fd, std::string& into, size_t size) {
+bool read_exactly(Transport& stream, std::string& into, size_t size) {
   while (into.size() < size) {
     char chunk[512];
-    const ssize_t n = read(fd, chunk, std::min(sizeof chunk, size - into.size()));
+    const ssize_t n = stream.read(chunk, std::min(sizeof chunk, size - into.size()));
     if (n <= 0) return false;
     into.append(chunk, static_cast<size_t>(n));
   }
@@ -57,42 +58,44 @@ bool read_exactly(int fd, std::string& into, size_t size) {
 
 // One version round trip, so that the server has surely accepted the
 // connection before the measured run.
-bool answers_version(int fd, const Options& options, const Codec& codec) {
+bool answers_version(Transport& stream, const Options& options, const Codec& codec) {
   Buffer request(64);
   codec.write(Request{Op::kVersion}, nullptr, request);
-  if (write(fd, request.head(), request.size()) != static_cast<ssize_t>(request.size())) {
+  if (stream.write(request.head(), request.size()) != static_cast<ssize_t>(request.size())) {
     return false;
   }
   std::string reply;
   if (options.protocol == Protocol::kBinary) {
-    if (!read_exactly(fd, reply, 24)) return false;
+    if (!read_exactly(stream, reply, 24)) return false;
     size_t body = 0;
     for (int i = 8; i < 12; ++i)
       body = body << 8 | static_cast<uint8_t>(reply[i]);
-    return read_exactly(fd, reply, 24 + body) && static_cast<uint8_t>(reply[0]) == 0x81;
+    return read_exactly(stream, reply, 24 + body) && static_cast<uint8_t>(reply[0]) == 0x81;
   }
   while (reply.size() < 2 || reply.compare(reply.size() - 2, 2, "\r\n") != 0) {
-    if (!read_exactly(fd, reply, reply.size() + 1)) return false;
+    if (!read_exactly(stream, reply, reply.size() + 1)) return false;
   }
   return reply.rfind("VERSION ", 0) == 0;
 }
 
 // Opens the idle connections in batches (connect all, then a version round
-// trip on each), so the server's accept queue never overflows.
-bool open_idle(const Options& options, const Codec& codec, std::vector<int>& fds,
-               std::string& error) {
+// trip on each), so the server's accept queue never overflows. With TLS each
+// handshakes as it connects, on its blocking socket.
+bool open_idle(const Options& options, const Codec& codec, const TlsContext* tls,
+               std::vector<Transport>& idle, std::string& error) {
   const timeval timeout{10, 0};
-  while (static_cast<int>(fds.size()) < options.idle_connections) {
-    const size_t first = fds.size();
+  while (static_cast<int>(idle.size()) < options.idle_connections) {
+    const size_t first = idle.size();
     const int batch = std::min(kIdleBatch, options.idle_connections - static_cast<int>(first));
     for (int i = 0; i < batch; ++i) {
-      const int fd = connect_to(options, error);
-      if (fd < 0) return false;
-      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-      fds.push_back(fd);
+      Transport stream(connect_to(options, error));
+      if (stream.fd() < 0) return false;
+      setsockopt(stream.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+      if (tls != nullptr && !stream.start_tls(*tls, error)) return false;
+      idle.push_back(std::move(stream));
     }
-    for (size_t i = first; i < fds.size(); ++i) {
-      if (!answers_version(fds[i], options, codec)) {
+    for (size_t i = first; i < idle.size(); ++i) {
+      if (!answers_version(idle[i], options, codec)) {
         error = "an idle connection got no VERSION reply (connection " + std::to_string(i) + ")";
         return false;
       }
@@ -106,6 +109,7 @@ struct Run {
   double seconds = 0;
   double server_cpu = -1;
   double own_cpu = 0;  // this process's CPU seconds: near threads x seconds means saturated
+  std::string tls;     // the TLS version and cipher, "" when plain
 };
 
 double own_cpu_seconds() {
@@ -142,6 +146,7 @@ Run run_phase(std::vector<std::unique_ptr<Worker>>& workers, const Options& opti
   run.own_cpu = own_cpu_seconds() - own_before;
   if (!timed) run.server_cpu = cpu_seconds(options.server_pid) - cpu_before;
   run.seconds = static_cast<double>((timed ? deadline : now_ns()) - start) / 1e9;
+  run.tls = workers.front()->tls_name();
   if (cpu_before < 0) run.server_cpu = -1;
   for (const Stats& s : stats)
     run.stats.merge(s);
@@ -178,6 +183,7 @@ void print_human(const Options& o, const Run& run) {
   }
   std::printf("  load generator cpu %.2f s (%.0f%% of its %d thread(s))\n", run.own_cpu,
               100 * run.own_cpu / (run.seconds * o.threads), o.threads);
+  if (!run.tls.empty()) std::printf("  tls %s\n", run.tls.c_str());
   if (!s.first_problem.empty()) std::printf("  first problem: %s\n", s.first_problem.c_str());
 }
 
@@ -195,7 +201,8 @@ void print_json(const Options& o, const Run& run, bool preload) {
       ",\"bytes_in\":%" PRIu64
       ",\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,"
       "\"cycle_p50_us\":%.2f,\"cycle_p99_us\":%.2f,\"cycle_p999_us\":%.2f,\"cycle_mean_us\":%.2f,"
-      "\"server_cpu_s\":%.4f,\"server_cpu_us_per_op\":%.4f,\"loadgen_cpu_s\":%.4f}\n",
+      "\"server_cpu_s\":%.4f,\"server_cpu_us_per_op\":%.4f,\"loadgen_cpu_s\":%.4f,"
+      "\"tls\":\"%s\"}\n",
       preload ? "preload" : "measure", to_string(o.mode), to_string(o.protocol), o.connections,
       o.idle_connections, o.threads, o.depth, o.multiget, o.value_size, o.keys, run.seconds, s.ops,
       static_cast<double>(s.ops) / run.seconds, s.cycles,
@@ -204,7 +211,7 @@ void print_json(const Options& o, const Run& run, bool preload) {
       us(s.latency.percentile(0.999)), us(s.latency.max()), s.latency.mean() / 1000,
       us(s.cycle_latency.percentile(0.5)), us(s.cycle_latency.percentile(0.99)),
       us(s.cycle_latency.percentile(0.999)), s.cycle_latency.mean() / 1000, run.server_cpu, per_op,
-      run.own_cpu);
+      run.own_cpu, run.tls.c_str());
 }
 
 int fail(const std::string& message) {
@@ -216,10 +223,15 @@ int run_main(int argc, char** argv) {
   const Options options = parse_options(&argc, &argv);
   raise_descriptor_limit();
   const Codec codec(options);
-  std::vector<std::unique_ptr<Worker>> workers;
   std::string error;
+  std::unique_ptr<TlsContext> tls;
+  if (options.tls) {
+    tls = TlsContext::create(options, error);
+    if (tls == nullptr) return fail(error);
+  }
+  std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < options.threads; ++t) {
-    workers.push_back(std::make_unique<Worker>(options, codec, t));
+    workers.push_back(std::make_unique<Worker>(options, codec, tls.get(), t));
     if (!workers.back()->connect(error)) return fail(error);
   }
   if (options.preload || options.preload_only) {
@@ -232,11 +244,12 @@ int run_main(int argc, char** argv) {
       return 0;
     }
   }
-  std::vector<int> idle;
-  if (!open_idle(options, codec, idle, error)) return fail("idle connections: " + error);
+  std::vector<Transport> idle;
+  if (!open_idle(options, codec, tls.get(), idle, error)) {
+    return fail("idle connections: " + error);
+  }
   const Run run = run_phase(workers, options, Phase::kMeasure);
-  for (int fd : idle)
-    close(fd);
+  idle.clear();
   if (!options.quiet) print_human(options, run);
   print_json(options, run, false);
   std::fflush(stdout);

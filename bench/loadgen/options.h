@@ -39,6 +39,8 @@ struct Options {
   int server_pid = 0;
   uint64_t seed = 0;
   bool quiet = false;
+  bool tls = false;
+  std::string tls_ca_file;  // empty: do not verify the server
 };
 
 // Parses and checks the flags; prints the problem and exits 2 when they do
