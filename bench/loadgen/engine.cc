@@ -89,7 +89,7 @@ int connect_to(const Options& options, std::string& error) {
   return fd;
 }
 
-Worker::Worker(const Options& options, const Codec& codec, const TlsContext* tls, int index)
+Worker::Worker(const Options& options, const Codec& codec, ssl_ctx_st* tls, int index)
     : options_(options),
       codec_(codec),
       tls_(tls),
@@ -116,7 +116,7 @@ bool Worker::connect(std::string& error) {
     if (fd < 0) return false;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     // The handshake is done here, before the preload and the measured run.
-    if (tls_ != nullptr && !conn->stream.start_tls(*tls_, error)) return false;
+    if (tls_ != nullptr && !conn->stream.start_tls(tls_, error)) return false;
     epoll_event event{};
     event.events = conn->events;
     event.data.ptr = conn.get();

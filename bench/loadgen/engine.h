@@ -44,7 +44,7 @@ int connect_to(const Options& options, std::string& error);
 class Worker {
  public:
   // `tls` is null for plain connections.
-  Worker(const Options& options, const Codec& codec, const TlsContext* tls, int index);
+  Worker(const Options& options, const Codec& codec, ssl_ctx_st* tls, int index);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -80,7 +80,7 @@ class Worker {
 
   const Options& options_;
   const Codec& codec_;
-  const TlsContext* tls_;
+  ssl_ctx_st* const tls_;
   const int index_;
   Rng rng_;
   KeyChooser chooser_;

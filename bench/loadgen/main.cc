@@ -81,7 +81,7 @@ bool answers_version(Transport& stream, const Options& options, const Codec& cod
 // Opens the idle connections in batches (connect all, then a version round
 // trip on each), so the server's accept queue never overflows. With TLS each
 // handshakes as it connects, on its blocking socket.
-bool open_idle(const Options& options, const Codec& codec, const TlsContext* tls,
+bool open_idle(const Options& options, const Codec& codec, ssl_ctx_st* tls,
                std::vector<Transport>& idle, std::string& error) {
   const timeval timeout{10, 0};
   while (static_cast<int>(idle.size()) < options.idle_connections) {
@@ -91,7 +91,7 @@ bool open_idle(const Options& options, const Codec& codec, const TlsContext* tls
       Transport stream(connect_to(options, error));
       if (stream.fd() < 0) return false;
       setsockopt(stream.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-      if (tls != nullptr && !stream.start_tls(*tls, error)) return false;
+      if (tls != nullptr && !stream.start_tls(tls, error)) return false;
       idle.push_back(std::move(stream));
     }
     for (size_t i = first; i < idle.size(); ++i) {
@@ -224,9 +224,9 @@ int run_main(int argc, char** argv) {
   raise_descriptor_limit();
   const Codec codec(options);
   std::string error;
-  std::unique_ptr<TlsContext> tls;
+  TlsContext tls;
   if (options.tls) {
-    tls = TlsContext::create(options, error);
+    tls = make_tls_context(options, error);
     if (tls == nullptr) return fail(error);
   }
   std::vector<std::unique_ptr<Worker>> workers;

@@ -42,13 +42,17 @@ bool wait_for(int fd, uint32_t event, std::chrono::steady_clock::time_point dead
 
 }  // namespace
 
-std::unique_ptr<TlsContext> TlsContext::create(const Options& options, std::string& error) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+void TlsContextFree::operator()(ssl_ctx_st* ctx) const {
+  SSL_CTX_free(ctx);
+}
+
+TlsContext make_tls_context(const Options& options, std::string& error) {
+  TlsContext tls(SSL_CTX_new(TLS_client_method()));
+  SSL_CTX* ctx = tls.get();
   if (ctx == nullptr) {
     error = "SSL_CTX_new: " + openssl_errors();
     return nullptr;
   }
-  std::unique_ptr<TlsContext> tls(new TlsContext(ctx));
   // A server that closes without close_notify reads as a close, as on a
   // plain socket, not as an error.
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
@@ -63,10 +67,6 @@ std::unique_ptr<TlsContext> TlsContext::create(const Options& options, std::stri
   }
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   return tls;
-}
-
-TlsContext::~TlsContext() {
-  SSL_CTX_free(ctx_);
 }
 
 Transport::~Transport() {
@@ -99,8 +99,8 @@ void Transport::release() {
   fd_ = -1;
 }
 
-bool Transport::start_tls(const TlsContext& tls, std::string& error) {
-  ssl_ = SSL_new(tls.get());
+bool Transport::start_tls(ssl_ctx_st* tls, std::string& error) {
+  ssl_ = SSL_new(tls);
   if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
     error = "SSL_new: " + openssl_errors();
     return false;

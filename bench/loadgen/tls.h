@@ -20,24 +20,18 @@ struct ssl_ctx_st;
 
 namespace loadgen {
 
-// The client side of TLS, shared by every connection of a run. Without
-// --tls_ca_file nothing is verified: the load generator talks to a server
-// on 127.0.0.1 that the caller started, and it measures the encryption, not
-// the trust.
-class TlsContext {
- public:
-  // nullptr and a message in `error` when OpenSSL refuses the setup.
-  static std::unique_ptr<TlsContext> create(const Options& options, std::string& error);
-  ~TlsContext();
-  TlsContext(const TlsContext&) = delete;
-  TlsContext& operator=(const TlsContext&) = delete;
-
-  ssl_ctx_st* get() const { return ctx_; }
-
- private:
-  explicit TlsContext(ssl_ctx_st* ctx) : ctx_(ctx) {}
-  ssl_ctx_st* ctx_;
+struct TlsContextFree {
+  void operator()(ssl_ctx_st* ctx) const;
 };
+
+// The client side of TLS (an SSL_CTX), shared by every connection of a run.
+using TlsContext = std::unique_ptr<ssl_ctx_st, TlsContextFree>;
+
+// Without --tls_ca_file nothing is verified: the load generator talks to a
+// server on 127.0.0.1 that the caller started, and it measures the
+// encryption, not the trust. Null and a message in `error` when OpenSSL
+// refuses the setup.
+TlsContext make_tls_context(const Options& options, std::string& error);
 
 class Transport {
  public:
@@ -52,7 +46,7 @@ class Transport {
   // Runs the TLS client handshake on this socket, blocking or not: waits at
   // most 10 s, so that a server that does not speak TLS fails the run
   // instead of hanging it.
-  bool start_tls(const TlsContext& tls, std::string& error);
+  bool start_tls(ssl_ctx_st* tls, std::string& error);
 
   // As read(2) and write(2): bytes moved, 0 from read when the server
   // closed, -1 with errno EAGAIN when the call must wait (for the direction
