@@ -48,8 +48,8 @@ struct Response {
 
 class BinaryCacheClient : public CacheClient {
  public:
-  BinaryCacheClient(const std::string& host, uint16_t port, double timeout)
-      : timeout_(timeout), connection_(host, port, deadline_after(timeout)) {}
+  BinaryCacheClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout)
+      : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {}
 
   std::vector<std::optional<Item>> get(const std::vector<std::string>& keys) override {
     std::vector<std::optional<Item>> items;
@@ -211,8 +211,8 @@ class BinaryCacheClient : public CacheClient {
 }  // namespace
 
 std::unique_ptr<CacheClient> connect_binary(const std::string& host, uint16_t port,
-                                            double timeout) {
-  return std::make_unique<BinaryCacheClient>(host, port, timeout);
+                                            const TlsOptions& tls, double timeout) {
+  return std::make_unique<BinaryCacheClient>(host, port, tls, timeout);
 }
 
 }  // namespace lockcached::cli

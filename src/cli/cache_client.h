@@ -49,9 +49,11 @@ class CacheClient {
   virtual Connection& connection() = 0;
 };
 
-// `timeout` bounds connecting and each reply.
-std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port, double timeout);
-std::unique_ptr<CacheClient> connect_binary(const std::string& host, uint16_t port, double timeout);
+// `timeout` bounds connecting (the TLS handshake included) and each reply.
+std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port,
+                                          const TlsOptions& tls, double timeout);
+std::unique_ptr<CacheClient> connect_binary(const std::string& host, uint16_t port,
+                                            const TlsOptions& tls, double timeout);
 
 // Whether the text protocol can carry `key` as it is (1 to 250 bytes, no
 // spaces or control characters).

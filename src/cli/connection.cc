@@ -58,6 +58,16 @@ int connect_one(const addrinfo& address, Deadline deadline) {
   return fd;
 }
 
+// What a recv or send that returned `result` means, as a Transfer; EINTR
+// reads as "try again".
+Transfer socket_transfer(ssize_t result, short wait, const char* call) {
+  if (result > 0) return Transfer::moved(static_cast<size_t>(result));
+  if (result == 0) return Transfer::at_end();
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return Transfer::waiting(wait);
+  if (errno == EINTR) return {};
+  return Transfer::failed(std::string(call) + ": " + strerror(errno));
+}
+
 }  // namespace
 
 Deadline deadline_after(double seconds) {
@@ -67,8 +77,12 @@ Deadline deadline_after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(span);
 }
 
-Connection::Connection(const std::string& host, uint16_t port, Deadline deadline)
+Connection::Connection(const std::string& host, uint16_t port, const TlsOptions& tls,
+                       Deadline deadline)
     : peer_(host + ":" + std::to_string(port)) {
+  // Before connecting: a certificate file that cannot be loaded is reported
+  // without waiting for a server.
+  if (tls.enabled) tls_ = std::make_unique<TlsSession>(tls, host);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -86,10 +100,32 @@ Connection::Connection(const std::string& host, uint16_t port, Deadline deadline
     if (fd_ < 0) error = errno;
   }
   if (fd_ < 0) throw Failure(EX_UNAVAILABLE, "cannot connect to " + peer_ + ": " + strerror(error));
+  if (tls_) handshake(deadline);
 }
 
 Connection::~Connection() {
+  tls_.reset();  // its close_notify needs the socket
   if (fd_ >= 0) close(fd_);
+}
+
+void Connection::handshake(Deadline deadline) {
+  tls_->attach(fd_);
+  while (true) {
+    Transfer step = tls_->handshake();
+    if (!step.error.empty()) fail(step.error);
+    if (step.wait == 0) return;
+    if (!wait_for(fd_, step.wait, deadline)) fail("timed out in the TLS handshake");
+  }
+}
+
+Transfer Connection::read_some(char* into, size_t size) {
+  if (tls_) return tls_->read(into, size);
+  return socket_transfer(recv(fd_, into, size, 0), POLLIN, "recv");
+}
+
+Transfer Connection::write_some(std::string_view bytes) {
+  if (tls_) return tls_->write(bytes);
+  return socket_transfer(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), POLLOUT, "send");
 }
 
 void Connection::fail(const std::string& why) const {
@@ -98,13 +134,12 @@ void Connection::fail(const std::string& why) const {
 
 void Connection::send(std::string_view bytes, Deadline deadline) {
   while (!bytes.empty()) {
-    ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (sent > 0) {
-      bytes.remove_prefix(static_cast<size_t>(sent));
-    } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd_, POLLOUT, deadline)) fail("timed out sending a request");
-    } else if (sent < 0 && errno != EINTR) {
-      fail(std::string("send: ") + strerror(errno));
+    Transfer sent = write_some(bytes);
+    if (sent.closed) fail("closed by the server while sending a request");
+    if (!sent.error.empty()) fail(sent.error);
+    bytes.remove_prefix(sent.bytes);
+    if (sent.wait != 0 && !wait_for(fd_, sent.wait, deadline)) {
+      fail("timed out sending a request");
     }
   }
 }
@@ -112,18 +147,15 @@ void Connection::send(std::string_view bytes, Deadline deadline) {
 void Connection::fill(Deadline deadline, std::string_view waiting_for) {
   while (true) {
     char chunk[16384];
-    ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
-    if (n > 0) {
-      buffer_.append(chunk, static_cast<size_t>(n));
+    Transfer got = read_some(chunk, sizeof chunk);
+    if (got.bytes > 0) {
+      buffer_.append(chunk, got.bytes);
       return;
     }
-    if (n == 0) fail("closed by the server while waiting for " + std::string(waiting_for));
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_for(fd_, POLLIN, deadline)) {
-        fail("no reply in time (waiting for " + std::string(waiting_for) + ")");
-      }
-    } else if (errno != EINTR) {
-      fail(std::string("recv: ") + strerror(errno));
+    if (got.closed) fail("closed by the server while waiting for " + std::string(waiting_for));
+    if (!got.error.empty()) fail(got.error);
+    if (got.wait != 0 && !wait_for(fd_, got.wait, deadline)) {
+      fail("no reply in time (waiting for " + std::string(waiting_for) + ")");
     }
   }
 }
@@ -154,14 +186,13 @@ std::string Connection::read_exactly(size_t n, Deadline deadline) {
 void Connection::check_open() {
   char chunk[4096];
   while (true) {
-    ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
-    if (n > 0) {
-      buffer_.append(chunk, static_cast<size_t>(n));
-      continue;
-    }
-    if (n == 0) fail("closed by the server");
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    if (errno != EINTR) fail(std::string("recv: ") + strerror(errno));
+    Transfer got = read_some(chunk, sizeof chunk);
+    buffer_.append(chunk, got.bytes);
+    if (got.closed) fail("closed by the server");
+    if (!got.error.empty()) fail(got.error);
+    // Nothing more without waiting (through TLS, maybe only a session
+    // ticket or the start of a record).
+    if (got.wait != 0) return;
   }
 }
 

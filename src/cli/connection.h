@@ -1,12 +1,17 @@
-// One TCP connection to a lockcached port with deadlines on every step.
-// Every failure (refused, reset, closed, timed out) is a Failure with exit
-// status EX_UNAVAILABLE naming the server, so callers only handle answers.
+// One TCP connection to a lockcached port, in TLS when asked, with
+// deadlines on every step (the TLS handshake included). Every failure
+// (refused, reset, closed, timed out, a certificate that does not verify) is
+// a Failure with exit status EX_UNAVAILABLE naming the server, so callers
+// only handle answers.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+#include "tls_session.h"
 
 namespace lockcached::cli {
 
@@ -18,9 +23,11 @@ Deadline deadline_after(double seconds);
 
 class Connection {
  public:
-  // Connects to the first address of `host` that accepts; the socket is
-  // close-on-exec, so a command run under a lock never inherits it.
-  Connection(const std::string& host, uint16_t port, Deadline deadline);
+  // Connects to the first address of `host` that accepts, then with
+  // `tls.enabled` runs the TLS handshake on it; the socket is close-on-exec,
+  // so a command run under a lock never inherits it (nor uses the TLS
+  // session, which lives in this process's memory only).
+  Connection(const std::string& host, uint16_t port, const TlsOptions& tls, Deadline deadline);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -39,10 +46,15 @@ class Connection {
  private:
   // Waits until more bytes arrive; throws on close, error or deadline.
   void fill(Deadline deadline, std::string_view waiting_for);
+  void handshake(Deadline deadline);
+  // One non-blocking attempt, through TLS when it is on.
+  Transfer read_some(char* into, size_t size);
+  Transfer write_some(std::string_view bytes);
   [[noreturn]] void fail(const std::string& why) const;
 
   int fd_ = -1;
   std::string peer_;
+  std::unique_ptr<TlsSession> tls_;  // null: plain TCP
   std::string buffer_;
 };
 

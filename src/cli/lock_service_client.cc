@@ -44,8 +44,9 @@ bool valid_lock_name(std::string_view name) {
   return true;
 }
 
-LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, double timeout)
-    : timeout_(timeout), connection_(host, port, deadline_after(timeout)) {}
+LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls,
+                                     double timeout)
+    : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {}
 
 std::string LockServiceClient::call(const std::string& request, double extra_wait) {
   connection_.send(request + "\r\n", deadline_after(timeout_));

@@ -26,9 +26,9 @@ struct LockInfo {
 
 class LockServiceClient {
  public:
-  // `timeout` bounds connecting and each reply (a lock wait gets its wait on
-  // top).
-  LockServiceClient(const std::string& host, uint16_t port, double timeout);
+  // `timeout` bounds connecting (the TLS handshake included) and each reply
+  // (a lock wait gets its wait on top).
+  LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout);
 
   // How long the server keeps this session's locks after a disconnect.
   void set_grace_ms(uint64_t millis);

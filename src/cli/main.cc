@@ -12,6 +12,7 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: lockcached-cli [--host H] [--port P] [--lock-port P] [--binary]
+                      [--tls [--tls-ca-file F] [--tls-cert-file F --tls-key-file F]]
                       COMMAND [ARGS...]
 
 Cache commands (memcached text protocol on --port, default 11211; --binary
@@ -52,6 +53,16 @@ Options:
                     while COMMAND runs (default 10; 0: none)
   --kill-on-loss    run, lock -- COMMAND: send COMMAND SIGTERM if the lock is
                     lost (server gone, or lockcached-cli killed)
+  --tls             speak TLS (1.2 or later) to both ports, every command;
+                    the server's certificate must verify and name --host
+  --tls-ca-file F   the CA certificates to verify the server with (default:
+                    the system's)
+  --tls-cert-file F, --tls-key-file F
+                    a client certificate and its key, for a server that
+                    asks for one (mutual TLS); both or neither
+  --tls-server-name N
+                    the name the server's certificate must carry, also sent
+                    as SNI (default: --host)
   -h, --help        print this help
   --version         print the version
 
@@ -64,8 +75,12 @@ over its variable. An empty variable counts as unset; an invalid one (not a
 port from 1 to 65535, a host with spaces) is a usage error unless its option
 is given.
 
+The --tls-* options need --tls; underscores work for dashes in every option
+(--tls_ca_file, --lock_port).
+
 Exit status: 0 done; 1 the server said no (miss, not stored, locked...);
-64 usage error; 69 server unreachable or failing; 75 lock busy (run, lock);
+64 usage error; 69 server unreachable or failing, or its TLS certificate did
+not verify; 75 lock busy (run, lock); 78 a --tls-* file cannot be loaded;
 run and lock -- COMMAND: COMMAND's status (128+N if killed by signal N,
 126 not executable, 127 not found).
 )";

@@ -54,6 +54,23 @@ double parse_seconds(std::string_view option, std::string_view text, bool foreve
   return value;
 }
 
+// A host name or address has no spaces or control characters: a value with
+// them (in the environment, or in --tls-server-name) is a slip, better named
+// than looked up.
+bool valid_host(std::string_view text) {
+  return !text.empty() && std::none_of(text.begin(), text.end(),
+                                       [](unsigned char c) { return c <= ' ' || c == 0x7f; });
+}
+
+std::string file_name(std::string_view option, std::string_view text) {
+  if (text.empty()) throw UsageError("--" + std::string(option) + " wants a file name");
+  return std::string(text);
+}
+
+// The TLS options that only mean something with --tls.
+constexpr std::string_view kTlsCompanions[] = {"tls-ca-file", "tls-cert-file", "tls-key-file",
+                                               "tls-server-name"};
+
 struct OptionSpec {
   std::string_view name;
   // The commands that take it, space-separated; empty: every command. Where
@@ -99,6 +116,22 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, std::string_view v) { o.ping = parse_seconds("ping", v, false); }},
       {"kill-on-loss", "run lock", false,
        [](Options& o, std::string_view) { o.kill_on_loss = true; }},
+      // TLS speaks to both ports, so it goes with every command as --host does.
+      {"tls", "", false, [](Options& o, std::string_view) { o.tls.enabled = true; }},
+      {"tls-ca-file", "", true,
+       [](Options& o, std::string_view v) { o.tls.ca_file = file_name("tls-ca-file", v); }},
+      {"tls-cert-file", "", true,
+       [](Options& o, std::string_view v) { o.tls.cert_file = file_name("tls-cert-file", v); }},
+      {"tls-key-file", "", true,
+       [](Options& o, std::string_view v) { o.tls.key_file = file_name("tls-key-file", v); }},
+      {"tls-server-name", "", true,
+       [](Options& o, std::string_view v) {
+         if (!valid_host(v)) {
+           throw UsageError("--tls-server-name wants a host name or address, not \"" +
+                            std::string(v) + "\"");
+         }
+         o.tls.server_name = v;
+       }},
   };
   return specs;
 }
@@ -112,13 +145,6 @@ struct EnvironmentDefault {
   // Stores a valid value and returns true; returns false for an invalid one.
   bool (*apply)(Options&, std::string_view);
 };
-
-// A host name or address has no spaces or control characters: a value with
-// them is a slip in the environment, better named than looked up.
-bool valid_host(std::string_view text) {
-  return !text.empty() && std::none_of(text.begin(), text.end(),
-                                       [](unsigned char c) { return c <= ' ' || c == 0x7f; });
-}
 
 bool apply_port(uint16_t& port, std::string_view text) {
   std::optional<uint16_t> value = to_integer<uint16_t>(text, 1, 65535);
@@ -213,6 +239,16 @@ void check_options_fit(const Options& options) {
   bool tunes_holding = options.given.contains("ping") || options.given.contains("kill-on-loss");
   if (command == "lock" && !options.program && tunes_holding) {
     throw UsageError("--ping and --kill-on-loss apply to lock KEY -- COMMAND only");
+  }
+  // A CA or a certificate without --tls would be a connection in the clear
+  // that its user believes verified: said, not ignored.
+  for (std::string_view companion : kTlsCompanions) {
+    if (options.given.contains(std::string(companion)) && !options.tls.enabled) {
+      throw UsageError("--" + std::string(companion) + " needs --tls");
+    }
+  }
+  if (options.tls.cert_file.empty() != options.tls.key_file.empty()) {
+    throw UsageError("--tls-cert-file and --tls-key-file go together: give both or neither");
   }
 }
 

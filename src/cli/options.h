@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tls_session.h"
+
 namespace lockcached::cli {
 
 struct Options {
@@ -25,6 +27,7 @@ struct Options {
   double wait = 0;   // run: seconds to wait for the lock; infinity: forever
   double ping = 10;  // seconds between keep-alive requests while a command runs
   bool kill_on_loss = false;
+  TlsOptions tls;  // --tls and its files, for both ports
   bool help = false;
   bool version = false;
 

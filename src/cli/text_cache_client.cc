@@ -28,8 +28,8 @@ bool parse_number(std::string_view word, Number* number) {
 
 class TextCacheClient : public CacheClient {
  public:
-  TextCacheClient(const std::string& host, uint16_t port, double timeout)
-      : timeout_(timeout), connection_(host, port, deadline_after(timeout)) {}
+  TextCacheClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout)
+      : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {}
 
   std::vector<std::optional<Item>> get(const std::vector<std::string>& keys) override {
     std::string request = "get";
@@ -217,8 +217,9 @@ std::string base64_encode(std::string_view bytes) {
   return text;
 }
 
-std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port, double timeout) {
-  return std::make_unique<TextCacheClient>(host, port, timeout);
+std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port,
+                                          const TlsOptions& tls, double timeout) {
+  return std::make_unique<TextCacheClient>(host, port, tls, timeout);
 }
 
 }  // namespace lockcached::cli
