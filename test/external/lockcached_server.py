@@ -172,10 +172,16 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def answers_version(port):
-    """True when a server on `port` answers "version\\r\\n" with a VERSION line."""
+def answers_version(port, tls=None):
+    """True when a server on `port` answers "version\\r\\n" with a VERSION line.
+
+    With `tls` (an ssl.SSLContext) it asks in TLS, as the server's clients must.
+    """
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+        with contextlib.ExitStack() as stack:
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=1))
+            if tls is not None:
+                sock = stack.enter_context(tls.wrap_socket(sock, server_hostname="localhost"))
             sock.sendall(b"version\r\n")
             reply = b""
             while not reply.endswith(b"\r\n"):
@@ -196,14 +202,14 @@ def _memcached_command(port, extra=()):
     return command
 
 
-def _start_memcached(port, log, extra):
+def _start_memcached(port, log, extra, tls):
     """Starts memcached on `port`, stderr to the file `log`; returns the
-    process once it answers, else None."""
+    process once it answers (in TLS with `tls`), else None."""
     process = subprocess.Popen(_memcached_command(port, extra), stdin=subprocess.DEVNULL,
                                stdout=log, stderr=log)
     deadline = time.monotonic() + READY_DEADLINE_S
     while time.monotonic() < deadline and process.poll() is None:
-        if answers_version(port):
+        if answers_version(port, tls):
             return process
         time.sleep(0.05)
     if process.poll() is None:
@@ -213,13 +219,16 @@ def _start_memcached(port, log, extra):
 
 
 @contextlib.contextmanager
-def memcached(extra=()):
-    """Runs Debian's memcached on a free port, with `extra` options; yields the port."""
+def memcached(extra=(), tls=None):
+    """Runs Debian's memcached on a free port, with `extra` options; yields the port.
+
+    `tls`: the ssl.SSLContext a client needs where `extra` turns TLS on (-Z).
+    """
     # A file, not a pipe: nobody reads memcached's output while it runs.
     with tempfile.TemporaryFile() as log:
         for _ in range(3):  # the free port may be taken before memcached binds it
             port = free_port()
-            process = _start_memcached(port, log, extra)
+            process = _start_memcached(port, log, extra, tls)
             if process is not None:
                 break
         else:
