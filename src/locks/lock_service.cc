@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <random>
+
+#include <glog/logging.h>
 
 namespace lockcached::locks {
 namespace {
@@ -11,20 +12,6 @@ namespace {
 int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-// Short, unguessable-enough session ids: a counter (unique) and random bits
-// (so that ids of other clients cannot be guessed from one's own).
-std::string make_session_id(uint64_t serial) {
-  static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-  thread_local std::mt19937_64 random{std::random_device{}()};
-  uint64_t mixed = (random() & 0xffffffffu) | (serial << 32);
-  std::string id;
-  do {
-    id.push_back(kDigits[mixed % 36]);
-    mixed /= 36;
-  } while (mixed != 0);
-  return id;
 }
 
 }  // namespace
@@ -39,23 +26,32 @@ LockService::Shard& LockService::shard_for(std::string_view name) const {
 }
 
 std::shared_ptr<Session> LockService::create_session(ClientInfo client) {
+  std::string secret = make_session_secret();  // a system call: outside the lock
   std::lock_guard lock(sessions_mutex_);
-  std::string id;
+  // A serial can be taken already by a session adopted from another master.
+  std::string serial;
   do {
-    id = make_session_id(++next_session_);
-  } while (sessions_.count(id) != 0);
-  auto session = std::make_shared<Session>(id);
+    serial = session_serial(++next_session_);
+  } while (sessions_.contains(serial));
+  auto session = std::make_shared<Session>(serial + '-' + secret);
   session->client = std::move(client);  // nobody else sees it yet
-  sessions_.emplace(id, session);
-  if (LockChangeListener* listener = this->listener()) listener->on_session(id, session->grace_ms);
+  sessions_.emplace(std::move(serial), session);
+  if (LockChangeListener* listener = this->listener()) {
+    listener->on_session(session->id, session->grace_ms);
+  }
   return session;
 }
 
 std::shared_ptr<Session> LockService::resume_session(std::string_view id, ClientInfo client) {
+  std::optional<SessionIdParts> asked = split_session_id(id);
+  if (!asked) return nullptr;
   std::lock_guard lock(sessions_mutex_);
-  auto found = sessions_.find(std::string(id));
+  auto found = sessions_.find(std::string(asked->serial));
   if (found == sessions_.end()) return nullptr;
   std::shared_ptr<Session> session = found->second;
+  // An adopted id of another shape has no secret, and cannot be resumed.
+  std::optional<SessionIdParts> own = split_session_id(session->id);
+  if (!own || !constant_time_equal(own->secret, asked->secret)) return nullptr;
   std::lock_guard session_lock(session->mutex);
   if (session->attached) return nullptr;
   session->attached = true;
@@ -68,7 +64,7 @@ std::shared_ptr<Session> LockService::resume_session(std::string_view id, Client
 
 void LockService::discard_session(const std::shared_ptr<Session>& session) {
   std::lock_guard lock(sessions_mutex_);
-  if (sessions_.erase(session->id) == 0) return;
+  if (!unregister_locked(*session)) return;
   if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
 }
 
@@ -105,7 +101,7 @@ void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detac
     std::lock_guard session_lock(session->mutex);
     if (session->attached || session->detachments != detachment) return;  // resumed
     ++session->detachments;  // expired once: a repeated call finds nothing to do
-    sessions_.erase(session->id);
+    unregister_locked(*session);
     if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
     --in_grace_;
     leave_empty_in_grace(*session);
@@ -122,9 +118,21 @@ void LockService::set_grace(const std::shared_ptr<Session>& session, int64_t gra
   LockChangeListener* listener = this->listener();
   if (!listener) return;
   // An ended session must stay ended on a replica.
-  auto found = sessions_.find(session->id);
-  if (found != sessions_.end() && found->second == session)
-    listener->on_session(session->id, grace_ms);
+  if (registered_locked(*session)) listener->on_session(session->id, grace_ms);
+}
+
+bool LockService::registered_locked(const Session& session) const {
+  auto found = sessions_.find(std::string(session.public_id()));
+  return found != sessions_.end() && found->second.get() == &session;
+}
+
+// Only the session itself, never whatever has its serial now: a serial
+// names one live session, but an ended session's serial can be handed out
+// again (create_session skips only the serials in use).
+bool LockService::unregister_locked(const Session& session) {
+  if (!registered_locked(session)) return false;
+  sessions_.erase(std::string(session.public_id()));
+  return true;
 }
 
 void LockService::leave_empty_in_grace(Session& session) {
@@ -323,7 +331,7 @@ std::vector<LockInfo> LockService::list(std::string_view prefix) const {
 std::unordered_map<uint64_t, size_t> LockService::locks_by_connection() const {
   std::unordered_map<uint64_t, size_t> counts;
   std::lock_guard lock(sessions_mutex_);
-  for (const auto& [id, session] : sessions_) {
+  for (const auto& [serial, session] : sessions_) {
     std::lock_guard session_lock(session->mutex);
     if (session->attached && session->client.connection != 0) {
       counts[session->client.connection] = session->held.size();
@@ -374,13 +382,13 @@ uint64_t LockService::snapshot(uint64_t cursor, LockChangeListener& out) const {
 void LockService::send_sessions(LockChangeListener& out) const {
   std::lock_guard lock(sessions_mutex_);
   out.on_token_floor(next_token_.load(std::memory_order_relaxed));
-  for (const auto& [id, session] : sessions_) {
+  for (const auto& [serial, session] : sessions_) {
     int64_t grace_ms;
     {
       std::lock_guard session_lock(session->mutex);
       grace_ms = session->grace_ms;
     }
-    out.on_session(id, grace_ms);
+    out.on_session(session->id, grace_ms);  // whole: a resume on a new master needs it
   }
 }
 
@@ -395,6 +403,7 @@ bool LockService::adopt(const LockState& state, std::vector<Adopted>* in_grace) 
   }
   for (const auto& [id, saved] : state.sessions) {
     std::shared_ptr<Session> session = adopt_session(id, saved);
+    if (!session) continue;
     for (const std::string& name : saved.held) {
       auto owner = state.locks.find(name);
       if (owner != state.locks.end() && owner->second.session == id) {
@@ -414,7 +423,12 @@ std::shared_ptr<Session> LockService::adopt_session(const std::string& id,
   auto session = std::make_shared<Session>(id);
   session->grace_ms = saved.grace_ms;
   std::lock_guard lock(sessions_mutex_);
-  sessions_.emplace(id, session);
+  // One master gives every live session its own serial; two adopted ids
+  // with one serial mean a broken stream, and the registry keeps one.
+  if (!sessions_.emplace(std::string(session->public_id()), session).second) {
+    LOG(ERROR) << "lock service: two adopted sessions share a serial; one dropped";
+    return nullptr;
+  }
   if (LockChangeListener* listener = this->listener()) listener->on_session(id, saved.grace_ms);
   return session;
 }

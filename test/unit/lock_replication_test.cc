@@ -869,6 +869,61 @@ TEST_F(LockReplicationAdoptTest, ExpiryAfterTheGraceReleasesAdoptedLocks) {
   EXPECT_EQ(promoted.stats().sessions_in_grace, 0u);
 }
 
+// The new master's own sessions must not take an adopted session's serial:
+// the serial is what a resume looks a session up by.
+TEST_F(LockReplicationAdoptTest, NewSessionsTakeSerialsNoAdoptedSessionHas) {
+  LockService promoted;
+  std::vector<LockService::Adopted> in_grace;
+  ASSERT_TRUE(promoted.adopt(replica_.mirror.state(), &in_grace));
+  std::unordered_set<std::string> serials{std::string(a_->public_id()),
+                                          std::string(c_->public_id())};
+  for (int i = 0; i < 4; ++i) {
+    auto fresh = promoted.create_session();
+    EXPECT_TRUE(serials.emplace(fresh->public_id()).second) << fresh->id;
+  }
+  EXPECT_EQ(promoted.stats().sessions, 6u);
+  ASSERT_NE(promoted.resume_session(a_->id), nullptr);
+  ASSERT_NE(promoted.resume_session(c_->id), nullptr);
+}
+
+// Only a broken stream sends two sessions with one serial; the registry,
+// keyed by serial, keeps one of them, and it alone can be resumed.
+TEST(LockAdoptionTest, OfTwoSessionsWithOneSerialOneIsAdopted) {
+  const std::string first = "5-" + std::string(32, 'a'), second = "5-" + std::string(32, 'b');
+  LockState state;
+  state.sessions[first] = {1000, {"p"}};
+  state.sessions[second] = {1000, {"q"}};
+  state.locks["p"] = {first, 7};
+  state.locks["q"] = {second, 8};
+  LockService promoted;
+  std::vector<LockService::Adopted> in_grace;
+  ASSERT_TRUE(promoted.adopt(state, &in_grace));
+  ASSERT_EQ(in_grace.size(), 1u);
+  EXPECT_EQ(promoted.stats().sessions, 1u);
+  EXPECT_EQ(promoted.stats().locks, 1u);
+  const std::string& kept = in_grace[0].session->id;
+  EXPECT_EQ(promoted.resume_session(kept == first ? second : first), nullptr);
+  EXPECT_EQ(promoted.resume_session(kept), in_grace[0].session);
+}
+
+// An id without a secret (an older server's) keeps its locks through its
+// grace, but nothing can resume it: there is no secret to check.
+TEST(LockAdoptionTest, AnIdWithoutASecretIsAdoptedButCannotBeResumed) {
+  LockState state;
+  state.sessions["k3f9q2a"] = {1000, {"old"}};
+  state.locks["old"] = {"k3f9q2a", 7};
+  LockService promoted;
+  std::vector<LockService::Adopted> in_grace;
+  ASSERT_TRUE(promoted.adopt(state, &in_grace));
+  ASSERT_EQ(in_grace.size(), 1u);
+  EXPECT_EQ(promoted.stats().locks, 1u);
+  EXPECT_EQ(promoted.resume_session("k3f9q2a"), nullptr);
+  auto other = promoted.create_session();
+  EXPECT_FALSE(promoted.try_acquire(other, "old").granted);
+  promoted.expire(in_grace[0].session, in_grace[0].detachment);
+  EXPECT_TRUE(promoted.try_acquire(other, "old").granted);
+}
+
 TEST_F(LockReplicationAdoptTest, OnlyAnEmptyServiceAdopts) {
   LockService busy;
   auto session = busy.create_session();

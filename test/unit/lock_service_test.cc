@@ -14,9 +14,11 @@
 #include <future>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -341,6 +343,53 @@ TEST_F(LockServiceTest, ResumeSessionRefusesAttachedAndUnknown) {
   EXPECT_EQ(service_.resume_session(""), nullptr);
   EXPECT_TRUE(alice->attached);
   EXPECT_EQ(service_.stats().sessions_in_grace, 0u);
+}
+
+// Ids are "<serial>-<secret>" (session_id.h): distinct, with a 128-bit
+// secret.
+TEST_F(LockServiceTest, IdsAreUniqueWithTheirOwnSerial) {
+  std::unordered_set<std::string> ids, serials;
+  for (int i = 0; i < 10000; ++i) {
+    std::shared_ptr<Session> session = service_.create_session();
+    std::optional<SessionIdParts> parts = split_session_id(session->id);
+    ASSERT_TRUE(parts) << session->id;
+    EXPECT_EQ(parts->secret.size() / 2, kSessionSecretBytes);
+    EXPECT_EQ(session->public_id(), parts->serial);
+    ids.insert(session->id);
+    serials.emplace(parts->serial);
+  }
+  EXPECT_EQ(ids.size(), 10000u);
+  EXPECT_EQ(serials.size(), 10000u) << "the serial alone finds a session";
+}
+
+// Anything but the whole id fails as an unknown id does, and leaves the
+// session to its owner: the right serial with another secret (one digit
+// off, or another session's), too short or long, or no id at all.
+TEST_F(LockServiceTest, ResumeNeedsTheWholeSecret) {
+  auto holder = service_.create_session();
+  auto other = service_.create_session();
+  service_.try_acquire(holder, "h");
+  uint64_t detachment;
+  ASSERT_GT(service_.detach(holder, &detachment), 0);
+  const std::string& id = holder->id;
+  std::string last_changed = id;
+  last_changed.back() = last_changed.back() == 'f' ? 'e' : 'f';
+  std::string first_changed = id;
+  char& first = first_changed[id.find('-') + 1];
+  first = first == '0' ? '1' : '0';
+  std::string others_secret =
+      std::string(holder->public_id()) + "-" + std::string(split_session_id(other->id)->secret);
+
+  for (const std::string& guess :
+       {last_changed, first_changed, others_secret, id.substr(0, id.size() - 1), id + "0",
+        std::string(holder->public_id()), std::string(holder->public_id()) + "-", id + " ",
+        std::string(), std::string("-"), std::string("garbage"), std::string(id.size(), 'x')}) {
+    EXPECT_EQ(service_.resume_session(guess), nullptr) << '"' << guess << '"';
+  }
+  EXPECT_FALSE(holder->attached);
+  EXPECT_EQ(service_.stats().sessions_in_grace, 1u);
+  EXPECT_EQ(service_.resume_session(id), holder);
+  EXPECT_TRUE(holds(holder, "h"));
 }
 
 TEST_F(LockServiceTest, ResumedSessionKeepsLocksAndIgnoresStaleExpire) {

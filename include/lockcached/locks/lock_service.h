@@ -20,6 +20,7 @@
 
 #include "lockcached/locks/lock_change_listener.h"
 #include "lockcached/locks/replication_barrier.h"
+#include "lockcached/locks/session_id.h"
 
 namespace lockcached::locks {
 
@@ -53,7 +54,10 @@ struct ClientInfo {
 struct Session {
   explicit Session(std::string session_id) : id(std::move(session_id)) {}
 
-  const std::string id;
+  // What others may see of the id (session_id.h): `stats locks`, `watch`.
+  std::string_view public_id() const { return public_session_id(id); }
+
+  const std::string id;  // secret: whoever has it can take the session over
   std::mutex mutex;  // guards everything below
   std::unordered_set<std::string> held;
   size_t waits = 0;  // queued WaitTickets
@@ -114,7 +118,9 @@ class LockService {
   // `client` names the connection that uses it (reported only).
   std::shared_ptr<Session> create_session(ClientInfo client = {});
   // Hands a detached session to a new connection, `client`; null when the
-  // id is unknown or a connection still uses it.
+  // id is unknown or malformed, its secret is wrong, or a connection still
+  // uses it. The session is found by its public part and the secret
+  // compared in constant time, so timing tells nothing about a secret.
   std::shared_ptr<Session> resume_session(std::string_view id, ClientInfo client = {});
   // Drops a session that holds nothing (a connection adopting another one).
   void discard_session(const std::shared_ptr<Session>& session);
@@ -230,6 +236,9 @@ class LockService {
   // once. Tokens from now on are above the adopted high-water mark and
   // every adopted token, and above this service's own floor. A listener
   // set now is told every adopted session and lock and the new floor.
+  // Sessions are registered by their public id, as create_session's are,
+  // so a resume finds them the same way; of two that share one (only a
+  // broken stream could send them), the second is dropped with its locks.
   bool adopt(const LockState& state, std::vector<Adopted>* in_grace);
 
  private:
@@ -253,6 +262,10 @@ class LockService {
   bool session_full(const Session& session) const;
   // With sessions_mutex_ and the session's mutex held.
   void leave_empty_in_grace(Session& session);
+  // With sessions_mutex_ held: is `session` the one registered under its
+  // public id? Takes it out of the registry when so (unregister_locked).
+  bool registered_locked(const Session& session) const;
+  bool unregister_locked(const Session& session);
   // For a name nobody holds: checks both limits and reserves the name.
   Limit admit_new_name(Session& session);
   Acquired refuse(Limit limit);
@@ -298,6 +311,8 @@ class LockService {
   std::atomic<uint64_t> limit_refusals_{0};
 
   mutable std::mutex sessions_mutex_;
+  // By public id (the serial), so that resume_session looks a session up
+  // without hashing or comparing its secret.
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
   uint64_t next_session_ = 0;    // guarded by sessions_mutex_
   uint64_t in_grace_ = 0;        // guarded by sessions_mutex_
