@@ -15,7 +15,7 @@ namespace lockcached::cli {
 // One line of `stats locks`.
 struct LockInfo {
   std::string name;
-  std::string session;
+  std::string session;  // the holder's public id (the whole id from an older server)
   uint64_t held_ms = 0;
   uint64_t waiters = 0;
   uint64_t token = 0;

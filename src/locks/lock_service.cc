@@ -315,8 +315,8 @@ std::vector<LockInfo> LockService::list(std::string_view prefix) const {
     std::lock_guard lock(shards_[i].mutex);
     for (const auto& [name, entry] : shards_[i].entries) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      LockInfo info{name, entry.owner->id, now - entry.acquired_ms, entry.waiters.size(),
-                    entry.token};
+      LockInfo info{name, std::string(entry.owner->public_id()), now - entry.acquired_ms,
+                    entry.waiters.size(), entry.token};
       {
         std::lock_guard session_lock(entry.owner->mutex);  // after the shard's, as everywhere
         info.attached = entry.owner->attached;

@@ -39,6 +39,14 @@ std::string acquired_reply(uint64_t token) {
   return "200 Acquired " + std::to_string(token) + "\r\n";
 }
 
+// The request as -vv logs it: without a session id's secret, which would
+// let whoever reads the log take the session over.
+std::string loggable(std::string_view line, const Words& words) {
+  if (words.count < 2 || words[0] != "conn_id") return std::string(line);
+  std::string_view shown = locks::public_session_id(words[1]);
+  return "conn_id " + std::string(shown) + (shown.size() < words[1].size() ? "-<secret>" : "");
+}
+
 }  // namespace
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
@@ -72,9 +80,10 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
 }
 
 void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
-  // -vv: every request line after the connection's id, as the cache's.
-  LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' ' << escape_for_log(line);
   Words words = split_words(line);
+  // -vv: every request line after the connection's id, as the cache's.
+  LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' '
+                     << escape_for_log(loggable(line, words));
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   std::string_view command = words[0];
   // Acquire: a node that stopped being a replica retired its service
@@ -366,7 +375,7 @@ void LockServiceProtocol::connection_closed() {
       service->expire(session, detachment);
       for (const std::string& name : held) {
         watch->lock_service_event(client, "lock_release", name,
-                                  "status=released reason=grace_expired", session->id);
+                                  "status=released reason=grace_expired", session->public_id());
       }
     });
   }
@@ -375,7 +384,7 @@ void LockServiceProtocol::connection_closed() {
 void LockServiceProtocol::report(std::string_view type, std::string_view name,
                                  std::string_view details) {
   if (!watched()) return;
-  context_.watch->lock_service_event(*context_.client, type, name, details, session_->id);
+  context_.watch->lock_service_event(*context_.client, type, name, details, session_->public_id());
 }
 
 std::vector<std::string> LockServiceProtocol::held_names() const {

@@ -331,13 +331,15 @@ TEST_F(ConnectionsE2eTest, StatsCacheLocksNamesEachHolder) {
 }
 
 // -vv logs every lock-service request after its connection's id, as it
-// logs the cache's.
+// logs the cache's; but not a session id's secret, which would let a
+// reader of the log take the session over.
 TEST(ConnectionsVerboseE2eTest, VeryVerboseLogsLockServiceRequests) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"-vv", "--lock_port=-1"}));
   std::optional<uint16_t> lock_port = server.lock_port();
   ASSERT_TRUE(lock_port);
   std::string id;
+  std::string session;
   {
     Client asking;
     ASSERT_TRUE(asking.connect(server.port()));
@@ -345,6 +347,9 @@ TEST(ConnectionsVerboseE2eTest, VeryVerboseLogsLockServiceRequests) {
     ASSERT_TRUE(locker.connect(*lock_port));
     ASSERT_TRUE(locker.request("lock vv-logged\x01name").starts_with("400 ")) << "bad name";
     ASSERT_TRUE(locker.request("lock vv-logged").starts_with("200 Acquired "));
+    session = locker.request("conn_id").substr(4);
+    ASSERT_NE(session.find('-'), std::string::npos) << session;
+    ASSERT_EQ(locker.request("conn_id " + session), "200 Resumed");
     Connections all = connections(asking);
     id = id_of(all, address_of(locker));
     ASSERT_NE(id, "");
@@ -355,6 +360,9 @@ TEST(ConnectionsVerboseE2eTest, VeryVerboseLogsLockServiceRequests) {
   EXPECT_NE(log.find("<" + id + " lock vv-logged\n"), std::string::npos) << log;
   EXPECT_NE(log.find("<" + id + " lock vv-logged\\x01name"), std::string::npos)
       << "escaped, as the cache's requests: " << log;
+  std::string serial = e2e::session_serial(session);
+  EXPECT_NE(log.find("<" + id + " conn_id " + serial + "-<secret>\n"), std::string::npos) << log;
+  EXPECT_EQ(log.find(session.substr(serial.size() + 1)), std::string::npos) << log;
 }
 
 }  // namespace

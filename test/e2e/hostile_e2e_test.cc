@@ -870,9 +870,7 @@ class HostileE2e : public ::testing::Test {
 
     keeper_ = lock_client();
     ASSERT_TRUE(starts_with(keeper_.request("lock keeper"), "200 Acquired ")) << "lock keeper";
-    std::string id = keeper_.request("conn_id");
-    ASSERT_TRUE(starts_with(id, "200 ")) << id;
-    keeper_session_ = id.substr(4);
+    keeper_session_ = public_session(keeper_);
     client.close();
     ASSERT_TRUE(connections_become(1)) << "only the keeper's connection should be open";
     baseline_rss_ = rss_bytes(server_.pid());
@@ -986,10 +984,11 @@ class HostileE2e : public ::testing::Test {
     return lines;
   }
 
-  static std::string session_id(Client& client) {
+  // What `stats locks` shows of the client's session: its serial.
+  static std::string public_session(Client& client) {
     std::string reply = client.request("conn_id");
     EXPECT_TRUE(starts_with(reply, "200 ")) << reply;
-    return reply.size() > 4 ? reply.substr(4) : "";
+    return reply.size() > 4 ? e2e::session_serial(reply.substr(4)) : "";
   }
 
   // What every test ends with: the server runs, answers a fresh client
@@ -1634,7 +1633,7 @@ TEST_F(HostileE2e, KilledWhileWaitingForLock) {
     ASSERT_TRUE(dying.send("lock " + name + " 30\r\n"));
     ASSERT_TRUE(waiters_become(observer, 1));
     Client next = lock_client();
-    std::string next_session = session_id(next);
+    std::string next_session = public_session(next);
     ASSERT_TRUE(next.send("lock " + name + " 30\r\n"));
     ASSERT_TRUE(waiters_become(observer, 2));
     if (reset) {
@@ -1664,7 +1663,7 @@ TEST_F(HostileE2e, KilledWhileWaitingForLock) {
     ASSERT_TRUE(dying.send("lock " + name + " 30\r\n"));
     ASSERT_TRUE(waiters_become(observer, 1));
     Client next = lock_client();
-    std::string next_session = session_id(next);
+    std::string next_session = public_session(next);
     ASSERT_TRUE(next.send("lock " + name + " 30\r\n"));
     ASSERT_TRUE(waiters_become(observer, 2));
     Clock::time_point t0 = Clock::now();
@@ -1700,11 +1699,12 @@ TEST_F(HostileE2e, KilledWhileWaitingForLock) {
     while (dying.received().find("\r\n") == std::string::npos) {
       ASSERT_TRUE(dying.wait_for_bytes(dying.received().size() + 1, 10s)) << "no conn_id reply";
     }
-    std::string dying_session = dying.received().substr(4, dying.received().find("\r\n") - 4);
+    std::string dying_session =
+        e2e::session_serial(dying.received().substr(4, dying.received().find("\r\n") - 4));
     ASSERT_TRUE(dying.send_all("lock " + name + " 30\r\n", 10s));
     ASSERT_TRUE(waiters_become(observer, 1));
     Client next = lock_client();
-    std::string next_session = session_id(next);
+    std::string next_session = public_session(next);
     ASSERT_TRUE(next.send("lock " + name + " 30\r\n"));
     ASSERT_TRUE(waiters_become(observer, 2));
     std::string junk;

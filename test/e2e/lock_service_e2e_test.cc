@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -32,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 using e2e::Client;
 using e2e::eventually;
 using e2e::ServerProcess;
+using e2e::session_serial;
 
 // The server's timers count whole milliseconds: one may fire up to a
 // millisecond before the exact instant the client measures from.
@@ -123,6 +125,9 @@ class LockServiceE2eTest : public ::testing::Test {
         << reply;
     return reply.size() > 4 ? reply.substr(4) : "";
   }
+
+  // What `stats locks` shows of the client's session: its serial.
+  static std::string public_id(Client& client) { return session_serial(session_id(client)); }
 
   // "stats": the STAT lines in order, as name -> value; fails the test on a
   // malformed reply.
@@ -268,7 +273,7 @@ TEST_F(LockServiceE2eTest, UnlockGrantsNextWaiterAtOnce) {
   EXPECT_LT(since(unlocked), 2s) << "the wait ends with the unlock, not its timeout";
   EXPECT_GT(second, first);
   EXPECT_EQ(holder.request("lock n"), "409 Unavailable") << "never free in between";
-  EXPECT_EQ(holder_of(observer, "n"), session_id(waiter));
+  EXPECT_EQ(holder_of(observer, "n"), public_id(waiter));
   EXPECT_EQ(stat(observer, "waiters"), 0u);
 }
 
@@ -315,7 +320,7 @@ TEST_F(LockServiceE2eTest, TimedWaitGivesUpAfterItsTimeout) {
   // The connection is usable after its waits ran out, and the holder kept
   // the lock throughout.
   expect_acquired(waiter.request("lock other"));
-  EXPECT_EQ(holder_of(waiter, "t"), session_id(holder));
+  EXPECT_EQ(holder_of(waiter, "t"), public_id(holder));
   std::map<std::string, uint64_t> counters = stats(waiter);
   EXPECT_EQ(counters["timeouts"], 2u);
   EXPECT_EQ(counters["waiters"], 0u);
@@ -329,7 +334,7 @@ TEST_F(LockServiceE2eTest, WaitersAreGrantedInFifoOrder) {
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
     waiters.push_back(connect());
-    ids.push_back(session_id(waiters.back()));
+    ids.push_back(public_id(waiters.back()));
   }
   uint64_t last = expect_acquired(holder.request("lock q"));
   for (uint64_t i = 0; i < 3; ++i) {
@@ -365,7 +370,7 @@ TEST_F(LockServiceE2eTest, WaiterThatDisconnectsIsSkipped) {
   Client quitter = connect();
   Client resetter = connect();
   Client patient = connect();
-  std::string patient_id = session_id(patient);
+  std::string patient_id = public_id(patient);
   expect_acquired(holder.request("lock w"));
   ASSERT_TRUE(queue_wait(quitter, observer, "w", "30", 1));
   ASSERT_TRUE(queue_wait(resetter, observer, "w", "30", 2));
@@ -390,7 +395,7 @@ TEST_F(LockServiceE2eTest, WaiterThatDisconnectsDuringReleaseDoesNotStrandTheLoc
   Client leaving = connect();
   Client next = connect();
   EXPECT_EQ(leaving.request("set_timeout 0"), "200 Timeout set");
-  std::string next_id = session_id(next);
+  std::string next_id = public_id(next);
   expect_acquired(holder.request("lock race"));
   ASSERT_TRUE(queue_wait(leaving, observer, "race", "30", 1));
   ASSERT_TRUE(queue_wait(next, observer, "race", "30", 2));
@@ -445,13 +450,13 @@ TEST_F(LockServiceE2eTest, ResumeWithinGracePeriodKeepsLocks) {
   EXPECT_EQ(counters["sessions_in_grace"], 0u);
   EXPECT_EQ(counters["clients"], 3u) << "observer, other, second";
   EXPECT_EQ(second.request("lock r2"), "200 Acquired " + std::to_string(r2)) << "still held";
-  EXPECT_EQ(holder_of(observer, "r1"), id);
+  EXPECT_EQ(holder_of(observer, "r1"), session_serial(id));
 
   // The first disconnect's grace period passes: the resumed session keeps
   // its locks.
   std::this_thread::sleep_until(closed + kGrace + 1s);
   EXPECT_EQ(other.request("lock r1"), "409 Unavailable");
-  EXPECT_EQ(holder_of(observer, "r1"), id);
+  EXPECT_EQ(holder_of(observer, "r1"), session_serial(id));
   EXPECT_EQ(stat(observer, "locks"), 2u);
   EXPECT_EQ(second.request("unlock r1"), "200 Released");
   EXPECT_GT(expect_acquired(other.request("lock r1")), r1);
@@ -492,7 +497,7 @@ TEST_F(LockServiceE2eTest, DefaultGraceKeepsLocksAfterDisconnect) {
   ASSERT_TRUE(stat_becomes(observer, "sessions_in_grace", 1));
   // Default 30 s: still held a second later.
   EXPECT_EQ(observer.request("lock d 1", 30s), "409 Unavailable");
-  EXPECT_EQ(holder_of(observer, "d"), id);
+  EXPECT_EQ(holder_of(observer, "d"), session_serial(id));
 }
 
 TEST_F(LockServiceE2eTest, ZeroGraceReleasesAtDisconnect) {
@@ -534,7 +539,7 @@ TEST_F(LockServiceE2eTest, HijackIsRefused) {
   expect_acquired(bob.request("lock b"));
   EXPECT_EQ(bob.request("conn_id " + carol_id), "403 Cannot resume") << "bob holds b";
   EXPECT_EQ(session_id(bob), bob_id);
-  EXPECT_EQ(holder_of(observer, "c"), carol_id);
+  EXPECT_EQ(holder_of(observer, "c"), session_serial(carol_id));
   EXPECT_EQ(bob.request("unlock b"), "200 Released");
   EXPECT_EQ(bob.request("conn_id " + carol_id), "200 Resumed");
   EXPECT_EQ(session_id(bob), carol_id);
@@ -545,6 +550,39 @@ TEST_F(LockServiceE2eTest, HijackIsRefused) {
   EXPECT_EQ(dave.request("conn_id " + carol_id), "403 Cannot resume");
   EXPECT_EQ(dave.request("conn_id " + bob_id), "403 Cannot resume") << "bob's old session is gone";
   EXPECT_EQ(bob.request("unlock c"), "200 Released");
+}
+
+// An id is "<serial>-<secret>", the secret 128 random bits that only its
+// client learns: others see the serial alone (`stats locks`), and a resume
+// needs the whole id, to the last digit.
+TEST_F(LockServiceE2eTest, SessionIdsCarryASecretThatStatsLocksNeverShows) {
+  Client observer = connect();
+  Client first = connect();
+  EXPECT_EQ(first.request("set_timeout 10000"), "200 Timeout set");
+  std::string id = session_id(first);
+  ASSERT_TRUE(std::regex_match(id, std::regex("[0-9a-z]{1,13}-[0-9a-f]{32}"))) << id;
+  const std::string secret = id.substr(id.find('-') + 1);
+  uint64_t token = expect_acquired(first.request("lock vault"));
+  first.close();
+  ASSERT_TRUE(stat_becomes(observer, "sessions_in_grace", 1));
+
+  ASSERT_EQ(observer.request("stats locks"), "200 LOCKS");
+  std::string listing;
+  for (std::string line; (line = observer.read_line()) != "END" && starts_with(line, "LOCK ");)
+    listing += line + "\n";
+  EXPECT_NE(listing.find("LOCK vault " + session_serial(id) + " "), std::string::npos) << listing;
+  EXPECT_EQ(listing.find(secret), std::string::npos) << listing;
+  EXPECT_EQ(listing.find(secret.substr(0, 8)), std::string::npos) << listing;
+
+  Client second = connect();
+  std::string wrong_digit = id;
+  wrong_digit.back() = wrong_digit.back() == '0' ? '1' : '0';
+  for (const std::string& guess :
+       {wrong_digit, session_serial(id), session_serial(id) + "-", id + "0"})
+    EXPECT_EQ(second.request("conn_id " + guess), "403 Cannot resume") << guess;
+  ASSERT_EQ(second.request("conn_id " + id), "200 Resumed");
+  EXPECT_EQ(session_id(second), id);
+  EXPECT_EQ(second.request("lock vault"), "200 Acquired " + std::to_string(token));
 }
 
 // --- fencing tokens --------------------------------------------------------------
@@ -699,18 +737,18 @@ TEST_F(LockServiceE2eTest, StatsLocksListsHeldLocks) {
             [](const LockLine& x, const LockLine& y) { return x.name < y.name; });
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0].name, "app.1");
-  EXPECT_EQ(all[0].session, a_id);
+  EXPECT_EQ(all[0].session, session_serial(a_id));
   EXPECT_EQ(all[0].waiters, 1u);
   EXPECT_EQ(all[0].token, t1);
   EXPECT_LT(all[0].held_ms, 60000u);
   EXPECT_EQ(all[0].client, a.local_address());
   EXPECT_EQ(all[1].name, "app.2");
-  EXPECT_EQ(all[1].session, a_id);
+  EXPECT_EQ(all[1].session, session_serial(a_id));
   EXPECT_EQ(all[1].waiters, 0u);
   EXPECT_EQ(all[1].token, t2);
   EXPECT_EQ(all[1].client, a.local_address());
   EXPECT_EQ(all[2].name, "zzz");
-  EXPECT_EQ(all[2].session, b_id);
+  EXPECT_EQ(all[2].session, session_serial(b_id));
   EXPECT_EQ(all[2].token, t3);
   EXPECT_EQ(all[2].client, b.local_address());
   EXPECT_NE(a.local_address(), b.local_address());
@@ -823,7 +861,7 @@ TEST_F(LockServiceE2eTest, RequestsBehindAWaitingLockAreAnsweredAfterItInOrder) 
   EXPECT_EQ(waiter.read_line(), "200 Released");
   EXPECT_EQ(waiter.read_line(), "200 LOCKS");
   std::string line = waiter.read_line();
-  EXPECT_TRUE(starts_with(line, "LOCK p " + waiter_id + " ")) << line;
+  EXPECT_TRUE(starts_with(line, "LOCK p " + session_serial(waiter_id) + " ")) << line;
   std::vector<std::string> words = split(line);
   ASSERT_EQ(words.size(), 7u) << line;
   EXPECT_EQ(words[5], std::to_string(token)) << line;

@@ -93,6 +93,10 @@ std::string escape(std::string_view bytes, size_t max_length) {
   return text;
 }
 
+std::string session_serial(std::string_view id) {
+  return std::string(id.substr(0, id.find('-')));
+}
+
 std::string describe_wait_status(std::optional<int> status) {
   if (!status) return "still running";
   if (WIFEXITED(*status)) return "exited with status " + std::to_string(WEXITSTATUS(*status));

@@ -191,4 +191,8 @@ bool eventually(const std::function<bool()>& condition,
 // Makes binary-safe text readable in failure messages ("\r\n" -> "\\r\\n").
 std::string escape(std::string_view bytes, size_t max_length = 200);
 
+// The public part of a lock-service session id "<serial>-<secret>", all
+// that `stats locks` and `watch` show of a session (docs/lock-service.md).
+std::string session_serial(std::string_view id);
+
 }  // namespace e2e

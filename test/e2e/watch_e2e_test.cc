@@ -328,6 +328,7 @@ TEST(WatchLockServiceE2e, LocksShowTheLockServicesGrantsWaitsAndReleases) {
   ASSERT_TRUE(second.connect(*lock_port));
   const std::string first_port = std::to_string(local_port(first));
   ASSERT_EQ(first.request("set_timeout 0"), "200 Timeout set");
+  const std::string first_id = first.request("conn_id").substr(4);
   std::string acquired = first.request("lock job");
   ASSERT_EQ(acquired.rfind("200 Acquired ", 0), 0u) << acquired;
   ASSERT_TRUE(second.send("lock job 30\r\n"));
@@ -338,6 +339,9 @@ TEST(WatchLockServiceE2e, LocksShowTheLockServicesGrantsWaitsAndReleases) {
   EXPECT_EQ(grant["token"], acquired.substr(13));
   EXPECT_EQ(grant["rip"], "127.0.0.1");
   EXPECT_EQ(grant["rport"], first_port);
+  // Its public part only: a watcher must not learn what resumes the session.
+  EXPECT_EQ(grant["session"], e2e::session_serial(first_id)) << first_id;
+  EXPECT_NE(grant["session"], first_id);
   EXPECT_FALSE(grant["session"].empty());
   auto wait = fields(watcher.next());
   EXPECT_EQ(wait["type"], "lock_wait");

@@ -466,10 +466,11 @@ class KeepalivedFailover(haclient.ClusterTest):
         self.assertEqual(took_over[-1:], [(str(CONTENDERS + 1), str(HELD + 1))])
 
         # No grant the holder saw is lost: the new master lists each of its
-        # locks under its session with the token it was granted, and they
-        # are still its own: another session is refused, its unlock works.
+        # locks under its session's serial (the id's public part) with the
+        # token it was granted, and they are still its own: another session
+        # is refused, its unlock works.
         self.assertEqual(lock_table(self.servers.client(new_master, haclient.LOCK_PORT), "held:"),
-                         {name: (holder.id, token) for name, token in held.items()})
+                         {name: (holder.id.split("-")[0], token) for name, token in held.items()})
         other = self.servers.vip_client(CLIENT_NODE, haclient.LOCK_PORT)
         self.assertEqual(other.call("lock held:1"), "409 Unavailable")
         self.assertEqual(holder.call("unlock held:1"), "200 Released")

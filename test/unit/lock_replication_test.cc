@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -63,16 +64,19 @@ std::shared_ptr<WaitTicket> ticket(const std::shared_ptr<Session>& session, std:
 }
 
 // The master's state as the service itself shows it: `sessions` are the
-// live ones (the caller keeps track), the locks come from list().
+// live ones (the caller keeps track), the locks come from list(), which
+// names a holder by its public id; the stream carries whole ids.
 LockState master_state(const LockService& service,
                        const std::vector<std::shared_ptr<Session>>& sessions, uint64_t high_water) {
   LockState state;
+  std::unordered_map<std::string, std::string> whole_ids;
   for (const std::shared_ptr<Session>& session : sessions) {
     std::lock_guard lock(session->mutex);
     state.sessions[session->id] = {session->grace_ms, session->held};
+    whole_ids[std::string(session->public_id())] = session->id;
   }
   for (const locks::LockInfo& info : service.list("")) {
-    state.locks[info.name] = {info.session, info.token};
+    state.locks[info.name] = {whole_ids[info.session], info.token};
   }
   state.token_high_water = high_water;
   return state;
@@ -827,7 +831,7 @@ TEST_F(LockReplicationAdoptTest, ResumedSessionGetsItsLocksAndTokensGoOnAboveThe
   ASSERT_NE(find(locks, "x"), nullptr);
   EXPECT_EQ(find(locks, "x")->token, x_token_);
   EXPECT_EQ(find(locks, "y")->token, y_token_);
-  EXPECT_EQ(find(locks, "x")->session, a_->id);
+  EXPECT_EQ(find(locks, "x")->session, a_->public_id());
 
   std::shared_ptr<Session> a = promoted.resume_session(a_->id);
   ASSERT_NE(a, nullptr);
@@ -864,7 +868,7 @@ TEST_F(LockReplicationAdoptTest, ExpiryAfterTheGraceReleasesAdoptedLocks) {
   EXPECT_EQ(promoted.resume_session(c_->id), nullptr);
   std::vector<locks::LockInfo> locks = promoted.list("");
   ASSERT_EQ(locks.size(), 1u);
-  EXPECT_EQ(locks[0].session, waiter->id);
+  EXPECT_EQ(locks[0].session, waiter->public_id());
   EXPECT_EQ(promoted.stats().sessions, 1u);
   EXPECT_EQ(promoted.stats().sessions_in_grace, 0u);
 }

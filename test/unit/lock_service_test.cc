@@ -52,7 +52,7 @@ class LockServiceTest : public ::testing::Test {
   }
 
   bool holds(const std::shared_ptr<Session>& session, const std::string& name) {
-    return info(name).session == session->id;
+    return info(name).session == session->public_id();
   }
 
   LockService service_;
@@ -346,8 +346,8 @@ TEST_F(LockServiceTest, ResumeSessionRefusesAttachedAndUnknown) {
 }
 
 // Ids are "<serial>-<secret>" (session_id.h): distinct, with a 128-bit
-// secret.
-TEST_F(LockServiceTest, IdsAreUniqueWithTheirOwnSerial) {
+// secret, and what list() shows of them is the serial alone.
+TEST_F(LockServiceTest, IdsAreUniqueAndListedByTheirSerialOnly) {
   std::unordered_set<std::string> ids, serials;
   for (int i = 0; i < 10000; ++i) {
     std::shared_ptr<Session> session = service_.create_session();
@@ -360,6 +360,12 @@ TEST_F(LockServiceTest, IdsAreUniqueWithTheirOwnSerial) {
   }
   EXPECT_EQ(ids.size(), 10000u);
   EXPECT_EQ(serials.size(), 10000u) << "the serial alone finds a session";
+
+  auto holder = service_.create_session();
+  service_.try_acquire(holder, "l");
+  EXPECT_EQ(info("l").session, session_serial(10001));
+  EXPECT_EQ(info("l").session + "-" + std::string(split_session_id(holder->id)->secret),
+            holder->id);
 }
 
 // Anything but the whole id fails as an unknown id does, and leaves the
@@ -534,13 +540,13 @@ TEST_F(LockServiceTest, ListReportsHeldLocksByPrefix) {
             [](const LockInfo& x, const LockInfo& y) { return x.name < y.name; });
   ASSERT_EQ(app.size(), 2u);
   EXPECT_EQ(app[0].name, "app/one");
-  EXPECT_EQ(app[0].session, a->id);
+  EXPECT_EQ(app[0].session, a->public_id());
   EXPECT_EQ(app[0].waiters, 1u);
   EXPECT_EQ(app[0].token, t1);
   EXPECT_GE(app[0].held_ms, 0);
   EXPECT_LT(app[0].held_ms, 60000);
   EXPECT_EQ(app[1].name, "app/two");
-  EXPECT_EQ(app[1].session, b->id);
+  EXPECT_EQ(app[1].session, b->public_id());
   EXPECT_EQ(app[1].waiters, 0u);
   EXPECT_EQ(app[1].token, t2);
 
@@ -579,7 +585,7 @@ TEST_F(LockServiceTest, ListAndCountsFollowTheSessionsConnection) {
   uint64_t detachment;
   ASSERT_GT(service_.detach(a, &detachment), 0);
   x = info("x");
-  EXPECT_EQ(x.session, a->id) << "still held, in the grace period";
+  EXPECT_EQ(x.session, a->public_id()) << "still held, in the grace period";
   EXPECT_FALSE(x.attached);
   EXPECT_EQ(x.client.address, "");
   EXPECT_EQ(service_.locks_by_connection().count(7), 0u);

@@ -124,7 +124,8 @@ class WatchHub final : public store::EvictionObserver {
                    UnlockReason reason);
   // The lock service: `type` is lock_grant, lock_busy, lock_refused,
   // lock_wait, lock_timeout, lock_release or session_detach; `details` the
-  // fields between the name and the session (may be empty).
+  // fields between the name and the session (may be empty); `session` the
+  // session's public id, since any watcher sees it (locks/session_id.h).
   void lock_service_event(const ClientInfo& client, std::string_view type, std::string_view name,
                           std::string_view details, std::string_view session);
 

@@ -80,7 +80,7 @@ struct WaitTicket {
 
 struct LockInfo {
   std::string name;
-  std::string session;
+  std::string session;  // the holder's public id, never its whole id
   int64_t held_ms;
   size_t waiters;
   uint64_t token;
