@@ -19,7 +19,10 @@
 //   0xe4 token floor   token (u64)         -            -
 //
 // Keys and session ids are 1 to 250 bytes, like a cache key: the lock
-// protocol refuses longer names, and session ids are a few characters.
+// protocol refuses longer names, and session ids are at most 46 characters.
+// Ids travel whole, secret included (locks/session_id.h): a client resumes
+// its session on the new master with the id the old one gave it. Whoever
+// can read the stream can take sessions over, as they can read every value.
 #pragma once
 
 #include <cstddef>
