@@ -282,8 +282,10 @@ ssize_t Connection::receive_tls(char* destination, size_t room) {
     errno = EPROTO;
     return -1;
   }
-  flush();  // the handshake's answers, session tickets
-  if (closed()) return -1;
+  if (tls_->ciphertext_size() > 0) {
+    flush();  // the handshake's answers, session tickets
+    if (closed()) return -1;
+  }
   if (decrypted > 0) return static_cast<ssize_t>(decrypted);
   if (tls_->peer_closed()) return 0;
   errno = EAGAIN;  // a handshake step, or part of a record
@@ -313,8 +315,8 @@ void Connection::flush() {
 void Connection::flush_tls() {
   for (;;) {
     if (!encrypt_replies()) return close();
+    if (tls_->ciphertext_size() == 0) break;
     std::string_view ciphertext = tls_->ciphertext();
-    if (ciphertext.empty()) break;
     ssize_t sent = net::send_some(fd_, ciphertext.data(), ciphertext.size());
     if (sent < 0) {
       if (errno == EINTR) continue;
@@ -330,7 +332,7 @@ void Connection::flush_tls() {
 // False when the session failed.
 bool Connection::encrypt_replies() {
   while (!out_.empty() && tls_->handshake_done() &&
-         tls_->ciphertext().size() < kMaxCiphertextBacklog) {
+         tls_->ciphertext_size() < kMaxCiphertextBacklog) {
     iovec iov[kMaxIovecs];
     int count = out_.gather(iov, kMaxIovecs);
     const char* data = static_cast<const char*>(iov[0].iov_base);
@@ -360,8 +362,8 @@ void Connection::say_goodbye() {
 }
 
 void Connection::send_ciphertext_once() {
+  if (tls_->ciphertext_size() == 0) return;
   std::string_view ciphertext = tls_->ciphertext();
-  if (ciphertext.empty()) return;
   ssize_t ignored = net::send_some(fd_, ciphertext.data(), ciphertext.size());
   (void)ignored;
 }

@@ -22,15 +22,10 @@ BIO* new_buffer() {
   return bio;
 }
 
-// A BIO's buffer keeps its largest size; past this, an empty one is swapped
-// for a new one, so that an idle connection holds little.
-constexpr size_t kKeepBufferBytes = 16 * 1024;
-
-bool holds_large_empty_buffer(BIO* bio) {
-  BUF_MEM* memory = nullptr;
-  BIO_get_mem_ptr(bio, &memory);
-  return BIO_ctrl_pending(bio) == 0 && memory != nullptr && memory->max > kKeepBufferBytes;
-}
+// A BIO's buffer keeps its largest size; one that held more than this (a
+// handshake's certificates, a large value) is swapped for a new one once
+// empty, so that an idle connection holds little.
+constexpr size_t kKeepBufferBytes = 2 * 1024;
 
 }  // namespace
 
@@ -55,6 +50,12 @@ void Session::put_ciphertext(const char* data, size_t size) {
     data += chunk;
     size -= static_cast<size_t>(chunk);
   }
+  in_peak_ = std::max(in_peak_, BIO_ctrl_pending(in_));
+}
+
+void Session::note_ciphertext() {
+  ciphertext_size_ = BIO_ctrl_pending(out_);
+  out_peak_ = std::max(out_peak_, ciphertext_size_);
 }
 
 size_t Session::read(char* out, size_t room) {
@@ -69,6 +70,7 @@ size_t Session::read(char* out, size_t room) {
     note_failure(result);
     break;
   }
+  note_ciphertext();  // handshake messages, session tickets, alerts
   return total;
 }
 
@@ -76,6 +78,7 @@ size_t Session::write(const void* data, size_t size) {
   if (failed_ || size == 0) return 0;
   size_t written = 0;
   int result = SSL_write_ex(ssl_, data, size, &written);
+  note_ciphertext();
   if (result == 1) return written;
   note_failure(result);
   return 0;
@@ -114,6 +117,7 @@ void Session::consume_ciphertext(size_t size) {
     if (read <= 0) break;
     size -= static_cast<size_t>(read);
   }
+  ciphertext_size_ = BIO_ctrl_pending(out_);
 }
 
 bool Session::handshake_done() const {
@@ -122,16 +126,19 @@ bool Session::handshake_done() const {
 
 void Session::shutdown() {
   if (SSL_shutdown(ssl_) < 0) ERR_clear_error();
+  note_ciphertext();
 }
 
 void Session::trim() {
-  if (holds_large_empty_buffer(in_)) {
+  if (in_peak_ > kKeepBufferBytes && BIO_ctrl_pending(in_) == 0) {
     in_ = new_buffer();
     SSL_set0_rbio(ssl_, in_);  // frees the old one
+    in_peak_ = 0;
   }
-  if (holds_large_empty_buffer(out_)) {
+  if (out_peak_ > kKeepBufferBytes && ciphertext_size_ == 0) {
     out_ = new_buffer();
     SSL_set0_wbio(ssl_, out_);
+    out_peak_ = 0;
   }
 }
 

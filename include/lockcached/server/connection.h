@@ -96,7 +96,7 @@ class Connection final : public net::EventHandler {
   bool encrypt_replies();
   // Replies or ciphertext the socket has not taken yet.
   bool output_pending() const {
-    return !out_.empty() || (tls_ && !tls_->ciphertext().empty());
+    return !out_.empty() || (tls_ && tls_->ciphertext_size() > 0);
   }
   // A TLS client is told the connection ends (close_notify), if the socket takes it.
   void say_goodbye();

@@ -40,6 +40,9 @@ class Session {
 
   // Ciphertext waiting to be sent (handshake messages, encrypted replies).
   std::string_view ciphertext() const;
+  // Its size, known without asking OpenSSL: the connection asks after
+  // every step, and each BIO call costs about a hundred instructions.
+  size_t ciphertext_size() const { return ciphertext_size_; }
   void consume_ciphertext(size_t size);
 
   bool handshake_done() const;
@@ -56,11 +59,18 @@ class Session {
 
  private:
   void note_failure(int result);
+  // After OpenSSL may have written ciphertext.
+  void note_ciphertext();
 
   std::shared_ptr<const Context> context_;  // the SSL_CTX outlives ssl_
   SSL* ssl_;
   BIO* in_;   // ciphertext from the peer, owned by ssl_
   BIO* out_;  // ciphertext to the peer, owned by ssl_
+  size_t ciphertext_size_ = 0;
+  // The most each buffer held since it was last made anew: a buffer keeps
+  // its largest size, and only one that grew is worth replacing.
+  size_t in_peak_ = 0;
+  size_t out_peak_ = 0;
   bool failed_ = false;
   bool peer_closed_ = false;
   std::string error_;
