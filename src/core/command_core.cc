@@ -26,6 +26,19 @@ bool CommandCore::start_watch(uint32_t streams) {
   return watcher_ != nullptr;
 }
 
+AuthResult CommandCore::authenticate(std::string_view user, std::string_view password) {
+  stats_.auth_cmds.add();
+  AuthResult result = auth_.attempt(user, password);
+  if (result != AuthResult::kAccepted) stats_.auth_errors.add();
+  return result;
+}
+
+AuthResult CommandCore::auth_malformed() {
+  stats_.auth_cmds.add();
+  stats_.auth_errors.add();
+  return auth_.fail();
+}
+
 ItemRef CommandCore::allocate(std::string_view key, uint32_t flags, int64_t exptime,
                               size_t value_len) {
   ItemRef item =

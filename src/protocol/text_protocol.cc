@@ -57,6 +57,9 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
       case State::kValue:
         pos += fill_value(input.substr(pos), out);
         break;
+      case State::kAuthData:
+        pos += fill_auth_data(input.substr(pos), out);
+        break;
       case State::kSwallow: {
         size_t skip = std::min(swallow_left_, input.size() - pos);
         pos += skip;
@@ -111,6 +114,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   // -vv, as memcached's: every request line, after the connection's id.
   LOCKCACHED_VLOG(2) << '<' << core_.owner() << ' ' << escape_for_log(line);
   noreply_ = false;
+  if (core_.auth_required()) [[unlikely]] return unauthenticated(line, out);
   // The most frequent request skips the split into words: its keys are
   // walked as they are looked up anyway.
   if (line.size() > 4 && line.compare(0, 4, "get ") == 0 &&
@@ -163,6 +167,63 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
     return;
   }
   reply(out, "ERROR");
+}
+
+// memcached's -Y: the first command must be a `set` (any key, flags and
+// exptime) whose data block is "user password"; anything else, `quit`
+// included, is answered CLIENT_ERROR unauthenticated (memcached 1.6.18's
+// words). Nothing is stored, and noreply is ignored, as memcached does.
+void TextProtocol::unauthenticated(std::string_view line, OutputQueue& out) {
+  Words words = split_words(line);
+  uint64_t length = 0;
+  if (words.count < 5 || words[0] != "set" || !parse_u64(words[4], &length)) {
+    return out.append("CLIENT_ERROR unauthenticated\r\n");
+  }
+  if (length > kMaxAuthData) {  // no user:password line is that long: skip it
+    swallow_left_ = length + 2;
+    state_ = State::kSwallow;
+    return auth_refused(core_.auth_malformed(), "CLIENT_ERROR authentication failure", out);
+  }
+  auth_data_.clear();
+  auth_left_ = length + 2;
+  state_ = State::kAuthData;
+}
+
+size_t TextProtocol::fill_auth_data(std::string_view input, OutputQueue& out) {
+  size_t take = std::min(auth_left_, input.size());
+  auth_data_.append(input.substr(0, take));
+  auth_left_ -= take;
+  if (auth_left_ == 0) finish_auth(out);
+  return take;
+}
+
+void TextProtocol::finish_auth(OutputQueue& out) {
+  state_ = State::kLine;
+  std::string data = std::move(auth_data_);
+  auth_data_.clear();
+  // memcached's words for a block without its CRLF (not "bad data chunk").
+  if (!data.ends_with("\r\n")) {
+    return out.append("CLIENT_ERROR bad command line termination\r\n");
+  }
+  data.resize(data.size() - 2);
+  // memcached splits the block on spaces: the first two words count.
+  Words token = split_words(data);
+  if (token.count < 2) {
+    return auth_refused(core_.auth_malformed(), "CLIENT_ERROR bad authentication token format",
+                        out);
+  }
+  core::AuthResult result = core_.authenticate(token[0], token[1]);
+  if (result == core::AuthResult::kAccepted) return out.append("STORED\r\n");
+  auth_refused(result, "CLIENT_ERROR authentication failure", out);
+}
+
+// After the third failure the connection closes (memcached lets a client
+// guess forever).
+void TextProtocol::auth_refused(core::AuthResult result, std::string_view reply,
+                                OutputQueue& out) {
+  out.append(reply);
+  out.append("\r\n");
+  if (result == core::AuthResult::kLockedOut) close_ = true;
 }
 
 void TextProtocol::get(const Words& words, std::string_view line, bool with_cas, bool touch,

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockcached/core/auth.h"
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
@@ -27,11 +28,14 @@ class CommandCore {
   // `watch`, when given, gets this connection's events, with `client` (the
   // connection's own, living as long as it) saying who did them.
   // `control`, when given, takes the commands that act on the whole server.
+  // `authenticator`, when given, must pass the connection before anything
+  // else is served (docs/authentication.md).
   CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
               store::OwnerId owner, const std::atomic<bool>* read_only = nullptr,
               WatchHub* watch = nullptr, const ClientInfo* client = nullptr,
-              ServerControl* control = nullptr)
-      : store_(store),
+              ServerControl* control = nullptr, const Authenticator* authenticator = nullptr)
+      : auth_(authenticator),
+        store_(store),
         stats_(stats),
         stats_source_(stats_source),
         prefix_stats_(stats_source.prefix_stats()),
@@ -43,6 +47,15 @@ class CommandCore {
         control_(control) {}
 
   store::OwnerId owner() const { return owner_; }
+  // True while the connection must authenticate first: the protocols then
+  // answer every other request with their "unauthenticated" error.
+  bool auth_required() const { return auth_.required(); }
+  // Whether the server checks credentials at all (the SASL opcodes exist).
+  bool auth_enabled() const { return auth_.enabled(); }
+  // One attempt, counted in auth_cmds and (refused) auth_errors. A
+  // malformed one (`user` and `password` unknown) goes to auth_malformed().
+  AuthResult authenticate(std::string_view user, std::string_view password);
+  AuthResult auth_malformed();
   bool read_only() const { return read_only_ && read_only_->load(std::memory_order_relaxed); }
   ThreadStats& thread_stats() { return stats_; }
   size_t max_item_size() const { return store_.max_item_size(); }
@@ -158,6 +171,7 @@ class CommandCore {
     if (prefix_stats_) prefix_stats_->record_get(key, hit);
   }
 
+  AuthSession auth_;
   store::Store& store_;
   ThreadStats& stats_;
   StatsSource& stats_source_;

@@ -34,6 +34,8 @@ class PrefixStats;
   X(touch_misses)                     \
   X(store_too_large)                  \
   X(store_no_memory)                  \
+  X(auth_cmds)                        \
+  X(auth_errors)                      \
   X(cmd_lock)                         \
   X(lock_hits)                        \
   X(lock_misses)                      \

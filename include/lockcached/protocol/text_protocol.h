@@ -24,6 +24,9 @@ constexpr size_t kGetKeysPerStep = 1024;
 
 class TextProtocol final : public ProtocolHandler {
  public:
+  // The longest "user password" data block read; a longer one is refused.
+  static constexpr size_t kMaxAuthData = 4096;
+
   explicit TextProtocol(core::CommandCore& core) : core_(core), meta_(core) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
@@ -35,13 +38,19 @@ class TextProtocol final : public ProtocolHandler {
   bool reading_data() const override { return state_ != State::kLine; }
 
  private:
-  enum class State : uint8_t { kLine, kValue, kSwallow };
+  // kAuthData: the data block of the `set` that authenticates (memcached's -Y).
+  enum class State : uint8_t { kLine, kValue, kSwallow, kAuthData };
 
   void execute(std::string_view line, OutputQueue& out);
   // Appends text and CRLF unless the command said noreply.
   void reply(OutputQueue& out, std::string_view text);
   void refuse_on_replica(OutputQueue& out);
   void check_partial_line(std::string_view partial, OutputQueue& out);
+  // Before authenticating: only a `set` is read, its data being the token.
+  void unauthenticated(std::string_view line, OutputQueue& out);
+  size_t fill_auth_data(std::string_view input, OutputQueue& out);
+  void finish_auth(OutputQueue& out);
+  void auth_refused(core::AuthResult result, std::string_view reply, OutputQueue& out);
 
   void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
   // `keys`: the space-separated keys of a get, gets, gat or gats.
@@ -89,6 +98,8 @@ class TextProtocol final : public ProtocolHandler {
   uint64_t value_cas_ = 0;
   size_t value_filled_ = 0;  // bytes of value and CRLF received so far
   size_t swallow_left_ = 0;  // bytes of a refused data block still to skip
+  std::string auth_data_;    // State::kAuthData: what arrived of the block
+  size_t auth_left_ = 0;     // and how much of it, with its CRLF, is to come
   KeyWalk keys_;
   // `stats cachedump` or `lru_crawler metadump`, listed a piece at a time.
   ItemWalk items_;
