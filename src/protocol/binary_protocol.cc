@@ -64,6 +64,10 @@ bool is_quiet(uint8_t opcode) {
   }
 }
 
+bool is_sasl(uint8_t opcode) {
+  return opcode == kSaslListMechs || opcode == kSaslAuth || opcode == kSaslStep;
+}
+
 bool carries_value(uint8_t opcode) {
   switch (opcode) {
     case kSet:
@@ -150,6 +154,15 @@ Shape check_shape(const Header& h) {
     case kKeys:
       ok = ext == 0 && body == key;
       break;
+    case kSaslListMechs:
+      ok = ext == 0 && key == 0 && body == 0;
+      break;
+    case kSaslAuth:
+    case kSaslStep:
+      // A message past the bound cannot be a user:password of ours.
+      ok = ext == 0 && key > 0 && body >= key &&
+           body - key <= BinaryProtocol::kMaxSaslMessage;
+      break;
     case kVerbosity:
       // memcached answers a malformed one "Unknown command" and goes on.
       if (ext != 4 || key != 0 || body != 4) return Shape::kUnknown;
@@ -188,6 +201,9 @@ bool changes_the_cache(uint8_t opcode) {
     case kStat:
     case kVerbosity:
     case kKeys:
+    case kSaslListMechs:
+    case kSaslAuth:
+    case kSaslStep:
       return false;
     default:
       return true;
@@ -218,6 +234,8 @@ std::string_view status_text(uint16_t status) {
       return "Out of memory";
     case kTemporaryFailure:
       return kReadOnlyReason;
+    case kAuthError:
+      return "Auth failure.";
     default:
       return "Unhandled error";
   }
@@ -291,20 +309,22 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
       protocol_error(out, header);
       break;
     }
-    if (shape == Shape::kUnknown || shape == Shape::kRefused) {
-      // Skip the body without buffering it, however large it claims to be.
-      respond_error(out, header, shape == Shape::kUnknown ? kUnknownCommand : kInvalid);
+    // memcached's -S: before authenticating, only the SASL opcodes are
+    // served; everything else, quiet opcodes included, is answered 0x20.
+    if (core_.auth_required() && !is_sasl(header.opcode)) [[unlikely]] {
+      refuse(out, header, kAuthError);
       pos += kHeaderSize;
-      swallow_left_ = header.body_length;
-      state_ = State::kSwallow;
+      continue;
+    }
+    if (shape == Shape::kUnknown || shape == Shape::kRefused) {
+      refuse(out, header, shape == Shape::kUnknown ? kUnknownCommand : kInvalid);
+      pos += kHeaderSize;
       continue;
     }
     if (core_.read_only() && changes_the_cache(header.opcode)) {
       // Answered even for a quiet opcode: a write is never lost silently.
-      respond_error(out, header, kTemporaryFailure);
+      refuse(out, header, kTemporaryFailure);
       pos += kHeaderSize;
-      swallow_left_ = header.body_length;
-      state_ = State::kSwallow;
       continue;
     }
     // Everything but the value is small (at most 255 + 250 bytes): wait for it.
@@ -313,7 +333,8 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     size_t needed = kHeaderSize + (has_value ? fixed : header.body_length);
     if (rest.size() < needed) break;
     Request request{header, rest.substr(kHeaderSize, header.extras_length),
-                    rest.substr(kHeaderSize + header.extras_length, header.key_length)};
+                    rest.substr(kHeaderSize + header.extras_length, header.key_length),
+                    rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed)};
     pos += needed;
     if (has_value) {
       start_value(request, out);
@@ -383,6 +404,10 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
     case kLaGK:
     case kLaGKQ:
       return lock_and_get(request, out);
+    case kSaslListMechs:
+    case kSaslAuth:
+    case kSaslStep:
+      return sasl(request, out);
     case kKeys:
       keys_header_ = h;
       keys_.start(request.key);
@@ -539,6 +564,35 @@ void BinaryProtocol::lock_and_get(const Request& request, OutputQueue& out) {
       if (with_key) return respond(out, h, kNotFound, {}, request.key);
       return respond_error(out, h, kNotFound);
   }
+}
+
+// SASL PLAIN as memcached's -S answers it: LIST_MECHS "PLAIN", AUTH with
+// the mechanism as key and the PLAIN message as value, "Authenticated" or
+// 0x20. PLAIN has no steps, so a STEP is a failed attempt. Without an auth
+// file these opcodes are unknown, as in memcached without -S.
+void BinaryProtocol::sasl(const Request& request, OutputQueue& out) {
+  const Header& h = request.header;
+  if (!core_.auth_enabled()) return respond_error(out, h, kUnknownCommand);
+  if (h.opcode == kSaslListMechs) return respond(out, h, kSuccess, {}, {}, "PLAIN");
+  std::string_view user;
+  std::string_view password;
+  bool well_formed = h.opcode == kSaslAuth && request.key == "PLAIN" &&
+                     core::parse_sasl_plain(request.value, &user, &password);
+  core::AuthResult result =
+      well_formed ? core_.authenticate(user, password) : core_.auth_malformed();
+  if (result == core::AuthResult::kAccepted) {
+    return respond(out, h, kSuccess, {}, {}, "Authenticated");
+  }
+  respond_error(out, h, kAuthError);
+  // The third failure closes the connection, after its answer.
+  if (result == core::AuthResult::kLockedOut) close_ = true;
+}
+
+void BinaryProtocol::refuse(OutputQueue& out, const Header& header, uint16_t status) {
+  respond_error(out, header, status);
+  // Skip the body without buffering it, however large it claims to be.
+  swallow_left_ = header.body_length;
+  state_ = State::kSwallow;
 }
 
 void BinaryProtocol::continue_work(OutputQueue& out) {

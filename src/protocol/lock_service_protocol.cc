@@ -42,6 +42,7 @@ std::string acquired_reply(uint64_t token) {
 // The request as -vv logs it: without a session id's secret, which would
 // let whoever reads the log take the session over.
 std::string loggable(std::string_view line, const Words& words) {
+  if (words.count >= 1 && words[0] == "auth") return "auth (hidden)";
   if (words.count < 2 || words[0] != "conn_id") return std::string(line);
   std::string_view shown = locks::public_session_id(words[1]);
   return "conn_id " + std::string(shown) + (shown.size() < words[1].size() ? "-<secret>" : "");
@@ -51,6 +52,7 @@ std::string loggable(std::string_view line, const Words& words) {
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
     : context_(std::move(context)),
+      auth_(context_.authenticator),
       session_(context_.service->create_session(context_.session_client)),
       self_(std::make_shared<LockServiceProtocol*>(this)) {}
 
@@ -81,11 +83,18 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
 
 void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   Words words = split_words(line);
-  // -vv: every request line after the connection's id, as the cache's.
+  // -vv: every request line after the connection's id, as the cache's;
+  // never a password or a session's secret.
   LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' '
                      << escape_for_log(loggable(line, words));
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   std::string_view command = words[0];
+  // Before anything a replica refuses: a client authenticates there too.
+  if (command == "auth") return auth(words, out);
+  // --auth_file: nothing but `auth` and `quit` before authenticating.
+  if (auth_.required() && command != "quit") [[unlikely]] {
+    return out.append("401 Authentication required\r\n");
+  }
   // Acquire: a node that stopped being a replica retired its service
   // first, so this sees that the connection's service is stale.
   if (context_.read_only && context_.read_only->load(std::memory_order_acquire) &&
@@ -120,6 +129,16 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
     return;
   }
   out.append("400 Unknown command\r\n");
+}
+
+// 401 as HTTP's Unauthorized; the third refusal closes the connection.
+void LockServiceProtocol::auth(const Words& words, OutputQueue& out) {
+  if (!auth_.enabled()) return out.append("400 Authentication not enabled\r\n");
+  if (words.count != 3) return out.append("400 auth takes USER PASSWORD\r\n");
+  core::AuthResult result = auth_.attempt(words[1], words[2]);
+  if (result == core::AuthResult::kAccepted) return out.append("200 Authenticated\r\n");
+  out.append("401 Authentication failed\r\n");
+  if (result == core::AuthResult::kLockedOut) close_ = true;
 }
 
 void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {

@@ -16,6 +16,9 @@ namespace lockcached::protocol {
 
 class BinaryProtocol final : public ProtocolHandler {
  public:
+  // The longest SASL message read (PLAIN: authzid, user and password).
+  static constexpr size_t kMaxSaslMessage = 4096;
+
   explicit BinaryProtocol(core::CommandCore& core) : core_(core) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
@@ -32,7 +35,9 @@ class BinaryProtocol final : public ProtocolHandler {
     binary::Header header;
     std::string_view extras;
     std::string_view key;
+    std::string_view value;  // empty for the opcodes whose value goes into an item
   };
+
 
   void dispatch(const Request& request, OutputQueue& out);
   void start_value(const Request& request, OutputQueue& out);
@@ -48,6 +53,9 @@ class BinaryProtocol final : public ProtocolHandler {
   void lock(const Request& request, OutputQueue& out);
   void unlock(const Request& request, OutputQueue& out);
   void lock_and_get(const Request& request, OutputQueue& out);
+  void sasl(const Request& request, OutputQueue& out);
+  // Answers `status` and skips the request's body without buffering it.
+  void refuse(OutputQueue& out, const binary::Header& header, uint16_t status);
 
   // A reply with the request's opcode and opaque.
   void respond(OutputQueue& out, const binary::Header& request, uint16_t status,

@@ -49,6 +49,10 @@ enum Opcode : uint8_t {
   kTouch = 0x1c,
   kGat = 0x1d,
   kGatQ = 0x1e,
+  // SASL (memcached's -S); only PLAIN, checked against --auth_file.
+  kSaslListMechs = 0x20,
+  kSaslAuth = 0x21,
+  kSaslStep = 0x22,
   kGatK = 0x23,
   kGatKQ = 0x24,
   // The locking extension.
@@ -78,6 +82,7 @@ enum Status : uint16_t {
   kNonNumeric = 0x06,
   kLocked = 0x10,
   kNotLocked = 0x11,
+  kAuthError = 0x20,  // refused credentials, or a request before authenticating
   kUnknownCommand = 0x81,
   kOutOfMemory = 0x82,
   kTemporaryFailure = 0x86,  // a read-only replica refusing a write

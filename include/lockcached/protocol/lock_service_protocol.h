@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockcached/core/auth.h"
 #include "lockcached/core/watch.h"
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
@@ -37,6 +38,8 @@ struct LockServiceContext {
   // The same connection as its sessions record it: its id (in -vv log
   // lines and `stats conns`) and the client's address (for `stats locks`).
   locks::ClientInfo session_client = {};
+  // When given, `auth USER PASSWORD` must succeed before anything else.
+  const core::Authenticator* authenticator = nullptr;
 };
 
 class LockServiceProtocol final : public ProtocolHandler {
@@ -53,6 +56,7 @@ class LockServiceProtocol final : public ProtocolHandler {
 
  private:
   void execute(std::string_view line, OutputQueue& out);
+  void auth(const Words& words, OutputQueue& out);
   void lock(const Words& words, OutputQueue& out);
   void unlock(const Words& words, OutputQueue& out);
   void conn_id(const Words& words, OutputQueue& out);
@@ -77,6 +81,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   std::vector<std::string> held_names() const;
 
   LockServiceContext context_;
+  core::AuthSession auth_;
   std::shared_ptr<locks::Session> session_;
   std::shared_ptr<locks::WaitTicket> wait_;
   net::Reactor::TimerId wait_timer_ = 0;
