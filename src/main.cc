@@ -77,6 +77,13 @@ DEFINE_string(tls_min_version, "1.2", "Oldest TLS version accepted: 1.2 or 1.3")
 DEFINE_string(tls_ciphers, "", "TLS 1.2 cipher list, OpenSSL's syntax (empty: its default)");
 DEFINE_int32(tls_handshake_timeout, 10,
              "Seconds a client has to finish its TLS handshake before it is cut off");
+DEFINE_string(auth_file, "",
+              "memcached's -Y: a file of user:password lines; every client must authenticate "
+              "first (text: a set whose data is \"user password\", binary: SASL PLAIN, lock "
+              "service: auth USER PASSWORD); SIGHUP re-reads it");
+DEFINE_bool(enable_sasl, false,
+            "memcached's -S, accepted with --auth_file only: binary SASL PLAIN is on whenever "
+            "--auth_file is given");
 DEFINE_int32(repl_sync_timeout_ms, 1000,
              "Milliseconds a lock-service change waits for a replica's ack; a replica that "
              "misses it is dropped and resyncs, and the change is confirmed without it");
@@ -96,6 +103,7 @@ const char* malloc_conf = "dirty_decay_ms:1000,muzzy_decay_ms:0";
 namespace {
 
 namespace server = lockcached::server;
+using lockcached::core::Authenticator;
 
 // Exit statuses (lockcached(1), "EXIT STATUS"). 64 tells lockcached.service
 // (RestartPreventExitStatus=64) that restarting cannot help.
@@ -112,6 +120,7 @@ const std::vector<server::FlagGroup> kFlagGroups = {
                      "repl_sync_timeout_ms"}},
     {"TLS", {"tls", "tls_port", "lock_tls_port", "tls_cert_file", "tls_key_file", "tls_ca_file",
              "tls_verify_client", "tls_min_version", "tls_ciphers", "tls_handshake_timeout"}},
+    {"Authentication", {"auth_file", "enable_sasl"}},
     {"Process", {"flagfile", "user", "daemonize", "pid_file"}},
     {"Logging (glog)", {"logtostderr", "log_dir", "v", "logbufsecs"}},
 };
@@ -120,14 +129,15 @@ constexpr const char* kUsageIntro =
     "lockcached: memcached-compatible cache server with server-side locking.\n"
     "Usage: lockcached [--flag=value ...] [--flagfile=FILE]";
 constexpr const char* kUsageOutro =
-    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -Z -h -V,\n"
+    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -Z -Y -S -h -V,\n"
     "-o with ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_ciphers and\n"
     "ssl_min_version, and --memory-limit --conn-limit --max-item-size --udp-port\n"
-    "--verbose --daemon --pidfile --enable-ssl --extended (UDP stays off). A flagfile holds one --flag=value per line; an unknown flag or a\n"
+    "--verbose --daemon --pidfile --enable-ssl --auth-file --enable-sasl --extended (UDP\n"
+    "stays off). A flagfile holds one --flag=value per line; an unknown flag or a\n"
     "bad value anywhere stops the server with exit status 64.\n"
     "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly; SIGHUP re-reads the\n"
-    "flagfile for --memory_limit_mb, --idle_timeout and --v, and reloads the TLS\n"
-    "certificates.\n"
+    "flagfile for --memory_limit_mb, --idle_timeout and --v, reloads the TLS\n"
+    "certificates and re-reads --auth_file.\n"
     "--helpfull lists every flag, glog's and gflags' included.\n";
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -214,14 +224,19 @@ FlagProblem check_flags() {
     return {"repl_sync_timeout_ms", "must be 1..60000"};
   }
   if (FlagProblem problem = check_tls_flags(); !problem.flag.empty()) return problem;
+  if (FLAGS_enable_sasl && FLAGS_auth_file.empty()) {
+    return {"enable_sasl", "(memcached's -S) needs --auth_file (-Y): lockcached checks SASL "
+                           "PLAIN against that file"};
+  }
   if (!FLAGS_user.empty() && !server::user_exists(FLAGS_user)) {
     return {"user", "no such user: " + FLAGS_user};
   }
   return {};
 }
 
-server::Settings settings_from_flags() {
+server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticator) {
   server::Settings settings;
+  settings.authenticator = std::move(authenticator);
   settings.listen = split_commas(FLAGS_listen);
   settings.port = static_cast<uint16_t>(FLAGS_port);
   settings.lock_port = FLAGS_lock_port;
@@ -273,11 +288,21 @@ void notify_service_manager(const std::string& state) {
 #endif
 }
 
+// --auth_file, read at start: a bad file stops the server as a bad flag
+// does. nullptr without the flag.
+std::shared_ptr<Authenticator> load_auth_file(std::string* error) {
+  if (FLAGS_auth_file.empty()) return nullptr;
+  auto authenticator = std::make_shared<Authenticator>();
+  if (!authenticator->load(FLAGS_auth_file, error)) return nullptr;
+  return authenticator;
+}
+
 // The command line made strict: memcached's options translated, flagfiles
-// read, every flag checked. Returns the translated arguments (what SIGHUP
-// walks again), or exits: 64 with one line for a mistake, 0 after --help
-// or --version.
-std::vector<std::string> load_configuration(int argc, char** argv) {
+// read, every flag checked, the auth file loaded into *authenticator.
+// Returns the translated arguments (what SIGHUP walks again), or exits: 64
+// with one line for a mistake, 0 after --help or --version.
+std::vector<std::string> load_configuration(int argc, char** argv,
+                                            std::shared_ptr<Authenticator>* authenticator) {
   auto usage_error = [](const std::string& message) {
     std::cerr << "lockcached: " << message << "\n";
     std::exit(kUsageError);
@@ -311,6 +336,9 @@ std::vector<std::string> load_configuration(int argc, char** argv) {
     usage_error("--" + problem.flag + ": " + problem.message +
                 (origin.empty() ? "" : " (" + origin + ")"));
   }
+  if (std::string error; !(*authenticator = load_auth_file(&error)) && !error.empty()) {
+    usage_error("--auth_file: " + error);
+  }
   for (const std::string& warning : command_line.warnings)
     std::cerr << "lockcached: warning: " << warning << "\n";
   return command_line.args;
@@ -318,7 +346,14 @@ std::vector<std::string> load_configuration(int argc, char** argv) {
 
 // SIGHUP: walk the command line and its flagfiles again and apply what can
 // change while serving. A mistake in the file is logged and changes nothing.
-void reload(server::Server& server, const std::vector<std::string>& args) {
+void reload(server::Server& server, const std::vector<std::string>& args,
+            Authenticator* authenticator) {
+  // The same file (its name is not re-read); a bad one keeps the old users.
+  if (std::string error; authenticator && !authenticator->reload(&error)) {
+    LOG(ERROR) << "SIGHUP: --auth_file unchanged: " << error;
+  } else if (authenticator) {
+    LOG(INFO) << "SIGHUP: --auth_file re-read: " << authenticator->users() << " users";
+  }
   server::CollectedFlags collected = server::collect_flags(args, server::gflags_registry());
   if (!collected.error.empty()) {
     LOG(ERROR) << "SIGHUP: configuration unchanged: " << collected.error;
@@ -367,12 +402,12 @@ void reload(server::Server& server, const std::vector<std::string>& args) {
 // thread (see main), so they arrive here and nowhere else, and the default
 // actions that would kill the process without flushing the log never run.
 void serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
-                         const sigset_t& signals) {
+                         Authenticator* authenticator, const sigset_t& signals) {
   for (;;) {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     if (signal_number == SIGHUP) {
-      reload(server, args);
+      reload(server, args, authenticator);
       google::FlushLogFiles(google::GLOG_INFO);
       continue;
     }
@@ -403,7 +438,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::vector<std::string> args = load_configuration(argc, argv);
+  std::shared_ptr<Authenticator> authenticator;
+  std::vector<std::string> args = load_configuration(argc, argv, &authenticator);
   google::InitGoogleLogging(argv[0]);
   lockcached::core::log_verbosity.store(FLAGS_v, std::memory_order_relaxed);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -430,7 +466,7 @@ int main(int argc, char** argv) {
                  << ": fewer connections than --max_connections plus --lock_max_connections "
                     "will be accepted";
   }
-  server::Server server(settings_from_flags());
+  server::Server server(settings_from_flags(authenticator));
   std::string error;
   if (!server.start(&error)) {
     LOG(ERROR) << "cannot start: " << error;
@@ -455,7 +491,7 @@ int main(int argc, char** argv) {
   notify_service_manager("READY=1\n" + status);
   daemon.ready(/*keep_output=*/FLAGS_v > 0);
 
-  serve_until_stopped(server, args, signals);
+  serve_until_stopped(server, args, authenticator.get(), signals);
   notify_service_manager("STOPPING=1");
   server.stop();
   LOG(INFO) << "stopped";

@@ -32,11 +32,9 @@ constexpr Unsupported kUnsupported[] = {
     {'C', "disable-cas"},
     {'b', "listen-backlog"},
     {'B', "protocol"},
-    {'S', "enable-sasl"},
     {'F', "disable-flush-all"},
     {'X', "disable-dumping"},
     {'W', "disable-watch"},
-    {'Y', "auth-file"},
     {'e', "memory-file"},
     {'N', "napi_ids"},
 };
@@ -50,7 +48,7 @@ struct LongAlias {
 constexpr LongAlias kLongAliases[] = {
     {"memory-limit", 'm'}, {"conn-limit", 'c'}, {"max-item-size", 'I'},
     {"udp-port", 'U'},     {"verbose", 'v'},    {"daemon", 'd'},   {"pidfile", 'P'},
-    {"enable-ssl", 'Z'},   {"extended", 'o'},
+    {"enable-ssl", 'Z'},   {"extended", 'o'},   {"auth-file", 'Y'}, {"enable-sasl", 'S'},
 };
 
 // memcached's TLS settings among its -o options, and the flag each sets.
@@ -74,7 +72,7 @@ const ExtendedOption kExtendedOptions[] = {
 };
 
 bool takes_value(char letter) {
-  return std::string_view("pUlmctIuPo").find(letter) != std::string_view::npos;
+  return std::string_view("pUlmctIuPoY").find(letter) != std::string_view::npos;
 }
 
 std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t max) {
@@ -232,6 +230,11 @@ class Translator {
         return flag("pid_file", *value);
       case 'Z':
         return flag("tls", "true");
+      case 'Y':
+        if (value->empty()) return fail(spelled + " needs a file name");
+        return flag("auth_file", *value);
+      case 'S':  // main refuses it without an auth file
+        return flag("enable_sasl", "true");
       case 'o':
         return extended(spelled, *value);
       case 'h':

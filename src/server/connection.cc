@@ -87,14 +87,15 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
       last_read_ms_(accepted_ms_),
       client_{id, fd, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
-            &worker.state().read_only, &worker.state().watch, &client_, &worker.control()) {
+            &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
+            worker.state().settings.authenticator.get()) {
   // sockaddr_in6 is large enough for either family accept() gives.
   std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
         &worker_.state().read_only, &worker_.state().watch, &client_,
-        locks::ClientInfo{id, peer_}});
+        locks::ClientInfo{id, peer_}, worker_.state().settings.authenticator.get()});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }
   worker_.state().watch.conn_new(client_);

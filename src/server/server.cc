@@ -452,8 +452,10 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("cas_enabled", "yes");
   out.emplace_back("tcp_backlog", std::to_string(net::kListenBacklog));
   out.emplace_back("binding_protocol", "auto-negotiate");
-  out.emplace_back("auth_enabled_sasl", "no");
-  out.emplace_back("auth_enabled_ascii", "no");
+  // One --auth_file turns on both, as memcached's -Y with -S.
+  const char* auth = state_.settings.authenticator ? "yes" : "no";
+  out.emplace_back("auth_enabled_sasl", auth);
+  out.emplace_back("auth_enabled_ascii", auth);
   out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
   out.emplace_back("maxconns_fast", "yes");
   out.emplace_back("lru_crawler", "yes");

@@ -149,6 +149,22 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
   expect_configuration_error({"-p", "0", "--daemonize=maybe"}, "bad value 'maybe' for --daemonize");
 }
 
+// A users file that cannot be read or parsed stops the start, naming file
+// and line; memcached's -S means nothing without one.
+TEST(ConfigurationE2e, AuthFileMistakesStopTheStart) {
+  TempDir dir;
+  fs::path users = dir.path() / "users";
+  write_file(users, "alice:secret\nbob\n");
+  expect_configuration_error({"--port=0", "-Y", users.string()},
+                             "--auth_file: " + users.string() +
+                                 ", line 2: no ':' between user and password");
+  expect_configuration_error({"--port=0", "--auth_file=" + users.string() + ".missing"},
+                             "--auth_file: " + users.string() + ".missing: cannot read it");
+  expect_configuration_error({"--port=0", "-S"},
+                             "--enable_sasl: (memcached's -S) needs --auth_file (-Y): lockcached "
+                             "checks SASL PLAIN against that file");
+}
+
 // A virtual IP is an address, never a name: DNS must not decide who is master.
 TEST(ConfigurationE2e, ReplicationFlagsAreChecked) {
   expect_configuration_error({"--port=0", "--virtual_ip=lockcached.example"},

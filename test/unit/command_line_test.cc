@@ -128,12 +128,23 @@ TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
   EXPECT_EQ(translate({"-x"}).error, "unknown option -x (see --help)");
   EXPECT_EQ(translate({"-M"}).error,
             "memcached's option -M (--disable-evictions) is not supported by lockcached");
-  EXPECT_EQ(translate({"--enable-sasl"}).error,
-            "memcached's option -S (--enable-sasl) is not supported by lockcached");
+  EXPECT_EQ(translate({"--disable-cas"}).error,
+            "memcached's option -C (--disable-cas) is not supported by lockcached");
   EXPECT_EQ(translate({"-o", "modern"}).error,
             "memcached's option -o modern is not supported by lockcached");
   EXPECT_EQ(translate({"-o", "ssl_key=k,hashpower=20"}).error,
             "memcached's option -o hashpower is not supported by lockcached");
+}
+
+// memcached's authentication: -Y FILE and -S (main refuses -S alone).
+TEST(CommandLineTest, AuthOptionsTranslate) {
+  EXPECT_EQ(translated({"-Y", "/etc/users", "-S"}),
+            (Args{"--auth_file=/etc/users", "--enable_sasl=true"}));
+  EXPECT_EQ(translated({"-SY/u"}), (Args{"--enable_sasl=true", "--auth_file=/u"}));
+  EXPECT_EQ(translated({"--auth-file=/u", "--enable-sasl"}),
+            (Args{"--auth_file=/u", "--enable_sasl=true"}));
+  EXPECT_EQ(translate({"-Y"}).error, "-Y needs a value");
+  EXPECT_EQ(translate({"--enable-sasl=1"}).error, "--enable-sasl takes no value");
 }
 
 // memcached's TLS options: -Z, and the ssl_ settings among -o's.

@@ -26,10 +26,11 @@ struct TranslatedCommandLine {
 // "nologtostderr"): such a single-dash argument is gflags', not memcached's.
 using IsGflag = std::function<bool(std::string_view name)>;
 
-// Translates memcached's -p -U -l -m -c -t -I -v -u -d -P -h -V (joined
+// Translates memcached's -p -U -l -m -c -t -I -v -u -d -P -Z -Y -S -h -V (joined
 // "-p11211", separate "-p 11211" and bundled "-vv" forms, as getopt takes
 // them) and the long options --memory-limit --conn-limit --max-item-size
-// --udp-port --verbose --daemon --pidfile. memcached's --port --listen
+// --udp-port --verbose --daemon --pidfile --enable-ssl --auth-file
+// --enable-sasl. memcached's --port --listen
 // --threads --user are lockcached's gflags flags of the same meaning and
 // pass through untouched. memcached options lockcached does not implement
 // and unknown single-letter options are errors. Everything else passes

@@ -3,9 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "lockcached/core/auth.h"
 #include "lockcached/tls/context.h"
 
 namespace lockcached::server {
@@ -49,6 +51,9 @@ struct Settings {
   int lock_tls_port = kPortOff;
   tls::Settings tls_files;
   int tls_handshake_timeout_seconds = 10;
+  // --auth_file, loaded (docs/authentication.md); nullptr: no authentication.
+  // Shared with main, whose SIGHUP reloads it in place.
+  std::shared_ptr<core::Authenticator> authenticator;
   bool tls_enabled() const {
     return tls || tls_port != kPortOff || lock_tls_port != kPortOff;
   }
