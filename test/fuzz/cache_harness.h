@@ -18,6 +18,8 @@
 //   N n       the current connection sets (n % 64 + 1) * 32 small numeric
 //             items "n<serial>" through its CommandCore: enough items for
 //             the hash tables to grow (1.5 per bucket), e.g. during a walk
+//   Y         memcached's -Y: connections opened from now on must
+//             authenticate (users alice:secret and bob:hunter2)
 // Header byte: bits 0-1 pick the store size (4 MB in 4 shards, 1 MB in 2,
 // 32 KB in 1, 4 KB in 2; items up to 64 KB, so large declared values are
 // refused); bit 7 a second hash seed.
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "lockcached/core/auth.h"
 #include "lockcached/core/command_core.h"
 #include "lockcached/core/size_class_stats.h"
 #include "lockcached/core/stats.h"
@@ -112,7 +115,7 @@ class CacheHarness {
 
   void run() {
     parse_script(
-        data_, size_, "ABKTHDGXWN", "THN",
+        data_, size_, "ABKTHDGXWNY", "THN",
         [this](std::string_view bytes) {
           for_each_chunk(bytes, header_.chunk_mode, rng_,
                          [this](std::string_view chunk) { feed(current_, chunk); });
@@ -125,8 +128,10 @@ class CacheHarness {
   static constexpr int kSlots = 2;
 
   struct Conn {
-    Conn(store::Store& store, core::StatsSource& source, store::OwnerId owner)
-        : core(store, stats, source, owner), protocol(core) {}
+    Conn(store::Store& store, core::StatsSource& source, store::OwnerId owner,
+         const core::Authenticator* authenticator)
+        : core(store, stats, source, owner, nullptr, nullptr, nullptr, nullptr, authenticator),
+          protocol(core) {}
     core::ThreadStats stats;
     core::CommandCore core;
     Protocol protocol;
@@ -136,7 +141,10 @@ class CacheHarness {
   };
 
   Conn& conn(int slot) {
-    if (!conns_[slot]) conns_[slot] = std::make_unique<Conn>(store_, stats_source_, ++last_owner_);
+    if (!conns_[slot]) {
+      conns_[slot] = std::make_unique<Conn>(store_, stats_source_, ++last_owner_,
+                                            auth_on_ ? &authenticator() : nullptr);
+    }
     return *conns_[slot];
   }
 
@@ -246,6 +254,9 @@ class CacheHarness {
       case 'N':
         bulk_set(conn(current_), (arg % 64 + 1) * 32);
         break;
+      case 'Y':
+        auth_on_ = true;
+        break;
     }
     check_invariants();
   }
@@ -329,6 +340,7 @@ class CacheHarness {
   FakeStatsSource stats_source_;
   std::unique_ptr<Conn> conns_[kSlots];
   store::OwnerId last_owner_ = 0;
+  bool auth_on_ = false;  // `Y`: new connections must authenticate
   int current_ = 0;
   uint64_t highest_limit_ = 0;
   uint64_t bulk_serial_ = 0;

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "lockcached/core/auth.h"
 #include "lockcached/protocol/output_queue.h"
 
 namespace lockcached::fuzz {
@@ -270,6 +271,17 @@ inline void drain(protocol::OutputQueue& out, size_t budget, int slot, ReplyStre
     budget -= sent;
   }
   if (out.empty()) stream.at_rest();
+}
+
+// The users of every harness's `Y` directive (memcached's -Y): one table for
+// the process, as the server's, so an input only chooses whether to use it.
+inline const core::Authenticator& authenticator() {
+  static const core::Authenticator* users = [] {
+    auto* made = new core::Authenticator;
+    made->replace({{"alice", "secret"}, {"bob", "hunter2"}});
+    return made;
+  }();
+  return *users;
 }
 
 inline void drain_all(protocol::OutputQueue& out, int slot, ReplyStream& stream) {

@@ -25,6 +25,8 @@
 //              aside, not in the input stream)
 //   S n        send "conn_id <learned id n>" on the current connection
 //   D          drain the current connection's output completely
+//   Y          connections opened from now on must `auth` first (users
+//              alice:secret and bob:hunter2, fuzz_util.h)
 // Header byte (fuzz_util.h), bit 7: pump (P) after every chunk.
 #include <algorithm>
 #include <cstddef>
@@ -178,7 +180,7 @@ class LockHarness {
 
   void run() {
     parse_script(
-        data_, size_, "ABCKTHRPXISD", "THS",
+        data_, size_, "ABCKTHRPXISDY", "THS",
         [this](std::string_view bytes) {
           for_each_chunk(bytes, header_.chunk_mode, rng_,
                          [this](std::string_view chunk) { feed(current_, chunk); });
@@ -194,8 +196,10 @@ class LockHarness {
   struct Conn {
     Conn(LockHarness& harness, int slot)
         : slot(slot),
-          protocol(protocol::LockServiceContext{harness.service_, harness.reactor_, out,
-                                                [&harness, this] { harness.resume(*this); }}) {}
+          protocol(protocol::LockServiceContext{
+              harness.service_, harness.reactor_, out, [&harness, this] { harness.resume(*this); },
+              nullptr, nullptr, nullptr, {},
+              harness.auth_on_ ? &authenticator() : nullptr}) {}
     int slot;                   // for traces
     protocol::OutputQueue out;  // before the protocol, which refers to it
     std::string pending;        // the unconsumed tail
@@ -321,6 +325,9 @@ class LockHarness {
       case 'D':
         if (conns_[current_]) drain_all(conns_[current_]->out, current_, conns_[current_]->replies);
         break;
+      case 'Y':
+        auth_on_ = true;
+        break;
     }
     settle();
   }
@@ -393,6 +400,7 @@ class LockHarness {
   const uint8_t* data_;
   size_t size_;
   Header header_;
+  bool auth_on_ = false;  // `Y`: new connections must authenticate
   Rng rng_;
   std::shared_ptr<locks::LockService> service_ = std::make_shared<locks::LockService>();
   net::Reactor reactor_;
