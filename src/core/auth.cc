@@ -50,17 +50,6 @@ bool parse_user_table(std::string_view text, UserTable* table, std::string* erro
   return true;
 }
 
-bool constant_time_equal(std::string_view given, std::string_view expected) {
-  // Walks the expected bytes whatever `given` holds; a shorter `given` is
-  // read as zeros. The volatile keeps the compiler from ending the loop early.
-  volatile unsigned char difference = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    unsigned char byte = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    difference = difference | (byte ^ static_cast<unsigned char>(expected[i]));
-  }
-  return difference == 0;
-}
-
 bool Authenticator::load(const std::string& path, std::string* error) {
   std::ifstream file(path, std::ios::binary);
   if (!file) {

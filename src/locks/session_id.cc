@@ -71,14 +71,4 @@ std::string_view public_session_id(std::string_view id) {
   return id.substr(0, id.find('-'));
 }
 
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  // Every byte is looked at whatever the earlier ones were; volatile keeps
-  // the compiler from turning the loop back into an early exit.
-  volatile unsigned char difference = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    difference = difference | static_cast<unsigned char>(a[i] ^ b[i]);
-  return difference == 0;
-}
-
 }  // namespace lockcached::locks

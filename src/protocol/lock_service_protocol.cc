@@ -283,7 +283,7 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
   }
   if (words.count != 2) return out.append("400 Too many arguments\r\n");
   // Its own id, which the client knows; compared like any other all the same.
-  if (locks::constant_time_equal(words[1], session_->id)) return out.append("200 Resumed\r\n");
+  if (constant_time_equal(words[1], session_->id)) return out.append("200 Resumed\r\n");
   bool in_use;
   {
     std::lock_guard lock(session_->mutex);

@@ -57,6 +57,7 @@ TEST(ConstantTimeEqualTest, EqualOnlyForTheSameBytes) {
   EXPECT_FALSE(constant_time_equal("secret2", "secret"));  // longer
   EXPECT_FALSE(constant_time_equal("", "x"));
   EXPECT_FALSE(constant_time_equal(std::string_view("a\0", 2), "a"));
+  EXPECT_FALSE(constant_time_equal(std::string_view("a\0", 2), std::string_view("a\1", 2)));
 }
 
 class AuthenticatorTest : public testing::Test {

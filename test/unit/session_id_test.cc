@@ -88,15 +88,6 @@ TEST(SessionIdTest, PublicPartIsTheSerial) {
   EXPECT_EQ(public_session_id(""), "");
 }
 
-TEST(SessionIdTest, ConstantTimeEqualIsEquality) {
-  EXPECT_TRUE(constant_time_equal("", ""));
-  EXPECT_TRUE(constant_time_equal("abc", "abc"));
-  EXPECT_FALSE(constant_time_equal("abc", "abd")) << "the last byte";
-  EXPECT_FALSE(constant_time_equal("abc", "xbc")) << "the first byte";
-  EXPECT_FALSE(constant_time_equal("abc", "ab"));
-  EXPECT_FALSE(constant_time_equal("", "a"));
-  EXPECT_FALSE(constant_time_equal(std::string_view("a\0", 2), std::string_view("a\1", 2)));
-}
 
 }  // namespace
 }  // namespace lockcached::locks

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "lockcached/constant_time.h"
+
 namespace lockcached::core {
 
 // memcached's -Y format, one `user:password` a line.
@@ -29,10 +31,6 @@ using UserTable = std::vector<UserEntry>;
 // protocol nor the lock service could send it), a user listed twice, or a
 // file without users.
 bool parse_user_table(std::string_view text, UserTable* table, std::string* error);
-
-// Equality whose time depends only on the lengths, never on where the
-// first differing byte is (no early exit).
-bool constant_time_equal(std::string_view given, std::string_view expected);
 
 // The user table of one file, shared by every thread. A check reads an
 // immutable snapshot; reload() swaps in a new one, or keeps the old one

@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "lockcached/constant_time.h"
+
 namespace lockcached::locks {
 
 constexpr size_t kSessionSecretBytes = 16;
@@ -36,10 +38,5 @@ std::optional<SessionIdParts> split_session_id(std::string_view id);
 // What others may see of an id: everything before the first '-' (all of it
 // if there is none; such an id cannot be resumed here).
 std::string_view public_session_id(std::string_view id);
-
-// a == b in a time that depends only on the lengths (which are public), so
-// that a secret cannot be learned one character at a time by timing
-// comparisons against it.
-bool constant_time_equal(std::string_view a, std::string_view b);
 
 }  // namespace lockcached::locks
