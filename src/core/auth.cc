@@ -82,9 +82,10 @@ bool Authenticator::check(std::string_view user, std::string_view password) cons
   std::shared_ptr<const UserTable> table = snapshot();
   bool matched = false;
   for (const UserEntry& entry : *table) {
-    // Both compared every time, and `&` rather than `&&`: no short cut.
-    bool same = constant_time_equal(user, entry.user) & constant_time_equal(password, entry.password);
-    matched = matched | same;
+    // Both compared every time, and no `&&`: no short cut.
+    bool same_user = constant_time_equal(user, entry.user);
+    bool same_password = constant_time_equal(password, entry.password);
+    matched = matched | (static_cast<unsigned>(same_user) & static_cast<unsigned>(same_password));
   }
   return matched;
 }

@@ -184,8 +184,9 @@ class ReplyStream {
       FUZZ_CHECK(h[0] == 0x81);  // response magic
       FUZZ_CHECK(h[5] == 0);     // data type
       FUZZ_CHECK(extras_length + key_length <= body);
-      FUZZ_CHECK(status <= 0x06 || status == 0x10 || status == 0x11 || status == 0x81 ||
-                 status == 0x82);
+      // 0x20: authentication required or refused (the Y directive).
+      FUZZ_CHECK(status <= 0x06 || status == 0x10 || status == 0x11 || status == 0x20 ||
+                 status == 0x81 || status == 0x82);
       if (status == 0) {
         switch (opcode) {
           case 0x00:
