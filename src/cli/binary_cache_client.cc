@@ -12,12 +12,12 @@ namespace {
 
 namespace op {
 constexpr uint8_t kGet = 0x00, kSet = 0x01, kDelete = 0x04, kNoop = 0x0a, kStat = 0x10,
-                  kLock = 0x40, kUnlock = 0x42, kUnlockAll = 0x44, kKeys = 0x50;
+                  kSaslAuth = 0x21, kLock = 0x40, kUnlock = 0x42, kUnlockAll = 0x44, kKeys = 0x50;
 }  // namespace op
 
 namespace status {
 constexpr uint16_t kSuccess = 0x00, kNotFound = 0x01, kExists = 0x02, kNotStored = 0x05,
-                   kLocked = 0x10, kNotLocked = 0x11;
+                   kLocked = 0x10, kNotLocked = 0x11, kAuthError = 0x20, kUnknownCommand = 0x81;
 }  // namespace status
 
 constexpr uint8_t kRequestMagic = 0x80;
@@ -48,8 +48,11 @@ struct Response {
 
 class BinaryCacheClient : public CacheClient {
  public:
-  BinaryCacheClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout)
-      : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {}
+  BinaryCacheClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout,
+                    const std::optional<Login>& login)
+      : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {
+    if (login) log_in(*login);
+  }
 
   std::vector<std::optional<Item>> get(const std::vector<std::string>& keys) override {
     std::vector<std::optional<Item>> items;
@@ -172,6 +175,16 @@ class BinaryCacheClient : public CacheClient {
     return receive(opcode, send(opcode, key, extras, value));
   }
 
+  // SASL PLAIN (RFC 4616): "\0USER\0PASSWORD". A server without
+  // authentication does not know the opcode and serves without a login.
+  void log_in(const Login& login) {
+    std::string message = '\0' + login.user + '\0' + login.password;
+    Response r = call(op::kSaslAuth, "PLAIN", {}, message);
+    if (r.status == status::kSuccess || r.status == status::kUnknownCommand) return;
+    if (r.status == status::kAuthError) refuse_login(login, connection_.peer(), r.value);
+    fail("sasl_auth", r);
+  }
+
   Answer answer(const Response& r, std::string_view command) {
     switch (r.status) {
       case status::kSuccess:
@@ -211,8 +224,9 @@ class BinaryCacheClient : public CacheClient {
 }  // namespace
 
 std::unique_ptr<CacheClient> connect_binary(const std::string& host, uint16_t port,
-                                            const TlsOptions& tls, double timeout) {
-  return std::make_unique<BinaryCacheClient>(host, port, tls, timeout);
+                                            const TlsOptions& tls, double timeout,
+                                            const std::optional<Login>& login) {
+  return std::make_unique<BinaryCacheClient>(host, port, tls, timeout, login);
 }
 
 }  // namespace lockcached::cli

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "login.h"
 
 namespace lockcached::cli {
 
@@ -50,10 +51,14 @@ class CacheClient {
 };
 
 // `timeout` bounds connecting (the TLS handshake included) and each reply.
+// With `login`, logs in before returning (a refusal: Failure with
+// kExitLoginRefused); a server without authentication is used without.
 std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port,
-                                          const TlsOptions& tls, double timeout);
+                                          const TlsOptions& tls, double timeout,
+                                          const std::optional<Login>& login);
 std::unique_ptr<CacheClient> connect_binary(const std::string& host, uint16_t port,
-                                            const TlsOptions& tls, double timeout);
+                                            const TlsOptions& tls, double timeout,
+                                            const std::optional<Login>& login);
 
 // Whether the text protocol can carry `key` as it is (1 to 250 bytes, no
 // spaces or control characters).

@@ -145,8 +145,9 @@ int run_cache_command(const Options& options) {
   // Read before connecting, so that no connection idles while a pipe fills.
   std::string value = command == "set" ? (args[2] == "-" ? read_stdin() : args[2]) : "";
   std::unique_ptr<CacheClient> client =
-      options.binary ? connect_binary(options.host, options.port, options.tls, options.timeout)
-                     : connect_text(options.host, options.port, options.tls, options.timeout);
+      options.binary
+          ? connect_binary(options.host, options.port, options.tls, options.timeout, options.login)
+          : connect_text(options.host, options.port, options.tls, options.timeout, options.login);
   int status = EX_OK;
   if (command == "get") {
     status = get(*client, args);

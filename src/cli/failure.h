@@ -12,6 +12,8 @@ namespace lockcached::cli {
 
 // The server answered, and the answer was no: a miss, NOT_STORED, LOCKED...
 constexpr int kExitNo = 1;
+// The server refused --user and its password.
+constexpr int kExitLoginRefused = EX_NOPERM;
 // What a shell answers for a command it found but could not execute, and for
 // one it did not find.
 constexpr int kExitCannotExecute = 126;

@@ -81,7 +81,8 @@ void check_run_args(const Options& options) {
 int run_locked(const Options& options) {
   check_run_args(options);
   const std::string& name = options.args[1];
-  LockServiceClient client(options.host, options.lock_port, options.tls, options.timeout);
+  LockServiceClient client(options.host, options.lock_port, options.tls, options.timeout,
+                           options.login);
   // No grace period: if this process dies, its lock must go at once, not
   // 30 s later. Nothing here would resume the session anyway.
   client.set_grace_ms(0);
@@ -99,7 +100,8 @@ int list_locks(const Options& options) {
   if (options.args.size() > 2 || options.program) {
     throw UsageError("usage: lockcached-cli locks [PREFIX] [--lock-port P] [--host H]");
   }
-  LockServiceClient client(options.host, options.lock_port, options.tls, options.timeout);
+  LockServiceClient client(options.host, options.lock_port, options.tls, options.timeout,
+                           options.login);
   client.list(options.args.size() > 1 ? options.args[1] : "", [](const LockInfo& lock) {
     std::cout << lock.name << ' ' << lock.session << ' ' << lock.held_ms << ' ' << lock.waiters
               << ' ' << lock.token;

@@ -45,8 +45,19 @@ bool valid_lock_name(std::string_view name) {
 }
 
 LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls,
-                                     double timeout)
-    : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {}
+                                     double timeout, const std::optional<Login>& login)
+    : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {
+  if (login) log_in(*login);
+}
+
+// A server without --auth_file answers 400 and serves without a login.
+// Messages show the request without its password.
+void LockServiceClient::log_in(const Login& login) {
+  std::string reply = call("auth " + login.user + " " + login.password);
+  if (reply.starts_with("200 ") || reply == "400 Authentication not enabled") return;
+  if (reply.starts_with("401")) refuse_login(login, connection_.peer(), reply);
+  unexpected("auth " + login.user + " (password hidden)", reply);
+}
 
 std::string LockServiceClient::call(const std::string& request, double extra_wait) {
   connection_.send(request + "\r\n", deadline_after(timeout_));

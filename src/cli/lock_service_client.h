@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "connection.h"
+#include "login.h"
 
 namespace lockcached::cli {
 
@@ -27,8 +28,10 @@ struct LockInfo {
 class LockServiceClient {
  public:
   // `timeout` bounds connecting (the TLS handshake included) and each reply
-  // (a lock wait gets its wait on top).
-  LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout);
+  // (a lock wait gets its wait on top). With `login`, logs in (`auth`)
+  // before anything else; a refusal is a Failure with kExitLoginRefused.
+  LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout,
+                    const std::optional<Login>& login);
 
   // How long the server keeps this session's locks after a disconnect.
   void set_grace_ms(uint64_t millis);
@@ -48,6 +51,7 @@ class LockServiceClient {
 
  private:
   std::string call(const std::string& request, double extra_wait = 0);
+  void log_in(const Login& login);
   [[noreturn]] void unexpected(std::string_view request, const std::string& reply) const;
 
   double timeout_;

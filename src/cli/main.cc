@@ -13,6 +13,7 @@ namespace {
 constexpr const char* kUsage =
     R"(usage: lockcached-cli [--host H] [--port P] [--lock-port P] [--binary]
                       [--tls [--tls-ca-file F] [--tls-cert-file F --tls-key-file F]]
+                      [--user NAME [--password-file F]]
                       COMMAND [ARGS...]
 
 Cache commands (memcached text protocol on --port, default 11211; --binary
@@ -63,6 +64,11 @@ Options:
   --tls-server-name N
                     the name the server's certificate must carry, also sent
                     as SNI (default: --host)
+  --user NAME       log in as NAME (a server with --auth_file), on the port
+                    the command uses, before anything else
+  --password-file F --user's password: the first line of F (default
+                    $LOCKCACHED_PASSWORD; there is no option with the
+                    password itself, which ps would show)
   -h, --help        print this help
   --version         print the version
 
@@ -80,7 +86,8 @@ The --tls-* options need --tls; underscores work for dashes in every option
 
 Exit status: 0 done; 1 the server said no (miss, not stored, locked...);
 64 usage error; 69 server unreachable or failing, or its TLS certificate did
-not verify; 75 lock busy (run, lock); 78 a --tls-* file cannot be loaded;
+not verify; 75 lock busy (run, lock); 77 the server refused the login;
+78 a --tls-* file or --password-file cannot be loaded;
 run and lock -- COMMAND: COMMAND's status (128+N if killed by signal N,
 126 not executable, 127 not found).
 )";
@@ -98,6 +105,8 @@ int main(int argc, char** argv) {
   try {
     lockcached::cli::Options options = lockcached::cli::parse_options(
         argc, argv, [](const char* name) { return std::getenv(name); });
+    // Read: no command run under a lock (run, lock -- COMMAND) inherits it.
+    unsetenv("LOCKCACHED_PASSWORD");
     if (options.help) {
       std::cout << kUsage;
       return EX_OK;

@@ -1,8 +1,11 @@
 #include "options.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string_view>
@@ -56,8 +59,9 @@ double parse_seconds(std::string_view option, std::string_view text, bool foreve
 
 // A host name or address has no spaces or control characters: a value with
 // them (in the environment, or in --tls-server-name) is a slip, better named
-// than looked up.
-bool valid_host(std::string_view text) {
+// than looked up. Nor has a user name or a password: the text protocol and
+// the lock service could not send them (docs/authentication.md).
+bool valid_word(std::string_view text) {
   return !text.empty() && std::none_of(text.begin(), text.end(),
                                        [](unsigned char c) { return c <= ' ' || c == 0x7f; });
 }
@@ -126,12 +130,23 @@ const std::vector<OptionSpec>& option_specs() {
        [](Options& o, std::string_view v) { o.tls.key_file = file_name("tls-key-file", v); }},
       {"tls-server-name", "", true,
        [](Options& o, std::string_view v) {
-         if (!valid_host(v)) {
+         if (!valid_word(v)) {
            throw UsageError("--tls-server-name wants a host name or address, not \"" +
                             std::string(v) + "\"");
          }
          o.tls.server_name = v;
        }},
+      // A login goes to whichever port the command speaks to.
+      {"user", "", true,
+       [](Options& o, std::string_view v) {
+         if (!valid_word(v)) {
+           throw UsageError("--user wants a name without spaces or control characters, not \"" +
+                            std::string(v) + "\"");
+         }
+         o.login = Login{std::string(v), ""};
+       }},
+      {"password-file", "", true,
+       [](Options& o, std::string_view v) { o.password_file = file_name("password-file", v); }},
   };
   return specs;
 }
@@ -155,7 +170,7 @@ bool apply_port(uint16_t& port, std::string_view text) {
 constexpr EnvironmentDefault kEnvironmentDefaults[] = {
     {"LOCKCACHED_HOST", "host", "a host name or address",
      [](Options& o, std::string_view v) {
-       if (!valid_host(v)) return false;
+       if (!valid_word(v)) return false;
        o.host = v;
        return true;
      }},
@@ -177,6 +192,52 @@ void apply_environment(Options& options, const Environment& environment) {
       throw UsageError(std::string(fallback.variable) + "=" + value + ": expected " +
                        std::string(fallback.expected));
     }
+  }
+}
+
+constexpr const char* kPasswordVariable = "LOCKCACHED_PASSWORD";
+
+// The first line of `path`, its line end removed.
+std::string read_password_file(const std::string& path) {
+  std::ifstream file(path);
+  std::string line;
+  if (!file) {
+    throw Failure(EX_CONFIG, "cannot read --password-file " + path + ": " + strerror(errno));
+  }
+  std::getline(file, line);
+  if (line.ends_with('\r')) line.pop_back();
+  if (!valid_word(line)) {
+    throw Failure(EX_CONFIG, "--password-file " + path +
+                                 ": the first line must be the password, without spaces or "
+                                 "control characters");
+  }
+  return line;
+}
+
+// --user takes its password from --password-file or, without that, from
+// the environment; either without --user is a slip, as is --user alone.
+// Error messages name where the password came from, never the password.
+void apply_password(Options& options, const Environment& environment) {
+  const char* variable = environment(kPasswordVariable);
+  if (variable != nullptr && *variable == '\0') variable = nullptr;  // empty counts as unset
+  bool from_file = options.given.contains("password-file");
+  if (!options.login) {
+    if (from_file) throw UsageError("--password-file needs --user");
+    if (variable != nullptr) {
+      throw UsageError(std::string(kPasswordVariable) + " is set but --user is not given");
+    }
+    return;
+  }
+  if (from_file) {
+    options.login->password = read_password_file(options.password_file);
+  } else if (variable == nullptr) {
+    throw UsageError("--user needs a password: --password-file FILE or " +
+                     std::string(kPasswordVariable));
+  } else if (!valid_word(variable)) {
+    throw UsageError(std::string(kPasswordVariable) +
+                     ": the password must have no spaces or control characters");
+  } else {
+    options.login->password = variable;
   }
 }
 
@@ -286,7 +347,10 @@ Options parse_options(int argc, char** argv, const Environment& environment) {
   check_options_fit(options);
   // --help and --version work whatever the environment holds: the help is
   // where to find out what it should hold.
-  if (!options.help && !options.version) apply_environment(options, environment);
+  if (!options.help && !options.version) {
+    apply_environment(options, environment);
+    apply_password(options, environment);
+  }
   return options;
 }
 

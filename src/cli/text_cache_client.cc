@@ -28,8 +28,11 @@ bool parse_number(std::string_view word, Number* number) {
 
 class TextCacheClient : public CacheClient {
  public:
-  TextCacheClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout)
-      : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {}
+  TextCacheClient(const std::string& host, uint16_t port, const TlsOptions& tls, double timeout,
+                  const std::optional<Login>& login)
+      : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {
+    if (login) log_in(*login);
+  }
 
   std::vector<std::optional<Item>> get(const std::vector<std::string>& keys) override {
     std::string request = "get";
@@ -120,6 +123,21 @@ class TextCacheClient : public CacheClient {
   }
 
   std::string read_line() { return connection_.read_line(deadline_after(timeout_)); }
+
+  // memcached's -Y login: a set whose data is "USER PASSWORD". A server
+  // without authentication would store that as an item, password and all,
+  // so the set goes only to one that refuses `version` unauthenticated.
+  void log_in(const Login& login) {
+    std::string reply = call("version");
+    if (reply.starts_with("VERSION ")) return;
+    if (reply != "CLIENT_ERROR unauthenticated") answer_or_fail("version", reply);
+    std::string token = login.user + " " + login.password;
+    reply = call("set auth 0 0 " + std::to_string(token.size()) + "\r\n" + token);
+    if (reply.starts_with("CLIENT_ERROR")) refuse_login(login, connection_.peer(), reply);
+    if (reply != "STORED") {
+      throw Failure(EX_UNAVAILABLE, "login: the server answered \"" + reply + "\"");
+    }
+  }
 
   // The VALUE blocks of a get reply whose first line is `line`, up to END.
   std::map<std::string, Item, std::less<>> read_values(std::string line) {
@@ -218,8 +236,9 @@ std::string base64_encode(std::string_view bytes) {
 }
 
 std::unique_ptr<CacheClient> connect_text(const std::string& host, uint16_t port,
-                                          const TlsOptions& tls, double timeout) {
-  return std::make_unique<TextCacheClient>(host, port, tls, timeout);
+                                          const TlsOptions& tls, double timeout,
+                                          const std::optional<Login>& login) {
+  return std::make_unique<TextCacheClient>(host, port, tls, timeout, login);
 }
 
 }  // namespace lockcached::cli
