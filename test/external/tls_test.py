@@ -183,10 +183,13 @@ class TlsServerTest(unittest.TestCase):
             self.assertTrue(request(first, b"lock tls-name 0\r\n").startswith(b"200 Acquired "))
             with tls_connect(port) as second:
                 self.assertTrue(request(second, b"lock tls-name 0\r\n").startswith(b"409"))
-        # The first connection is gone; its session can be resumed over TLS.
+        # The first connection is gone; once the server has seen it go (its
+        # session in the grace period), the session can be resumed over TLS.
         with tls_connect(port) as again:
-            self.assertEqual(request(again, b"conn_id " + session + b"\r\n"),
-                             b"200 Resumed\r\n")
+            deadline = time.monotonic() + DEADLINE_S
+            while (reply := request(again, b"conn_id " + session + b"\r\n")) != b"200 Resumed\r\n":
+                self.assertEqual(reply, b"403 Cannot resume\r\n")  # still attached
+                self.assertLess(time.monotonic(), deadline, "the session never detached")
             self.assertEqual(request(again, b"unlock tls-name\r\n"), b"200 Released\r\n")
 
     def test_openssl_s_client_on_both_ports(self):
@@ -208,6 +211,17 @@ class TlsServerTest(unittest.TestCase):
             input=b"", capture_output=True, timeout=DEADLINE_S)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn(b"protocol version", result.stderr)
+
+    def test_renegotiation_is_refused(self):
+        # s_client renegotiates on a line "R" (TLS 1.2; 1.3 has none).
+        result = subprocess.run(
+            [OPENSSL, "s_client", "-connect", f"127.0.0.1:{self.ports[CACHE_TLS]}", "-tls1_2",
+             "-CAfile", cert("ca.pem")],
+            input=b"R\n", capture_output=True, timeout=DEADLINE_S)
+        self.assertIn(b"RENEGOTIATING", result.stdout + result.stderr)
+        self.assertIn(b"no renegotiation", result.stdout + result.stderr)
+        with tls_connect(self.ports[CACHE_TLS]) as sock:
+            self.assertTrue(request(sock, b"version\r\n").startswith(b"VERSION "))
 
     def test_plaintext_on_a_tls_port_is_cut_off_and_counted(self):
         with socket.create_connection(("127.0.0.1", self.ports[CACHE_TLS]),
