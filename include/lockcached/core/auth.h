@@ -46,7 +46,6 @@ class Authenticator {
   // Compares against every entry, so the time does not tell whether the
   // user exists nor which entry matched.
   bool check(std::string_view user, std::string_view password) const;
-  const std::string& path() const { return path_; }
   size_t users() const { return snapshot()->size(); }
 
  private:

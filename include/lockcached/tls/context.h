@@ -53,7 +53,6 @@ class ServerContext {
   // Loads the files again; on failure the current context stays.
   bool reload(std::string* error);
   std::shared_ptr<const Context> current() const;
-  const Settings& settings() const { return settings_; }
   // Unix time of the last successful load (`time_since_server_cert_refresh`).
   int64_t loaded_at() const;
 
