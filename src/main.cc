@@ -33,6 +33,10 @@ DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port
 DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off, -1: any free port)");
 DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
 DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
+DEFINE_string(io, "epoll",
+              "Client I/O backend: epoll, or uring (io_uring: a loop turn's receives and sends "
+              "in one system call; falls back to epoll, with a warning, where the kernel "
+              "refuses io_uring)");
 DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes (SIGHUP re-reads it)");
 DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections on the cache port");
@@ -114,7 +118,7 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"Ports and addresses", {"port", "lock_port", "listen"}},
     {"Memory", {"memory_limit_mb", "max_item_size"}},
     {"Connections and threads",
-     {"max_connections", "lock_max_connections", "idle_timeout", "threads"}},
+     {"max_connections", "lock_max_connections", "idle_timeout", "threads", "io"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
     {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
                      "repl_sync_timeout_ms"}},
@@ -195,6 +199,7 @@ FlagProblem check_flags() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) return {"port", "must be 0..65535"};
   if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return {"lock_port", "must be -1..65535"};
   if (FLAGS_threads < 0 || FLAGS_threads > 1024) return {"threads", "must be 0..1024"};
+  if (FLAGS_io != "epoll" && FLAGS_io != "uring") return {"io", "must be epoll or uring"};
   if (FLAGS_memory_limit_mb < 1) return {"memory_limit_mb", "must be at least 1"};
   if (FLAGS_v < 0) return {"v", "must be 0 or more"};
   if (FLAGS_max_item_size < 1024 || FLAGS_max_item_size > (int64_t{1} << 30)) {
@@ -244,6 +249,15 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
                                        : std::max(1u, std::thread::hardware_concurrency());
   settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;
   settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
+  settings.io = FLAGS_io == "uring" ? lockcached::net::IoBackend::kUring
+                                    : lockcached::net::IoBackend::kEpoll;
+  // A kernel without io_uring (too old, or turned off by sysctl or seccomp)
+  // still gets a working server, and one line that says why it is epoll.
+  if (std::string why; settings.io == lockcached::net::IoBackend::kUring &&
+                       !lockcached::net::Reactor::uring_available(&why)) {
+    LOG(WARNING) << "--io=uring: " << why << "; using epoll";
+    settings.io = lockcached::net::IoBackend::kEpoll;
+  }
   settings.max_connections = FLAGS_max_connections;
   settings.lock_max_connections = FLAGS_lock_max_connections;
   settings.idle_timeout_seconds = FLAGS_idle_timeout;

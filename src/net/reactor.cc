@@ -4,21 +4,14 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <ctime>
 
 #include <glog/logging.h>
 
+#include "poller.h"
+
 namespace lockcached::net {
-namespace {
-
-constexpr int kMaxEventsPerWait = 256;
-
-// Marks the wake-up eventfd in epoll_event.data.ptr.
-EventHandler* const kWakeMarker = nullptr;
-
-}  // namespace
 
 int64_t monotonic_ms() {
   timespec ts;
@@ -26,39 +19,70 @@ int64_t monotonic_ms() {
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
 
-Reactor::Reactor()
-    : epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
-      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+std::string_view io_backend_name(IoBackend backend) {
+  return backend == IoBackend::kUring ? "uring" : "epoll";
+}
+
+class Reactor::Waker final : public EventHandler {
+ public:
+  explicit Waker(Reactor& reactor) : reactor_(reactor) {}
+  void on_event(uint32_t) override { reactor_.run_posted_tasks(); }
+
+ private:
+  Reactor& reactor_;
+};
+
+bool Reactor::uring_available(std::string* why) {
+  return make_uring_poller(why) != nullptr;
+}
+
+Reactor::Reactor(IoBackend backend)
+    : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      waker_(std::make_unique<Waker>(*this)),
       now_ms_(monotonic_ms()) {
-  PCHECK(epoll_fd_ >= 0) << "epoll_create1";
+  if (backend == IoBackend::kUring) {
+    std::string why;
+    poller_ = make_uring_poller(&why);
+    CHECK(poller_) << "io_uring: " << why;  // callers check uring_available() first
+  } else {
+    poller_ = std::make_unique<EpollPoller>();
+  }
+  completes_io_ = poller_->completes_io();
   PCHECK(wake_fd_ >= 0) << "eventfd";
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.ptr = kWakeMarker;
-  PCHECK(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event) == 0) << "epoll_ctl(eventfd)";
+  PCHECK(poller_->add(wake_fd_, EPOLLIN, waker_.get())) << "watching the wake-up eventfd";
 }
 
 Reactor::~Reactor() {
+  poller_.reset();
   close(wake_fd_);
-  close(epoll_fd_);
 }
 
 bool Reactor::add(int fd, uint32_t events, EventHandler* handler) {
-  epoll_event event{};
-  event.events = events;
-  event.data.ptr = handler;
-  return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) == 0;
+  return poller_->add(fd, events, handler);
 }
 
 bool Reactor::modify(int fd, uint32_t events, EventHandler* handler) {
-  epoll_event event{};
-  event.events = events;
-  event.data.ptr = handler;
-  return epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &event) == 0;
+  return poller_->modify(fd, events, handler);
 }
 
 void Reactor::remove(int fd) {
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  poller_->remove(fd);
+}
+
+void Reactor::receive(int fd, EventHandler* handler) {
+  poller_->receive(fd, handler);
+}
+
+void Reactor::send(int fd, const void* data, size_t size, EventHandler* handler) {
+  poller_->send(fd, data, size, handler);
+}
+
+void Reactor::send(int fd, const msghdr* message, EventHandler* handler) {
+  poller_->send(fd, message, handler);
+}
+
+void Reactor::cancel_io(int fd) {
+  poller_->cancel_io(fd);
 }
 
 Reactor::TimerId Reactor::add_timer(int64_t delay_ms, Task task) {
@@ -95,6 +119,7 @@ void Reactor::stop() {
 }
 
 int Reactor::next_timeout_ms() const {
+  if (!soon_.empty()) return 0;
   if (timers_.empty()) return -1;
   int64_t wait = timers_.top().deadline_ms - monotonic_ms();
   if (wait <= 0) return 0;
@@ -127,25 +152,23 @@ void Reactor::run_posted_tasks() {
     task();
 }
 
+void Reactor::run_once(int timeout_ms) {
+  int next_timer = next_timeout_ms();
+  if (next_timer >= 0 && (timeout_ms < 0 || next_timer < timeout_ms)) timeout_ms = next_timer;
+  poller_->wait(timeout_ms);
+  now_ms_ = monotonic_ms();
+  poller_->dispatch();
+  run_due_timers();
+  running_soon_.swap(soon_);  // what these add runs on the next turn
+  for (Task& task : running_soon_)
+    task();
+  running_soon_.clear();
+  if (before_sleep_) before_sleep_();
+}
+
 void Reactor::run() {
-  epoll_event events[kMaxEventsPerWait];
-  while (!stopping_) {
-    int count = epoll_wait(epoll_fd_, events, kMaxEventsPerWait, next_timeout_ms());
-    now_ms_ = monotonic_ms();
-    if (count < 0) {
-      PCHECK(errno == EINTR) << "epoll_wait";
-      continue;
-    }
-    for (int i = 0; i < count; ++i) {
-      if (events[i].data.ptr == kWakeMarker) {
-        run_posted_tasks();
-      } else {
-        static_cast<EventHandler*>(events[i].data.ptr)->on_event(events[i].events);
-      }
-    }
-    run_due_timers();
-    if (before_sleep_) before_sleep_();
-  }
+  while (!stopping_)
+    run_once(-1);
 }
 
 }  // namespace lockcached::net

@@ -21,16 +21,7 @@
 namespace lockcached::server {
 namespace {
 
-constexpr int kMaxIovecs = 64;
-// Stop reading from a client while this much of its output waits unsent: a
-// client that never reads must not make the server buffer without bound.
-constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
-constexpr size_t kMinPartialCapacity = 4096;
 constexpr size_t kMaxBlockedInput = 64 * 1024;
-// TLS: room for what one read can decrypt to (a record buffered from
-// before, and the new bytes), so that nothing is left inside the session
-// for a socket that will not signal again.
-constexpr size_t kMinTlsRoom = tls::Session::kMaxBufferedPlaintext + kMinPartialCapacity;
 // TLS: replies are encrypted only while less than this waits to be sent,
 // and at most this much at once: the ciphertext backlog stays bounded.
 constexpr size_t kMaxCiphertextBacklog = 64 * 1024;
@@ -79,6 +70,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
                        std::shared_ptr<const tls::Context> tls)
     : worker_(worker),
       fd_(fd),
+      completes_io_(worker.reactor().completes_io()),
       kind_(kind),
       peer_(net::address_text(peer)),
       local_(std::move(local)),
@@ -102,7 +94,12 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
   interest_ = EPOLLIN;
   LOCKCACHED_VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")
           << " connection";
-  if (!worker_.reactor().add(fd_, interest_, this)) close();
+  if (completes_io_) {
+    receiving_ = true;
+    worker_.reactor().receive(fd_, this);
+  } else if (!worker_.reactor().add(fd_, interest_, this)) {
+    close();
+  }
 }
 
 // The worker destroys a connection only after close().
@@ -119,7 +116,11 @@ void Connection::close(core::CloseReason reason) {
     watch_self_.reset();  // wake-ups still on their way find nobody
   }
   worker_.state().watch.conn_close(client_, reason);
-  worker_.reactor().remove(fd_);
+  if (!completes_io_) {
+    worker_.reactor().remove(fd_);
+  } else if (receiving_ || sending_) {
+    worker_.reactor().cancel_io(fd_);  // what is in flight ends; then the worker frees us
+  }
   ::close(fd_);
   fd_ = -1;
   set_state(ConnState::kClosing);
@@ -170,7 +171,7 @@ void Connection::on_writable() {
   flush();
   if (core_.watcher()) return pump_watch();
   if (closed() || draining_ || !protocol_ || !protocol_->has_unfinished_work()) return;
-  if (out_.pending() >= kMaxPendingOutput) return;  // let the client catch up first
+  if (unsent() >= kMaxPendingOutput) return;  // let the client catch up first
   // A long command (a big multi-get, a key dump) goes on after the other
   // connections had their turn: memcached's conn_yields.
   worker_.stats().conn_yields.add();
@@ -193,38 +194,51 @@ void Connection::resume_input() {
 void Connection::on_readable() {
   if (core_.watcher()) return discard_input();
   bool from_scratch = partial_size_ == 0;
-  size_t min_room = tls_ ? kMinTlsRoom : kMinPartialCapacity;
-  char* destination;
   size_t room;
-  if (from_scratch) {
-    destination = worker_.scratch();
-    room = Worker::kScratchSize;
-  } else {
-    if (partial_capacity_ - partial_size_ < min_room) {
-      size_t capacity = std::max(partial_capacity_ * 2, partial_size_ + min_room);
-      auto grown = std::make_unique<char[]>(capacity);
-      std::memcpy(grown.get(), partial_.get(), partial_size_);
-      partial_ = std::move(grown);
-      partial_capacity_ = capacity;
-    }
-    destination = partial_.get() + partial_size_;
-    room = partial_capacity_ - partial_size_;
-  }
-
+  char* destination =
+      input_room(from_scratch, tls_ ? kMinTlsRoom : kMinPartialCapacity, &room);
   ssize_t received =
       tls_ ? receive_tls(destination, room) : net::read_some(fd_, destination, room);
+  finish_read(destination, received, from_scratch);
+}
+
+char* Connection::input_room(bool from_scratch, size_t min_room, size_t* room) {
+  if (from_scratch) {
+    *room = Worker::kScratchSize;
+    return worker_.scratch();
+  }
+  char* end = grow_partial(min_room);
+  *room = partial_capacity_ - partial_size_;
+  return end;
+}
+
+char* Connection::grow_partial(size_t min_room) {
+  if (partial_capacity_ - partial_size_ < min_room) {
+    size_t capacity = std::max(partial_capacity_ * 2, partial_size_ + min_room);
+    auto grown = std::make_unique<char[]>(capacity);
+    if (partial_size_ > 0) std::memcpy(grown.get(), partial_.get(), partial_size_);
+    partial_ = std::move(grown);
+    partial_capacity_ = capacity;
+  }
+  return partial_.get() + partial_size_;
+}
+
+void Connection::finish_read(const char* destination, ssize_t received, bool from_scratch) {
   if (received == 0) return close_when_sent();  // the client may still read
   if (received < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-    return close();
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
+    if (completes_io_) update_interest();  // receive again
+    return;
   }
-  worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
-  last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
+  take_input(destination, static_cast<size_t>(received), from_scratch);
+}
 
+void Connection::take_input(const char* destination, size_t received, bool from_scratch) {
+  worker_.stats().bytes_read.add(received);
+  last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
   if (!protocol_) choose_protocol(destination[0]);
-  std::string_view input = from_scratch
-                               ? std::string_view(destination, static_cast<size_t>(received))
-                               : std::string_view(partial_.get(), partial_size_ + received);
+  std::string_view input = from_scratch ? std::string_view(destination, received)
+                                        : std::string_view(partial_.get(), partial_size_ + received);
   run(input, from_scratch);
 }
 
@@ -273,7 +287,12 @@ ssize_t Connection::receive_tls(char* destination, size_t room) {
   size_t limit = std::min(room - tls::Session::kMaxBufferedPlaintext, Worker::kScratchSize);
   ssize_t received = net::read_some(fd_, worker_.ciphertext_scratch(), limit);
   if (received <= 0) return received;
-  tls_->put_ciphertext(worker_.ciphertext_scratch(), static_cast<size_t>(received));
+  return decrypt(worker_.ciphertext_scratch(), static_cast<size_t>(received), destination, room);
+}
+
+ssize_t Connection::decrypt(const char* ciphertext, size_t size, char* destination,
+                            size_t room) {
+  if (size > 0) tls_->put_ciphertext(ciphertext, size);
   size_t decrypted = tls_->read(destination, room);
   if (tls_->failed()) {
     LOCKCACHED_VLOG(1) << '<' << core_.owner() << " TLS: " << tls_->error();
@@ -294,10 +313,11 @@ ssize_t Connection::receive_tls(char* destination, size_t room) {
 }
 
 void Connection::flush() {
+  if (completes_io_) return submit_send();
   if (tls_) return flush_tls();
   while (!out_.empty()) {
-    iovec iov[kMaxIovecs];
-    int count = out_.gather(iov, kMaxIovecs);
+    iovec iov[kMaxSendPieces];
+    int count = out_.gather(iov, kMaxSendPieces);
     // Most replies are one piece of bytes: send() spares the kernel the
     // message header and iovec copies of sendmsg().
     ssize_t sent = count == 1 ? net::send_some(fd_, iov[0].iov_base, iov[0].iov_len)
@@ -334,8 +354,8 @@ void Connection::flush_tls() {
 bool Connection::encrypt_replies() {
   while (!out_.empty() && tls_->handshake_done() &&
          tls_->ciphertext_size() < kMaxCiphertextBacklog) {
-    iovec iov[kMaxIovecs];
-    int count = out_.gather(iov, kMaxIovecs);
+    iovec iov[kMaxSendPieces];
+    int count = out_.gather(iov, kMaxSendPieces);
     const char* data = static_cast<const char*>(iov[0].iov_base);
     size_t size = std::min(iov[0].iov_len, kMaxCiphertextBacklog);
     char joined[kRecordSize];
@@ -363,7 +383,9 @@ void Connection::say_goodbye() {
 }
 
 void Connection::send_ciphertext_once() {
-  if (tls_->ciphertext_size() == 0) return;
+  // A send in flight owns the stream: a record written beside it would land
+  // in the middle of another.
+  if (tls_->ciphertext_size() == 0 || sending_) return;
   std::string_view ciphertext = tls_->ciphertext();
   ssize_t ignored = net::send_some(fd_, ciphertext.data(), ciphertext.size());
   (void)ignored;
@@ -377,16 +399,15 @@ void Connection::update_interest() {
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
   note_state(unfinished);
+  // A blocked protocol takes no requests, but reading goes on (up to
+  // kMaxBlockedInput) so that a client that hangs up is noticed. A watcher
+  // reads on (and drops what it reads), to see its client go.
+  bool input = wants_input(unfinished) || (core_.watcher() && !draining_);
+  if (completes_io_) return update_io(input, unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
   if (output_pending() || unfinished) wanted |= EPOLLOUT;
-  // A blocked protocol takes no requests, but reading goes on (up to
-  // kMaxBlockedInput) so that a client that hangs up is noticed.
-  if (out_.pending() < kMaxPendingOutput && !unfinished && !draining_) {
-    wanted |= EPOLLIN;
-  }
-  // A watcher reads on (and drops what it reads), to see its client go.
-  if (core_.watcher() && !draining_) wanted |= EPOLLIN;
+  if (input) wanted |= EPOLLIN;
   if (wanted == interest_) return;
   interest_ = wanted;
   worker_.reactor().modify(fd_, wanted, this);

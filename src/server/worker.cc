@@ -19,6 +19,9 @@ namespace {
 // Accepts per readiness event; the rest wait for the next loop turn so that
 // a connection storm cannot starve the clients already connected.
 constexpr int kMaxAcceptsPerEvent = 64;
+// How long a stopping thread waits for cancelled io_uring operations.
+constexpr int kMaxShutdownTurns = 100;
+constexpr int kShutdownTurnMs = 10;
 constexpr std::string_view kTooManyConnections = "ERROR Too many open connections\r\n";
 
 }  // namespace
@@ -42,6 +45,7 @@ Worker::Worker(ServerState& state, core::StatsSource& stats_source,
     : state_(state),
       stats_source_(stats_source),
       control_(control),
+      reactor_(state.settings.io),
       scratch_(std::make_unique<char[]>(kScratchSize)),
       ciphertext_scratch_(state.tls ? std::make_unique<char[]>(kScratchSize) : nullptr),
       spare_fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
@@ -170,9 +174,17 @@ void Worker::free_retired() {
     for (Connection* connection : retired_)
       connections_.erase(connection);
   }
-  for (Connection* connection : retired_)
-    delete connection;
-  retired_.clear();
+  // A connection the reactor still owes a completion (io_uring) waits for
+  // it: the kernel may still be reading its replies.
+  size_t kept = 0;
+  for (Connection* connection : retired_) {
+    if (connection->referenced()) {
+      retired_[kept++] = connection;
+    } else {
+      delete connection;
+    }
+  }
+  retired_.resize(kept);
 }
 
 void Worker::list_connections(std::vector<ConnectionStatus>& out) const {
@@ -193,6 +205,12 @@ void Worker::close_connections(bool lock_service_only) {
 void Worker::shut_down() {
   listeners_.clear();
   close_connections();
+  // io_uring: the cancelled receives and sends of closed connections end
+  // within a turn or two; their connections are freed as they do.
+  for (int turn = 0; turn < kMaxShutdownTurns && !retired_.empty(); ++turn)
+    reactor_.run_once(kShutdownTurnMs);
+  LOG_IF(WARNING, !retired_.empty())
+      << retired_.size() << " connections still waiting for the kernel at shutdown";
 }
 
 }  // namespace lockcached::server

@@ -147,6 +147,7 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
                              "--max_connections: must be at least 1 (" + conf.string() + ":2)");
   expect_configuration_error({"--port=70000"}, "--port: must be 0..65535 (command line)");
   expect_configuration_error({"-p", "0", "--daemonize=maybe"}, "bad value 'maybe' for --daemonize");
+  expect_configuration_error({"--port=0", "--io=poll"}, "--io: must be epoll or uring (command line)");
 }
 
 // A users file that cannot be read or parsed stops the start, naming file

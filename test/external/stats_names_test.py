@@ -28,7 +28,7 @@ OUR_OWN = {
                 "lock_contended", "curr_locks", "replication_role", "replication_replicas"},
     "settings": {"lock_port", "lock_maxconns", "store_shards", "virtual_ip", "repl_port",
                  "repl_buffer_size", "repl_timeout", "repl_sync_timeout_ms", "tls_port",
-                 "lock_tls_port", "tls_handshake_timeout"},
+                 "lock_tls_port", "tls_handshake_timeout", "io"},
     "items": set(),
     "slabs": set(),
     "conns": {"N:protocol", "N:locks_held"},

@@ -42,6 +42,7 @@
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
 #include "lockcached/protocol/lock_service_protocol.h"
+#include "../../src/net/poller.h"  // Reactor's member needs the whole type
 #include "lockcached/protocol/output_queue.h"
 
 // ---------------------------------------------------------------------------
@@ -64,13 +65,15 @@ int64_t monotonic_ms() {
   return fake::now_ms;
 }
 
-Reactor::Reactor() : epoll_fd_(-1), wake_fd_(-1) {}
+class Reactor::Waker {};  // nothing to wake: run() is one pump
+
+Reactor::Reactor(IoBackend) : wake_fd_(-1), now_ms_(fake::now_ms) {}
 
 Reactor::~Reactor() = default;
 
-// No file descriptors here (epoll_fd_ and wake_fd_ are -1).
+// No file descriptors here (no poller, and wake_fd_ is -1).
 bool Reactor::add(int, uint32_t, EventHandler*) {
-  return epoll_fd_ >= 0;
+  return poller_ != nullptr;
 }
 
 bool Reactor::modify(int, uint32_t, EventHandler*) {

@@ -1,38 +1,80 @@
-// The event loop: one epoll set, timers, and a wake-up channel for work
-// handed over from other threads. One per reactor thread; everything
-// registered with it is touched by that thread only.
+// The event loop: timers, a wake-up channel for work handed over from other
+// threads, and an I/O backend behind them (a Poller: epoll, or io_uring).
+// One per reactor thread; everything registered with it is touched by that
+// thread only.
+//
+// Two ways to do I/O, both on every backend's reactor except where noted:
+// - readiness (add/modify/remove): the handler is told a descriptor is
+//   readable or writable (level-triggered) and makes the system calls itself;
+// - completion (receive/send, io_uring only): the reactor makes the calls
+//   and tells the handler what they did, many per system call.
 #pragma once
+
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <queue>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 namespace lockcached::net {
 
-// Whatever owns a file descriptor and wants its readiness events.
+enum class IoBackend : uint8_t { kEpoll, kUring };
+// The most one completed receive() delivers.
+constexpr size_t kMaxReceiveSize = 16 * 1024;
+std::string_view io_backend_name(IoBackend backend);
+
+// Whatever owns a file descriptor and wants its events.
 class EventHandler {
  public:
   virtual ~EventHandler() = default;
+  // Readiness: EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP.
   virtual void on_event(uint32_t events) = 0;
+  // Completion: a receive() ended with `result` bytes at `data` (valid only
+  // during the call), 0 at end of stream, or -errno.
+  virtual void on_received(const char* /*data*/, int /*result*/) {}
+  // Completion: a send() ended with `result` bytes sent, or -errno.
+  virtual void on_sent(int /*result*/) {}
 };
+
+class Poller;
 
 class Reactor {
  public:
   using Task = std::function<void()>;
   using TimerId = uint64_t;
 
-  Reactor();
+  // kUring needs uring_available(); check it first.
+  explicit Reactor(IoBackend backend = IoBackend::kEpoll);
   ~Reactor();
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
 
-  // events: EPOLLIN / EPOLLOUT (level-triggered). False if epoll refuses.
+  // Whether this kernel lets the process use every io_uring feature the
+  // kUring backend needs; if not, why (for the one log line that says so).
+  static bool uring_available(std::string* why);
+
+  // events: EPOLLIN / EPOLLOUT (level-triggered). False if the kernel refuses.
   bool add(int fd, uint32_t events, EventHandler* handler);
   bool modify(int fd, uint32_t events, EventHandler* handler);
   void remove(int fd);
+
+  // Completion I/O, only where completes_io(). At most one receive and one
+  // send in flight per descriptor; each ends in exactly one on_received /
+  // on_sent call, so the handler must outlive it. A send's bytes (and its
+  // msghdr and iovecs) must stay untouched until on_sent.
+  bool completes_io() const { return completes_io_; }
+  void receive(int fd, EventHandler* handler);
+  void send(int fd, const void* data, size_t size, EventHandler* handler);
+  void send(int fd, const msghdr* message, EventHandler* handler);
+  // Ends the descriptor's receive and send soon (-ECANCELED, or what they
+  // did before); call before closing it.
+  void cancel_io(int fd);
 
   // Runs `task` once after `delay_ms` on this reactor's thread.
   TimerId add_timer(int64_t delay_ms, Task task);
@@ -40,6 +82,9 @@ class Reactor {
 
   // Thread-safe: runs `task` on this reactor's thread soon.
   void post(Task task);
+  // This thread only: runs `task` after the events of this turn, and the
+  // loop does not sleep before it ran.
+  void call_soon(Task task) { soon_.push_back(std::move(task)); }
   // Runs after each batch of events, before the loop sleeps again.
   void set_before_sleep(Task task) { before_sleep_ = std::move(task); }
 
@@ -50,6 +95,9 @@ class Reactor {
   // Dispatches events until stop(); stop() may be called from any thread.
   void run();
   void stop();
+  // One turn of the loop: waits up to `timeout_ms` for events and handles
+  // them (for a shutdown that waits for cancelled I/O to end).
+  void run_once(int timeout_ms);
 
  private:
   struct Timer {
@@ -57,16 +105,22 @@ class Reactor {
     TimerId id;
     bool operator>(const Timer& other) const { return deadline_ms > other.deadline_ms; }
   };
+  // The wake-up eventfd's reader.
+  class Waker;
 
   int next_timeout_ms() const;
   void run_due_timers();
   void run_posted_tasks();
 
-  int epoll_fd_;
+  std::unique_ptr<Poller> poller_;
+  bool completes_io_ = false;
   int wake_fd_;  // eventfd: post() and stop() write, the loop reads
+  std::unique_ptr<Waker> waker_;
   bool stopping_ = false;
   std::mutex posted_mutex_;
   std::vector<Task> posted_;
+  std::vector<Task> soon_;
+  std::vector<Task> running_soon_;  // soon_'s tasks while they run
   bool stop_requested_ = false;  // guarded by posted_mutex_
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::unordered_map<TimerId, Task> timer_tasks_;  // a cancelled timer has no task

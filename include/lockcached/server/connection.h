@@ -1,6 +1,12 @@
 // One client connection: reads bytes, hands them to its protocol handler,
 // writes the replies back with writev. Lives and dies on its worker's thread.
+// Its I/O follows the reactor's backend: readiness and its own system calls
+// (epoll), or receives and sends the reactor completes (io_uring, in
+// connection_uring.cc).
 #pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstddef>
@@ -64,6 +70,8 @@ class Connection final : public net::EventHandler {
   Connection& operator=(const Connection&) = delete;
 
   void on_event(uint32_t events) override;
+  void on_received(const char* data, int result) override;
+  void on_sent(int result) override;
   // Idle: nothing read since `since` (monotonic ms), and not waiting for a
   // lock (a lock wait is quiet by nature).
   bool idle_since(int64_t since) const;
@@ -73,6 +81,9 @@ class Connection final : public net::EventHandler {
   // `reason` is what `watch connevents` reports.
   void close(core::CloseReason reason = core::CloseReason::kError);
   bool closed() const { return fd_ < 0; }
+  // The reactor or the loop still owes this connection a call: the worker
+  // frees a closed connection only once nothing is.
+  bool referenced() const { return receiving_ || sending_ || next_turn_pending_; }
   PortKind kind() const { return kind_; }
   // Safe from any thread while the worker's registry keeps the connection.
   ConnectionStatus status() const;
@@ -80,6 +91,14 @@ class Connection final : public net::EventHandler {
  private:
   void on_readable();
   void on_writable();
+  // Where the next bytes go: the worker's scratch buffer, or (from_scratch
+  // false) the end of the partial request, grown to at least `min_room`.
+  char* input_room(bool from_scratch, size_t min_room, size_t* room);
+  char* grow_partial(size_t min_room);
+  // What a read or a decryption gave (bytes at `destination`, 0 at end of
+  // stream, -1 with errno) goes to the protocol.
+  void finish_read(const char* destination, ssize_t received, bool from_scratch);
+  void take_input(const char* destination, size_t received, bool from_scratch);
   void close_when_sent();
   // A reply was queued outside a read (a lock wait ended): send it and go
   // on with requests that arrived meanwhile.
@@ -91,18 +110,35 @@ class Connection final : public net::EventHandler {
   void flush();
   // TLS: `received` bytes of plaintext, or what read() would return.
   ssize_t receive_tls(char* destination, size_t room);
+  // TLS: `size` bytes of ciphertext in; returns as receive_tls.
+  ssize_t decrypt(const char* ciphertext, size_t size, char* destination, size_t room);
   void flush_tls();
   // Moves replies into the TLS session while its ciphertext backlog is small.
   bool encrypt_replies();
   // Replies or ciphertext the socket has not taken yet.
   bool output_pending() const {
-    return !out_.empty() || (tls_ && tls_->ciphertext_size() > 0);
+    return !out_.empty() || sending_ || (tls_ && tls_->ciphertext_size() > 0);
+  }
+  // Reply bytes not sent yet (TLS: not encrypted yet).
+  size_t unsent() const { return out_.pending() + in_flight_.pending(); }
+  bool wants_input(bool unfinished) const {
+    return unsent() < kMaxPendingOutput && !unfinished && !draining_;
   }
   // A TLS client is told the connection ends (close_notify), if the socket takes it.
   void say_goodbye();
   // Last words before a close: what the socket takes now, nothing more.
   void send_ciphertext_once();
   void update_interest();
+
+  // io_uring (connection_uring.cc).
+  void update_io(bool input, bool unfinished);
+  void submit_send();
+  void send_in_flight();
+  void send_ciphertext_in_flight();
+  // Bytes that came while input was paused wait in the partial buffer.
+  void stash(const char* data, size_t size);
+  void call_next_turn();
+  void on_next_turn();
   // `watch`: the connection only streams its watcher's lines from now on.
   void start_watch();
   // Moves the watcher's pending lines to the socket, once what was taken
@@ -117,8 +153,22 @@ class Connection final : public net::EventHandler {
       state_.store(state, std::memory_order_relaxed);
   }
 
+  // Stop reading from a client while this much of its output waits unsent: a
+  // client that never reads must not make the server buffer without bound.
+  static constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
+  static constexpr size_t kMinPartialCapacity = 4096;
+  static constexpr int kMaxSendPieces = 64;  // iovecs in one send
+  // TLS: room for what one read can decrypt to (a record buffered from
+  // before, and the new bytes: a read of the room left, or one completed
+  // receive), so that nothing is left inside the session for a socket that
+  // will not signal again.
+  static constexpr size_t kMinTlsRoom =
+      tls::Session::kMaxBufferedPlaintext +
+      (kMinPartialCapacity > net::kMaxReceiveSize ? kMinPartialCapacity : net::kMaxReceiveSize);
+
   Worker& worker_;
   int fd_;
+  const bool completes_io_;  // the reactor's backend is io_uring
   const PortKind kind_;
   const std::string peer_;  // client_'s address as text
   const std::string local_;
@@ -144,6 +194,22 @@ class Connection final : public net::EventHandler {
   // threads, find this connection through; reset when it closes.
   std::shared_ptr<Connection*> watch_self_;
   std::string watch_lines_;  // scratch: the lines taken, on their way to out_
+
+  // io_uring: what is in flight. A send's bytes stay put until it ends:
+  // replies queued meanwhile go to out_, and in_flight_ (plain) or
+  // in_flight_ciphertext_ (TLS) hold what the kernel is sending.
+  bool receiving_ = false;
+  bool sending_ = false;
+  bool stashed_ = false;  // bytes received while paused, not yet handled
+  bool next_turn_pending_ = false;
+  protocol::OutputQueue in_flight_;
+  std::string in_flight_ciphertext_;
+  size_t ciphertext_sent_ = 0;
+  struct SendVector {  // a send of many pieces: its msghdr and iovecs
+    msghdr message;
+    iovec iov[kMaxSendPieces];
+  };
+  std::unique_ptr<SendVector> send_vector_;
 };
 
 }  // namespace lockcached::server

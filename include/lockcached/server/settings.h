@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lockcached/core/auth.h"
+#include "lockcached/net/reactor.h"
 #include "lockcached/tls/context.h"
 
 namespace lockcached::server {
@@ -24,6 +25,8 @@ struct Settings {
   uint16_t port = 11211;  // 0: any free port (tests)
   int lock_port = 11400;  // the named-lock service; kLockServiceOff, kAnyFreePort
   unsigned threads = 4;
+  // The client connections' I/O; kUring only where Reactor::uring_available().
+  net::IoBackend io = net::IoBackend::kEpoll;
   size_t memory_limit = size_t{1024} << 20;
   size_t max_item_size = size_t{1} << 20;
   int max_connections = 4096;       // on the cache port
