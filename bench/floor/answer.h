@@ -1,4 +1,4 @@
-// The floor server's answers, apart from its I/O loop (epoll.cc): every
+// The floor server's answers, shared by its epoll and io_uring loops: every
 // memcached request (text or binary) gets a fixed reply of the right shape,
 // with no store behind it. A get is a hit with the value the load generator
 // would have stored (bench/common/value.h), so that the bytes on the wire
@@ -73,7 +73,8 @@ class Answerer {
   std::string value_header_cas_;  // the same for gets, with CAS 1
 };
 
-// The server's loop; runs until it fails (1).
+// The two loops; each runs until it fails (1).
 int run_epoll(int listener, size_t value_size);
+int run_uring(int listener, size_t value_size);
 
 }  // namespace floor_server

@@ -1,9 +1,10 @@
-// lockcached-floor: the least a one-thread epoll server can do per request.
+// lockcached-floor: the least a one-thread server can do per request.
 //
-// It answers every memcached request without any store (answer.h), doing
-// the I/O as lockcached does (epoll.cc). What lockcached reaches as a
-// fraction of this is what its store, parser and bookkeeping cost
-// (bench/README.md).
+// It answers every memcached request without any store (answer.h), in one
+// of two loops: --io=epoll (epoll.cc) does the I/O as lockcached does;
+// --io=uring (uring.cc) does it with io_uring. What lockcached reaches as a
+// fraction of the floor with the same backend is what its store, parser and
+// bookkeeping cost (bench/README.md).
 #include <arpa/inet.h>
 #include <gflags/gflags.h>
 #include <netinet/in.h>
@@ -22,6 +23,9 @@
 DEFINE_string(listen, "127.0.0.1", "IPv4 address to listen on");
 DEFINE_int32(port, 11511, "TCP port (0: any free port)");
 DEFINE_uint64(value_size, 32, "size of the value every get returns");
+DEFINE_string(io, "epoll",
+              "epoll: level-triggered epoll, read and write calls, as lockcached; uring: "
+              "io_uring with multishot accept and receive into provided buffers");
 
 namespace {
 
@@ -44,8 +48,12 @@ int listen_on(const std::string& host, int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("a one-thread epoll server with no store (bench/README.md)");
+  gflags::SetUsageMessage("a one-thread server with no store (bench/README.md)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_io != "epoll" && FLAGS_io != "uring") {
+    std::fprintf(stderr, "lockcached-floor: --io must be epoll or uring\n");
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
@@ -64,5 +72,6 @@ int main(int argc, char** argv) {
   // The line lockcached prints, which scripts wait for: keep it the same.
   std::fprintf(stderr, "Listening on %s:%d (memcached protocol)\n", FLAGS_listen.c_str(),
                ntohs(bound.sin_port));
-  return floor_server::run_epoll(listener, FLAGS_value_size);
+  return FLAGS_io == "uring" ? floor_server::run_uring(listener, FLAGS_value_size)
+                             : floor_server::run_epoll(listener, FLAGS_value_size);
 }
