@@ -12,10 +12,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "conn.h"
+
 namespace loadgen {
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kPreloadDepth = 32;
 constexpr int64_t kStallNs = 10'000'000'000;  // no reply for this long: the server hangs
 constexpr Op kBinaryCycle[] = {Op::kLock, Op::kGet, Op::kRaU};
@@ -23,28 +24,6 @@ constexpr Op kTextCycle[] = {Op::kLock, Op::kGet, Op::kSet, Op::kUnlock};
 constexpr Op kServiceCycle[] = {Op::kSvcLock, Op::kSvcUnlock};
 
 }  // namespace
-
-struct Worker::Conn {
-  Conn(int depth, int width)
-      : in(kReadChunk * 2), out(16 * 1024), pending(depth), multi(depth * width) {}
-
-  Transport stream;
-  int index = 0;  // among all busy connections of the run
-  Buffer in;
-  Buffer out;
-  size_t need = 0;               // bytes the front reply needs, when known
-  std::vector<Request> pending;  // ring of requests in flight, oldest first
-  size_t head = 0;
-  size_t count = 0;
-  std::vector<uint64_t> multi;  // multi-get keys, `width` per ring slot
-  uint32_t opaque = 0;
-  size_t step = 0;  // lock modes: the next step of the cycle
-  uint64_t cycle_no = 0;
-  uint64_t cycle_key = 0;
-  int64_t cycle_start = 0;
-  uint32_t events = EPOLLIN;  // what epoll waits for on this connection
-  bool dead = false;
-};
 
 void Stats::merge(const Stats& other) {
   ops += other.ops;
@@ -101,9 +80,12 @@ Worker::~Worker() {
   if (epoll_ >= 0) close(epoll_);
 }
 
+// With --io=uring there is no epoll instance, and the sockets stay blocking:
+// io_uring waits for them itself. Each run makes its ring (run_uring).
 bool Worker::connect(std::string& error) {
-  epoll_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_ < 0) {
+  const bool uring = options_.io == Io::kUring;
+  if (!uring) epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  if (!uring && epoll_ < 0) {
     error = std::string("epoll_create1: ") + std::strerror(errno);
     return false;
   }
@@ -114,6 +96,10 @@ bool Worker::connect(std::string& error) {
     conn->stream = Transport(connect_to(options_, error));
     const int fd = conn->stream.fd();
     if (fd < 0) return false;
+    if (uring) {
+      conns_.push_back(std::move(conn));
+      continue;
+    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     // The handshake is done here, before the preload and the measured run.
     if (tls_ != nullptr && !conn->stream.start_tls(tls_, error)) return false;
@@ -138,6 +124,10 @@ Stats Worker::run(Phase phase, int64_t deadline_ns, uint64_t quota) {
   next_preload_key_ = static_cast<uint64_t>(index_);
   stats_ = Stats();
   last_progress_ns_ = now_ns();
+  if (options_.io == Io::kUring) {
+    run_uring(deadline_ns);
+    return stats_;
+  }
   prime();
   loop(deadline_ns);
   return stats_;
@@ -157,18 +147,25 @@ bool Worker::may_issue() const {
   return quota_ == 0 || issued_ < quota_;
 }
 
+// False when the run is over: its deadline passed, its work is done, every
+// connection died, or the server stalled (an error).
+bool Worker::keep_going(int64_t now, int64_t deadline_ns) {
+  if (deadline_ns != 0 && now >= deadline_ns) return false;
+  if (live_ == 0 || (outstanding_ == 0 && !may_issue())) return false;
+  if (now - last_progress_ns_ > kStallNs) {
+    ++stats_.errors;
+    stats_.problem("no reply for 10 s with requests in flight");
+    return false;
+  }
+  return true;
+}
+
 void Worker::loop(int64_t deadline_ns) {
   epoll_event events[128];
   for (;;) {
     const int64_t now = now_ns();
-    if (deadline_ns != 0 && now >= deadline_ns) return;
-    if (live_ == 0 || (outstanding_ == 0 && !may_issue())) return;
-    if (now - last_progress_ns_ > kStallNs) {
-      ++stats_.errors;
-      stats_.problem("no reply for 10 s with requests in flight");
-      return;
-    }
-    int timeout_ms = 100;
+    if (!keep_going(now, deadline_ns)) return;
+    int timeout_ms = 100;  // at most, so that a stall is noticed
     if (deadline_ns != 0) {
       timeout_ms = static_cast<int>(std::min<int64_t>(100, (deadline_ns - now) / 1'000'000 + 1));
     }
@@ -381,7 +378,7 @@ void Worker::kill(Conn& conn, const std::string& why) {
   outstanding_ -= conn.count;
   conn.count = 0;
   conn.dead = true;
-  epoll_ctl(epoll_, EPOLL_CTL_DEL, conn.stream.fd(), nullptr);
+  if (epoll_ >= 0) epoll_ctl(epoll_, EPOLL_CTL_DEL, conn.stream.fd(), nullptr);
   --live_;
 }
 

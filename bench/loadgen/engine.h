@@ -1,5 +1,6 @@
-// One load generator thread: its share of the connections in one epoll loop,
-// keeping --depth requests in flight on each and checking every reply.
+// One load generator thread: its share of the connections in one epoll loop
+// (engine.cc) or io_uring loop (uring.cc), keeping --depth requests in
+// flight on each and checking every reply.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,11 @@
 #include "options.h"
 #include "protocol.h"
 #include "tls.h"
+
+struct io_uring_cqe;
+namespace bench {
+class Uring;
+}
 
 namespace loadgen {
 
@@ -64,6 +70,7 @@ class Worker {
   struct Conn;
 
   void prime();
+  bool keep_going(int64_t now, int64_t deadline_ns);
   void loop(int64_t deadline_ns);
   void on_readable(Conn& conn);
   bool receive(Conn& conn);
@@ -78,6 +85,16 @@ class Worker {
   void kill(Conn& conn, const std::string& why);
   bool may_issue() const;
 
+  // --io=uring (uring.cc).
+  void run_uring(int64_t deadline_ns);
+  void arm_uring();
+  void reap(int64_t now);
+  void on_recv(Conn& conn, const io_uring_cqe* cqe, int64_t now);
+  void on_send(Conn& conn, int result);
+  void queue_send(Conn& conn);
+  void send_ready();
+  void send_rest(Conn& conn);
+
   const Options& options_;
   const Codec& codec_;
   ssl_ctx_st* const tls_;
@@ -85,6 +102,8 @@ class Worker {
   Rng rng_;
   KeyChooser chooser_;
   int epoll_ = -1;
+  bench::Uring* uring_ = nullptr;  // --io=uring: the ring of the current run
+  std::vector<Conn*> ready_;       // --io=uring: connections with requests to send
   std::vector<std::unique_ptr<Conn>> conns_;
   int live_ = 0;
 

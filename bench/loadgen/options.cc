@@ -8,12 +8,17 @@
 DEFINE_string(host, "127.0.0.1", "server address (IPv4)");
 DEFINE_int32(port, 11211, "server port (the lock port for --mode=lockservice)");
 DEFINE_string(protocol, "text", "text or binary");
+DEFINE_string(io, "epoll",
+              "epoll: each thread an epoll loop with read and write calls; uring: each thread "
+              "an io_uring loop, all sends of a turn and multishot receives into provided "
+              "buffers, one io_uring_enter per turn (plain connections only, not --tls)");
 DEFINE_string(mode, "kv",
               "kv: gets and sets; lock: lock cycles on distinct keys (binary: Lock, Get, "
               "RaU; text: lock, get, set, unlock); lockservice: lock + unlock on the named-lock "
               "service");
 DEFINE_int32(connections, 32, "busy connections");
-DEFINE_int32(threads, 1, "threads (one epoll loop each); connections are spread over them");
+DEFINE_int32(threads, 1,
+             "threads (one epoll or io_uring loop each); connections are spread over them");
 DEFINE_int32(depth, 1, "requests in flight per connection (pipeline depth; 1 in lock modes)");
 DEFINE_double(get_ratio, 0.9, "kv: fraction of requests that are gets, the rest are sets");
 DEFINE_int32(multiget, 1, "kv: keys per get (text: one get line; binary: GetKQ... Noop)");
@@ -58,6 +63,12 @@ Protocol protocol_from_flag() {
   usage_error("--protocol must be text or binary");
 }
 
+Io io_from_flag() {
+  if (FLAGS_io == "epoll") return Io::kEpoll;
+  if (FLAGS_io == "uring") return Io::kUring;
+  usage_error("--io must be epoll or uring");
+}
+
 Mode mode_from_flag() {
   if (FLAGS_mode == "kv") return Mode::kKv;
   if (FLAGS_mode == "lock") return Mode::kLockCycle;
@@ -87,6 +98,9 @@ void check(const Options& o) {
     usage_error("the lock service speaks text only");
   }
   if (!o.tls && !o.tls_ca_file.empty()) usage_error("--tls_ca_file needs --tls");
+  if (o.tls && o.io == Io::kUring) {
+    usage_error("--tls works with --io=epoll only (OpenSSL does the socket I/O); drop --io=uring");
+  }
 }
 
 }  // namespace
@@ -102,6 +116,7 @@ Options parse_options(int* argc, char*** argv) {
   o.host = FLAGS_host;
   o.port = FLAGS_port;
   o.protocol = protocol_from_flag();
+  o.io = io_from_flag();
   o.mode = mode_from_flag();
   o.connections = FLAGS_connections;
   o.threads = FLAGS_threads;
@@ -131,6 +146,10 @@ Options parse_options(int* argc, char*** argv) {
 
 const char* to_string(Protocol protocol) {
   return protocol == Protocol::kText ? "text" : "binary";
+}
+
+const char* to_string(Io io) {
+  return io == Io::kEpoll ? "epoll" : "uring";
 }
 
 const char* to_string(Mode mode) {

@@ -8,6 +8,11 @@ namespace loadgen {
 
 enum class Protocol { kText, kBinary };
 
+// How a worker thread moves bytes: an epoll loop with read and write calls,
+// or io_uring (one io_uring_enter per loop turn for all its sends and
+// receives).
+enum class Io { kEpoll, kUring };
+
 enum class Mode {
   kKv,           // gets (single or multi) and sets, --get_ratio of them gets
   kLockCycle,    // per connection, its own keys: lock, get, RaU (binary) / set + unlock (text)
@@ -18,6 +23,7 @@ struct Options {
   std::string host;
   int port = 0;
   Protocol protocol = Protocol::kText;
+  Io io = Io::kEpoll;
   Mode mode = Mode::kKv;
   int connections = 0;
   int threads = 0;
@@ -49,5 +55,6 @@ Options parse_options(int* argc, char*** argv);
 
 const char* to_string(Protocol protocol);
 const char* to_string(Mode mode);
+const char* to_string(Io io);
 
 }  // namespace loadgen
