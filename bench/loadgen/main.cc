@@ -159,9 +159,9 @@ double us(uint64_t ns) {
 
 void print_human(const Options& o, const Run& run) {
   const Stats& s = run.stats;
-  std::printf("lockcached-loadgen: %s %s, %d connections x depth %d, %d thread(s), %.2f s\n",
+  std::printf("lockcached-loadgen: %s %s, %d connections x depth %d, %d thread(s) (%s), %.2f s\n",
               to_string(o.mode), to_string(o.protocol), o.connections, o.depth, o.threads,
-              run.seconds);
+              to_string(o.io), run.seconds);
   std::printf("  requests %" PRIu64 " (%.0f/s)", s.ops, static_cast<double>(s.ops) / run.seconds);
   if (s.cycles > 0) {
     std::printf("  cycles %" PRIu64 " (%.0f/s)", s.cycles,
@@ -181,8 +181,12 @@ void print_human(const Options& o, const Run& run) {
     std::printf("  server cpu %.2f s, %.2f us per request\n", run.server_cpu,
                 run.server_cpu * 1e6 / static_cast<double>(s.ops));
   }
-  std::printf("  load generator cpu %.2f s (%.0f%% of its %d thread(s))\n", run.own_cpu,
+  std::printf("  load generator cpu %.2f s (%.0f%% of its %d thread(s))", run.own_cpu,
               100 * run.own_cpu / (run.seconds * o.threads), o.threads);
+  if (s.ops > 0) {
+    std::printf(", %.2f us per request", run.own_cpu * 1e6 / static_cast<double>(s.ops));
+  }
+  std::printf("\n");
   if (!run.tls.empty()) std::printf("  tls %s\n", run.tls.c_str());
   if (!s.first_problem.empty()) std::printf("  first problem: %s\n", s.first_problem.c_str());
 }
@@ -191,6 +195,7 @@ void print_json(const Options& o, const Run& run, bool preload) {
   const Stats& s = run.stats;
   const double per_op =
       run.server_cpu >= 0 && s.ops > 0 ? run.server_cpu * 1e6 / static_cast<double>(s.ops) : -1;
+  const double own_per_op = s.ops > 0 ? run.own_cpu * 1e6 / static_cast<double>(s.ops) : -1;
   std::printf(
       "RESULT {\"phase\":\"%s\",\"mode\":\"%s\",\"protocol\":\"%s\",\"connections\":%d,"
       "\"idle_connections\":%d,\"threads\":%d,\"depth\":%d,\"multiget\":%d,\"value_size\":%zu,"
@@ -202,7 +207,7 @@ void print_json(const Options& o, const Run& run, bool preload) {
       ",\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,"
       "\"cycle_p50_us\":%.2f,\"cycle_p99_us\":%.2f,\"cycle_p999_us\":%.2f,\"cycle_mean_us\":%.2f,"
       "\"server_cpu_s\":%.4f,\"server_cpu_us_per_op\":%.4f,\"loadgen_cpu_s\":%.4f,"
-      "\"tls\":\"%s\"}\n",
+      "\"loadgen_cpu_us_per_op\":%.4f,\"io\":\"%s\",\"tls\":\"%s\"}\n",
       preload ? "preload" : "measure", to_string(o.mode), to_string(o.protocol), o.connections,
       o.idle_connections, o.threads, o.depth, o.multiget, o.value_size, o.keys, run.seconds, s.ops,
       static_cast<double>(s.ops) / run.seconds, s.cycles,
@@ -211,7 +216,7 @@ void print_json(const Options& o, const Run& run, bool preload) {
       us(s.latency.percentile(0.999)), us(s.latency.max()), s.latency.mean() / 1000,
       us(s.cycle_latency.percentile(0.5)), us(s.cycle_latency.percentile(0.99)),
       us(s.cycle_latency.percentile(0.999)), s.cycle_latency.mean() / 1000, run.server_cpu, per_op,
-      run.own_cpu, run.tls.c_str());
+      run.own_cpu, own_per_op, to_string(o.io), run.tls.c_str());
 }
 
 int fail(const std::string& message) {
