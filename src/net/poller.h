@@ -26,6 +26,7 @@ class Poller {
   // Completion I/O: only a backend that completes_io() is asked.
   virtual bool completes_io() const { return false; }
   virtual void receive(int, EventHandler*) {}
+  virtual void stop_receiving(EventHandler*) {}
   virtual void send(int, const void*, size_t, EventHandler*) {}
   virtual void send(int, const msghdr*, EventHandler*) {}
   virtual void cancel_io(int) {}

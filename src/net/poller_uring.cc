@@ -11,6 +11,8 @@
 #include <liburing.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -95,11 +97,24 @@ class UringPoller final : public Poller {
   }
 
   bool open(std::string* why) {
-    io_uring_params params{};
-    // The kernel runs completion work when we enter the ring, not by
-    // interrupting the thread at any moment.
-    params.flags = IORING_SETUP_COOP_TASKRUN;
-    int error = io_uring_queue_init_params(kRingEntries, &ring_, &params);
+    // The kernel runs completion work when the thread waits on the ring
+    // (DEFER_TASKRUN, Linux 6.1), not by interrupting it at any moment.
+    // That needs a single submitting thread, the reactor's; the ring is made
+    // disabled and enabled by that thread at its first wait. Older kernels
+    // get COOP_TASKRUN (5.19), then nothing.
+    const unsigned tries[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
+        IORING_SETUP_COOP_TASKRUN, 0};
+    int error = 0;
+    for (unsigned flags : tries) {
+      io_uring_params params{};
+      params.flags = flags;
+      error = io_uring_queue_init_params(kRingEntries, &ring_, &params);
+      if (error != -EINVAL) {
+        disabled_ = flags & IORING_SETUP_R_DISABLED;
+        break;
+      }
+    }
     if (error < 0) {
       *why = std::string("io_uring_setup: ") + strerror(-error);
       return false;
@@ -124,12 +139,20 @@ class UringPoller final : public Poller {
 
   bool completes_io() const override { return true; }
 
+  // Multishot: armed once, it delivers each arrival until it is stopped,
+  // saving a submission and a poll set-up per request.
   void receive(int fd, EventHandler* handler) override {
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_recv(sqe, fd, nullptr, kBufferSize, 0);
+    io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = kBufferGroup;
     io_uring_sqe_set_data64(sqe, tag(handler, kReceive));
+  }
+
+  void stop_receiving(EventHandler* handler) override {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_cancel64(sqe, tag(handler, kReceive), 0);
+    io_uring_sqe_set_data64(sqe, kIgnored);
   }
 
   void send(int fd, const void* data, size_t size, EventHandler* handler) override {
@@ -154,6 +177,14 @@ class UringPoller final : public Poller {
   }
 
   void wait(int timeout_ms) override {
+    if (disabled_) {
+      // Debian's liburing 2.3 declares io_uring_enable_rings but does not
+      // export it: the system call it wraps.
+      PCHECK(syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS,
+                     nullptr, 0) == 0)
+          << "enabling the io_uring";
+      disabled_ = false;
+    }
     if (!epoll_armed_) arm_epoll();
     io_uring_cqe* cqe;
     if (timeout_ms < 0) {
@@ -215,14 +246,16 @@ class UringPoller final : public Poller {
 
   // The buffer goes back to the kernel once the handler has seen it.
   void received(EventHandler& handler, const io_uring_cqe& cqe) {
-    if (!(cqe.flags & IORING_CQE_F_BUFFER)) return handler.on_received(nullptr, cqe.res);
+    bool more = cqe.flags & IORING_CQE_F_MORE;
+    if (!(cqe.flags & IORING_CQE_F_BUFFER)) return handler.on_received(nullptr, cqe.res, more);
     auto id = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    handler.on_received(buffers_.data(id), cqe.res);
+    handler.on_received(buffers_.data(id), cqe.res, more);
     buffers_.put_back(id);
   }
 
   io_uring ring_{};
   bool ring_open_ = false;
+  bool disabled_ = false;  // made disabled: the reactor's thread enables it
   BufferRing buffers_;
   EpollPoller epoll_;
   bool epoll_armed_ = false;

@@ -73,6 +73,10 @@ void Reactor::receive(int fd, EventHandler* handler) {
   poller_->receive(fd, handler);
 }
 
+void Reactor::stop_receiving(EventHandler* handler) {
+  poller_->stop_receiving(handler);
+}
+
 void Reactor::send(int fd, const void* data, size_t size, EventHandler* handler) {
   poller_->send(fd, data, size, handler);
 }

@@ -21,14 +21,16 @@ constexpr size_t kKeepCiphertextCapacity = 4096;
 
 }  // namespace
 
-void Connection::on_received(const char* data, int result) {
-  receiving_ = false;
+void Connection::on_received(const char* data, int result, bool more) {
+  if (!more) receiving_ = stopping_receive_ = false;
   if (closed()) return;
   if (result <= 0) {
     if (result == 0) return core_.watcher() ? close(core::CloseReason::kNormal) : close_when_sent();
-    // Out of provided buffers (the thread's are all in use this turn), or
-    // interrupted: receive again.
-    if (result == -ENOBUFS || result == -EINTR || result == -EAGAIN) return update_interest();
+    // Stopped (input paused), out of provided buffers (the thread's are all
+    // in use this turn), or interrupted: receive again once input is wanted.
+    if (result == -ECANCELED || result == -ENOBUFS || result == -EINTR || result == -EAGAIN) {
+      return update_interest();
+    }
     return close();
   }
   auto size = static_cast<size_t>(result);
@@ -50,8 +52,8 @@ void Connection::on_received(const char* data, int result) {
 }
 
 // Bytes that came while output waits (or a long command runs) are kept, not
-// handled: at most one receive's worth, since none is armed again until the
-// connection wants input (update_io).
+// handled: what arrives before the receive stops (update_io asked it to, as
+// input was paused), a turn's worth at most.
 void Connection::stash(const char* data, size_t size) {
   if (draining_) return;  // nothing more is read once a client said quit
   worker_.stats().bytes_read.add(size);
@@ -134,13 +136,20 @@ void Connection::send_ciphertext_in_flight() {
                          in_flight_ciphertext_.size() - ciphertext_sent_, this);
 }
 
-// update_interest(), on this backend: a receive is armed while input is
-// wanted; what cannot wait for a completion comes back on the next turn.
+// update_interest(), on this backend: a receive goes on while input is
+// wanted and is stopped while not; what cannot wait for a completion comes
+// back on the next turn.
 void Connection::update_io(bool input, bool unfinished) {
-  if (input && !receiving_) {
-    if (stashed_) return call_next_turn();  // handle what was kept first
-    receiving_ = true;
-    worker_.reactor().receive(fd_, this);
+  if (input) {
+    if (stashed_) {
+      call_next_turn();  // handle what was kept first
+    } else if (!receiving_) {
+      receiving_ = true;
+      worker_.reactor().receive(fd_, this);
+    }
+  } else if (receiving_ && !stopping_receive_) {
+    stopping_receive_ = true;
+    worker_.reactor().stop_receiving(this);
   }
   // A long command goes on once its last piece was sent; with nothing to
   // send, on the next turn, after the other connections had theirs.

@@ -35,9 +35,10 @@ class EventHandler {
   virtual ~EventHandler() = default;
   // Readiness: EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP.
   virtual void on_event(uint32_t events) = 0;
-  // Completion: a receive() ended with `result` bytes at `data` (valid only
-  // during the call), 0 at end of stream, or -errno.
-  virtual void on_received(const char* /*data*/, int /*result*/) {}
+  // Completion: a receive() delivered `result` bytes at `data` (valid only
+  // during the call), 0 at end of stream, or -errno. `more`: the receive
+  // goes on and will deliver again; else it is over.
+  virtual void on_received(const char* /*data*/, int /*result*/, bool /*more*/) {}
   // Completion: a send() ended with `result` bytes sent, or -errno.
   virtual void on_sent(int /*result*/) {}
 };
@@ -65,11 +66,15 @@ class Reactor {
   void remove(int fd);
 
   // Completion I/O, only where completes_io(). At most one receive and one
-  // send in flight per descriptor; each ends in exactly one on_received /
-  // on_sent call, so the handler must outlive it. A send's bytes (and its
-  // msghdr and iovecs) must stay untouched until on_sent.
+  // send in flight per descriptor. A receive goes on delivering until an
+  // on_received call says it is over (an error, end of stream, or
+  // stop_receiving); a send ends in one on_sent call. The handler must
+  // outlive both, and a send's bytes (and its msghdr and iovecs) must stay
+  // untouched until on_sent.
   bool completes_io() const { return completes_io_; }
   void receive(int fd, EventHandler* handler);
+  // Ends `handler`'s receive soon; what it delivers meanwhile still comes.
+  void stop_receiving(EventHandler* handler);
   void send(int fd, const void* data, size_t size, EventHandler* handler);
   void send(int fd, const msghdr* message, EventHandler* handler);
   // Ends the descriptor's receive and send soon (-ECANCELED, or what they

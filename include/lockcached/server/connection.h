@@ -70,7 +70,7 @@ class Connection final : public net::EventHandler {
   Connection& operator=(const Connection&) = delete;
 
   void on_event(uint32_t events) override;
-  void on_received(const char* data, int result) override;
+  void on_received(const char* data, int result, bool more) override;
   void on_sent(int result) override;
   // Idle: nothing read since `since` (monotonic ms), and not waiting for a
   // lock (a lock wait is quiet by nature).
@@ -198,7 +198,8 @@ class Connection final : public net::EventHandler {
   // io_uring: what is in flight. A send's bytes stay put until it ends:
   // replies queued meanwhile go to out_, and in_flight_ (plain) or
   // in_flight_ciphertext_ (TLS) hold what the kernel is sending.
-  bool receiving_ = false;
+  bool receiving_ = false;          // a receive is armed (it goes on until stopped)
+  bool stopping_receive_ = false;  // and asked to stop: input is paused
   bool sending_ = false;
   bool stashed_ = false;  // bytes received while paused, not yet handled
   bool next_turn_pending_ = false;
