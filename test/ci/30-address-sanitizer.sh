@@ -9,6 +9,10 @@
 # it exits cleanly, where no assertion looks. So every report also goes to a
 # file under $reports, and any file there fails the stage (and is printed).
 #
+# The suite runs twice: on the epoll backend, then with every server on
+# io_uring (--io=uring, as stage 22), where the kernel holds pointers into
+# a connection's replies until a send completes.
+#
 # Under a sanitizer the tests relax their RSS and latency bounds, never their
 # functional assertions (test/e2e/sanitizer.h). Nothing is excluded.
 # LOCKCACHED_ASAN_BUILD picks another build directory (to run this beside
@@ -18,4 +22,5 @@ build_type=Asan
 reports=$PWD/$build/sanitizer-reports
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$reports/asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
+test_ios="epoll uring"
 source test/ci/sanitized-suite.sh

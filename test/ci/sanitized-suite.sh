@@ -1,5 +1,6 @@
 # Sourced by the sanitizer stages: builds everything (bench off) in $build
-# with CMAKE_BUILD_TYPE=$build_type and runs the whole ctest suite. The
+# with CMAKE_BUILD_TYPE=$build_type and runs the whole ctest suite, on each
+# I/O backend of $test_ios. The
 # stage exports its sanitizer's options first, with log_path under
 # $reports; any report file there fails the stage and is printed.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_BUILD_BENCH=OFF \
@@ -9,7 +10,14 @@ cmake --build "$build" -j2
 rm -rf "$reports"
 mkdir -p "$reports"
 status=0
-ctest --test-dir "$build" -j2 --output-on-failure || status=$?
+# $test_ios: the I/O backends the suite runs on, one pass each (stage 30:
+# epoll and uring); the end-to-end tests are rebuilt for each.
+for test_io in ${test_ios:-epoll}; do
+  echo "== the suite on --io=$test_io"
+  cmake -S . -B "$build" -DLOCKCACHED_TEST_IO="$test_io" >/dev/null
+  cmake --build "$build" -j2
+  ctest --test-dir "$build" -j2 --output-on-failure || status=$?
+done
 if compgen -G "$reports/*" >/dev/null; then
   for report in "$reports"/*; do
     echo "==== sanitizer report $report"
