@@ -192,12 +192,14 @@ TEST_F(e2eStatsFamilies, MetadumpListsEveryLiveItemAndTheNextRequestFollows) {
 }
 
 // The crawler passes while the store holds items, expiring or not: it is
-// what measures each class's age.
+// what measures each class's age. Its first pass may begin while the items
+// are still being stored (and the next is a minute later), so it has seen
+// some of them, not necessarily all.
 TEST_F(e2eStatsFamilies, CrawlerChecksItemsWithoutExptimes) {
   start();
   fill("k", 100, 5);
   EXPECT_TRUE(e2e::eventually(
-      [&] { return stat_u64(client_.stats("items"), "items:1:crawler_items_checked") >= 100; }));
+      [&] { return stat_u64(client_.stats("items"), "items:1:crawler_items_checked") >= 1; }));
   EXPECT_LT(stat_u64(client_.stats("items"), "items:1:age"), 3600u);
 }
 
