@@ -35,7 +35,8 @@ constexpr uint16_t kBufferGroup = 0;
 
 // What a completion is, in the low bits of its user_data; the rest is the
 // handler (EventHandler objects are at least 8-byte aligned).
-enum Op : uint64_t { kIgnored = 0, kReceive = 1, kSend = 2, kEpollReady = 3 };
+// A timer's user_data holds its deadline instead of a handler.
+enum Op : uint64_t { kIgnored = 0, kReceive = 1, kSend = 2, kEpollReady = 3, kTimer = 4 };
 constexpr uint64_t kOpMask = 7;
 
 uint64_t tag(EventHandler* handler, Op op) {
@@ -186,11 +187,12 @@ class UringPoller final : public Poller {
       disabled_ = false;
     }
     if (!epoll_armed_) arm_epoll();
-    io_uring_cqe* cqe;
-    if (timeout_ms < 0) {
+    if (timeout_ms != 0) {
+      if (timeout_ms > 0) arm_timer(monotonic_ms() + timeout_ms);
       io_uring_submit_and_wait(&ring_, 1);
       return;
     }
+    io_uring_cqe* cqe;
     __kernel_timespec timeout{};
     timeout.tv_sec = timeout_ms / 1000;
     timeout.tv_nsec = int64_t{timeout_ms % 1000} * 1000000;
@@ -218,6 +220,21 @@ class UringPoller final : public Poller {
     return sqe;
   }
 
+  // The reactor's next timer, as a timeout in the ring, so that a wait needs
+  // no timeout of its own (a kernel timer set up and torn down per wait).
+  // Armed again only for a sooner deadline; one passed over (its timer was
+  // cancelled or moved) just wakes the loop once.
+  void arm_timer(int64_t deadline_ms) {
+    if (timer_armed_ && timer_deadline_ms_ <= deadline_ms) return;
+    timer_armed_ = true;
+    timer_deadline_ms_ = deadline_ms;
+    timer_at_.tv_sec = deadline_ms / 1000;
+    timer_at_.tv_nsec = deadline_ms % 1000 * 1000000;
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_timeout(sqe, &timer_at_, 0, IORING_TIMEOUT_ABS);  // CLOCK_MONOTONIC
+    io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(deadline_ms) << 3 | kTimer);
+  }
+
   // Readiness of the epoll set, once: it is armed again after its events
   // were handled, so it behaves level-triggered like epoll itself.
   void arm_epoll() {
@@ -234,6 +251,9 @@ class UringPoller final : public Poller {
         return received(*handler, cqe);
       case kSend:
         return handler->on_sent(cqe.res);
+      case kTimer:
+        if (static_cast<int64_t>(cqe.user_data >> 3) == timer_deadline_ms_) timer_armed_ = false;
+        return;
       case kEpollReady:
         epoll_armed_ = false;
         epoll_.wait(0);
@@ -259,6 +279,9 @@ class UringPoller final : public Poller {
   BufferRing buffers_;
   EpollPoller epoll_;
   bool epoll_armed_ = false;
+  bool timer_armed_ = false;
+  int64_t timer_deadline_ms_ = 0;
+  __kernel_timespec timer_at_{};  // read by the kernel when the timeout is submitted
 };
 
 }  // namespace

@@ -29,8 +29,17 @@ inline Sanitizer detect_server_sanitizer() {
     if (name == "thread") return Sanitizer::kThread;
     if (name == "none") return Sanitizer::kNone;
   }
-  std::ifstream file(server_binary(), std::ios::binary);
+  std::string path = server_binary();
+  std::ifstream file(path, std::ios::binary);
   std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  // The --io=uring wrapper script (test/CMakeLists.txt) names the binary it
+  // runs as exec 'PATH': look at that one.
+  constexpr std::string_view kExec = "exec '";
+  if (size_t exec = bytes.find(kExec); bytes.starts_with("#!") && exec != std::string::npos) {
+    size_t start = exec + kExec.size();
+    std::ifstream binary(bytes.substr(start, bytes.find('\'', start) - start), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(binary), std::istreambuf_iterator<char>());
+  }
   if (bytes.find("__asan_init") != std::string::npos) return Sanitizer::kAddress;
   if (bytes.find("__tsan_init") != std::string::npos) return Sanitizer::kThread;
   return Sanitizer::kNone;
