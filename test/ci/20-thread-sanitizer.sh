@@ -4,6 +4,10 @@
 # start the lockcached of this build directory, so every request of the
 # suite is served by the instrumented server.
 #
+# The servers run on the epoll backend, then (the tests that start a server
+# again) on io_uring (--io=uring, as stage 22), whose completions and
+# cross-thread wake-ups take other paths through the reactor.
+#
 # A report fails the stage wherever it happens. In a test it fails the test
 # (halt_on_error: the process exits at the first race); but a server can
 # also report after the test's last request, where no assertion looks. So
@@ -18,4 +22,5 @@ build=${LOCKCACHED_TSAN_BUILD:-build-tsan}
 build_type=Tsan
 reports=$PWD/$build/sanitizer-reports
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan
+test_ios="epoll uring"
 source test/ci/sanitized-suite.sh

@@ -9,9 +9,9 @@
 # it exits cleanly, where no assertion looks. So every report also goes to a
 # file under $reports, and any file there fails the stage (and is printed).
 #
-# The suite runs twice: on the epoll backend, then with every server on
-# io_uring (--io=uring, as stage 22), where the kernel holds pointers into
-# a connection's replies until a send completes.
+# The servers run on the epoll backend, then (the tests that start a server
+# again) on io_uring (--io=uring, as stage 22), where the kernel holds
+# pointers into a connection's replies until a send completes.
 #
 # Under a sanitizer the tests relax their RSS and latency bounds, never their
 # functional assertions (test/e2e/sanitizer.h). Nothing is excluded.

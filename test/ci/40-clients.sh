@@ -2,7 +2,8 @@
 # (store, read, delete, incr, cas, a write to a locked key, and the lock
 # commands where a client can send them): pymemcache, libmemcached's C API
 # and tools, php-memcached, Dalli, Cache::Memcached::Fast, memjs and nginx's
-# memcached module. The matrix: docs/clients.md.
+# memcached module, with the server on each I/O backend. The matrix:
+# docs/clients.md.
 apt-get install -y --no-install-recommends \
   gcc libc6-dev libmemcached-dev libmemcached-tools python3 python3-pymemcache \
   php-cli php-memcached ruby ruby-dalli libcache-memcached-fast-perl nginx
@@ -26,8 +27,17 @@ gcc -std=c11 -O1 -Wall -Wextra -Werror -o "$work/libmemcached_client" \
 cp test/clients/package.json test/clients/package-lock.json "$work/node/"
 (cd "$work/node" && npm ci --no-audit --no-fund)
 
+# The matrix runs twice: the server on epoll, then on io_uring (--io=uring,
+# as stage 22), through a wrapper that adds the flag.
+printf '#!/bin/sh\nexec %s --io=uring "$@"\n' "'$PWD/build/lockcached'" >"$work/lockcached-uring"
+chmod +x "$work/lockcached-uring"
 # Debian's python3: python3-pymemcache installs for it, and a python3 earlier
 # in PATH (pyenv, a venv) may not see it.
-/usr/bin/python3 -B -u test/clients/run_clients.py build/lockcached \
-  --libmemcached-client "$work/libmemcached_client" \
-  --node-modules "$work/node/node_modules"
+status=0
+for server in build/lockcached "$work/lockcached-uring"; do
+  echo "== the client matrix against $server"
+  /usr/bin/python3 -B -u test/clients/run_clients.py "$server" \
+    --libmemcached-client "$work/libmemcached_client" \
+    --node-modules "$work/node/node_modules" || status=$?
+done
+exit "$status"

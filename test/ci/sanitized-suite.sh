@@ -1,8 +1,8 @@
 # Sourced by the sanitizer stages: builds everything (bench off) in $build
-# with CMAKE_BUILD_TYPE=$build_type and runs the whole ctest suite, on each
-# I/O backend of $test_ios. The
-# stage exports its sanitizer's options first, with log_path under
-# $reports; any report file there fails the stage and is printed.
+# with CMAKE_BUILD_TYPE=$build_type and runs the ctest suite on each I/O
+# backend of $test_ios. The stage exports its sanitizer's options first, with
+# log_path under $reports; any report file there fails the stage and is
+# printed.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_BUILD_BENCH=OFF \
   -DLOCKCACHED_WERROR=ON
 cmake --build "$build" -j2
@@ -10,13 +10,18 @@ cmake --build "$build" -j2
 rm -rf "$reports"
 mkdir -p "$reports"
 status=0
-# $test_ios: the I/O backends the suite runs on, one pass each (stage 30:
-# epoll and uring); the end-to-end tests are rebuilt for each.
+# $test_ios: the I/O backends the servers run on, one pass each (stages 20
+# and 30: epoll, then uring). The first pass runs the whole suite; the later
+# ones only the tests that start a server (labels e2e and external: the unit
+# tests never open a socket, so they would run the same code again). Only
+# test/e2e/server_process.cc is recompiled between passes.
+labels=
 for test_io in ${test_ios:-epoll}; do
-  echo "== the suite on --io=$test_io"
+  echo "== the suite on --io=$test_io${labels:+ (labels $labels)}"
   cmake -S . -B "$build" -DLOCKCACHED_TEST_IO="$test_io" >/dev/null
   cmake --build "$build" -j2
-  ctest --test-dir "$build" -j2 --output-on-failure || status=$?
+  ctest --test-dir "$build" -j2 --output-on-failure ${labels:+-L "$labels"} || status=$?
+  labels='e2e|external'
 done
 if compgen -G "$reports/*" >/dev/null; then
   for report in "$reports"/*; do
