@@ -37,6 +37,10 @@ DEFINE_string(io, "epoll",
               "Client I/O backend: epoll, or uring (io_uring: a loop turn's receives and sends "
               "in one system call; falls back to epoll, with a warning, where the kernel "
               "refuses io_uring)");
+DEFINE_bool(uring_sqpoll, false,
+            "With --io=uring: a kernel thread per reactor thread takes the submissions "
+            "(SQPOLL), so a busy reactor makes no system call; it spins on a CPU, worth it only "
+            "where CPUs are spare. Falls back, with a warning, where the kernel refuses it");
 DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes (SIGHUP re-reads it)");
 DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections on the cache port");
@@ -200,6 +204,7 @@ FlagProblem check_flags() {
   if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return {"lock_port", "must be -1..65535"};
   if (FLAGS_threads < 0 || FLAGS_threads > 1024) return {"threads", "must be 0..1024"};
   if (FLAGS_io != "epoll" && FLAGS_io != "uring") return {"io", "must be epoll or uring"};
+  if (FLAGS_uring_sqpoll && FLAGS_io != "uring") return {"uring_sqpoll", "needs --io=uring"};
   if (FLAGS_memory_limit_mb < 1) return {"memory_limit_mb", "must be at least 1"};
   if (FLAGS_v < 0) return {"v", "must be 0 or more"};
   if (FLAGS_max_item_size < 1024 || FLAGS_max_item_size > (int64_t{1} << 30)) {
@@ -251,12 +256,20 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
   settings.io = FLAGS_io == "uring" ? lockcached::net::IoBackend::kUring
                                     : lockcached::net::IoBackend::kEpoll;
+  settings.uring.sqpoll = FLAGS_uring_sqpoll;
   // A kernel without io_uring (too old, or turned off by sysctl or seccomp)
-  // still gets a working server, and one line that says why it is epoll.
+  // still gets a working server, and one line that says why it is epoll;
+  // one that refuses only SQPOLL gets io_uring without it.
+  using lockcached::net::Reactor;
+  if (std::string why; settings.uring.sqpoll && !Reactor::uring_available(settings.uring, &why)) {
+    LOG(WARNING) << "--uring_sqpoll: " << why << "; submitting from the reactor threads";
+    settings.uring.sqpoll = false;
+  }
   if (std::string why; settings.io == lockcached::net::IoBackend::kUring &&
-                       !lockcached::net::Reactor::uring_available(&why)) {
+                       !Reactor::uring_available(settings.uring, &why)) {
     LOG(WARNING) << "--io=uring: " << why << "; using epoll";
     settings.io = lockcached::net::IoBackend::kEpoll;
+    settings.uring.sqpoll = false;
   }
   settings.max_connections = FLAGS_max_connections;
   settings.lock_max_connections = FLAGS_lock_max_connections;

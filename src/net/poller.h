@@ -25,7 +25,7 @@ class Poller {
 
   // Completion I/O: only a backend that completes_io() is asked.
   virtual bool completes_io() const { return false; }
-  virtual void receive(int, EventHandler*) {}
+  virtual void receive(int, EventHandler*, bool /*once*/) {}
   virtual void stop_receiving(EventHandler*) {}
   virtual void send(int, const void*, size_t, EventHandler*) {}
   virtual void send(int, const msghdr*, EventHandler*) {}
@@ -64,6 +64,6 @@ class EpollPoller final : public Poller {
 };
 
 // nullptr (and why) when the kernel refuses what the backend needs.
-std::unique_ptr<Poller> make_uring_poller(std::string* why);
+std::unique_ptr<Poller> make_uring_poller(UringOptions options, std::string* why);
 
 }  // namespace lockcached::net

@@ -10,6 +10,7 @@
 // memory layout and barriers, which are easy to get subtly wrong by hand.
 #include <liburing.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,6 +33,10 @@ constexpr unsigned kRingEntries = 1024;
 constexpr unsigned kBufferCount = 128;
 constexpr unsigned kBufferSize = kMaxReceiveSize;
 constexpr uint16_t kBufferGroup = 0;
+// --uring_sqpoll: how long the kernel's submission thread spins after the
+// last submission before it sleeps (a sleeping one costs the next submit a
+// system call to wake it).
+constexpr unsigned kSqpollIdleMs = 10;
 
 // What a completion is, in the low bits of its user_data; the rest is the
 // handler (EventHandler objects are at least 8-byte aligned).
@@ -97,27 +102,39 @@ class UringPoller final : public Poller {
     if (ring_open_) io_uring_queue_exit(&ring_);
   }
 
-  bool open(std::string* why) {
+  bool open(UringOptions options, std::string* why) {
     // The kernel runs completion work when the thread waits on the ring
     // (DEFER_TASKRUN, Linux 6.1), not by interrupting it at any moment.
     // That needs a single submitting thread, the reactor's; the ring is made
     // disabled and enabled by that thread at its first wait. Older kernels
-    // get COOP_TASKRUN (5.19), then nothing.
-    const unsigned tries[] = {
+    // get COOP_TASKRUN (5.19), then nothing. SQPOLL rules DEFER_TASKRUN out:
+    // its kernel thread is the submitter and runs the completion work.
+    const unsigned plain[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
         IORING_SETUP_COOP_TASKRUN, 0};
-    int error = 0;
-    for (unsigned flags : tries) {
+    const unsigned sqpoll[] = {
+        IORING_SETUP_SQPOLL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED,
+        IORING_SETUP_SQPOLL};
+    int error = -EINVAL;
+    auto try_flags = [&](unsigned flags) {
       io_uring_params params{};
       params.flags = flags;
+      params.sq_thread_idle = kSqpollIdleMs;
       error = io_uring_queue_init_params(kRingEntries, &ring_, &params);
-      if (error != -EINVAL) {
-        disabled_ = flags & IORING_SETUP_R_DISABLED;
-        break;
-      }
+      disabled_ = flags & IORING_SETUP_R_DISABLED;
+      return error != -EINVAL;
+    };
+    if (options.sqpoll) {
+      for (unsigned flags : sqpoll)
+        if (try_flags(flags)) break;
+      sqpoll_ = true;
+    } else {
+      for (unsigned flags : plain)
+        if (try_flags(flags)) break;
     }
     if (error < 0) {
-      *why = std::string("io_uring_setup: ") + strerror(-error);
+      *why = std::string(options.sqpoll ? "io_uring_setup with SQPOLL: " : "io_uring_setup: ") +
+             strerror(-error);
       return false;
     }
     ring_open_ = true;
@@ -141,10 +158,15 @@ class UringPoller final : public Poller {
   bool completes_io() const override { return true; }
 
   // Multishot: armed once, it delivers each arrival until it is stopped,
-  // saving a submission and a poll set-up per request.
-  void receive(int fd, EventHandler* handler) override {
+  // saving a submission and a poll set-up per request. `once`: a plain
+  // receive into one provided buffer (length 0: the buffer's).
+  void receive(int fd, EventHandler* handler, bool once) override {
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+    if (once) {
+      io_uring_prep_recv(sqe, fd, nullptr, 0, 0);
+    } else {
+      io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+    }
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = kBufferGroup;
     io_uring_sqe_set_data64(sqe, tag(handler, kReceive));
@@ -171,6 +193,7 @@ class UringPoller final : public Poller {
   // Submitted at once: the kernel finds the operations by the descriptor,
   // which the caller closes next.
   void cancel_io(int fd) override {
+    if (sqpoll_) return cancel_io_sqpoll(fd);
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_cancel_fd(sqe, fd, IORING_ASYNC_CANCEL_ALL);
     io_uring_sqe_set_data64(sqe, kIgnored);
@@ -178,17 +201,16 @@ class UringPoller final : public Poller {
   }
 
   void wait(int timeout_ms) override {
-    if (disabled_) {
-      // Debian's liburing 2.3 declares io_uring_enable_rings but does not
-      // export it: the system call it wraps.
-      PCHECK(syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS,
-                     nullptr, 0) == 0)
-          << "enabling the io_uring";
-      disabled_ = false;
-    }
+    if (!enabled_) enable();
     if (!epoll_armed_) arm_epoll();
+    if (timeout_ms > 0) arm_timer(monotonic_ms() + timeout_ms);
+    if (sqpoll_) {
+      // The kernel's thread takes the submissions (a system call only to
+      // wake it); completions that are there already need no wait.
+      io_uring_submit(&ring_);
+      if (io_uring_cq_ready(&ring_) > 0) return;
+    }
     if (timeout_ms != 0) {
-      if (timeout_ms > 0) arm_timer(monotonic_ms() + timeout_ms);
       io_uring_submit_and_wait(&ring_, 1);
       return;
     }
@@ -211,6 +233,39 @@ class UringPoller final : public Poller {
   }
 
  private:
+  // In the reactor's thread, before its first wait.
+  void enable() {
+    if (disabled_) {
+      // Debian's liburing 2.3 declares io_uring_enable_rings but does not
+      // export it: the system call it wraps.
+      PCHECK(syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS,
+                     nullptr, 0) == 0)
+          << "enabling the io_uring";
+    }
+    // Registered for this thread (5.18), the ring needs no descriptor
+    // lookup per io_uring_enter; an older kernel just does the lookup.
+    io_uring_register_ring_fd(&ring_);
+    enabled_ = true;
+  }
+
+  // Under SQPOLL a submitted operation is in the queue until the kernel's
+  // thread takes it, and it finds its descriptor only then: the descriptor
+  // must not be closed (and its number reused by the next accept) before.
+  // So the queue is drained first; then the kernel cancels what it holds
+  // for the descriptor, synchronously, before the caller closes it.
+  void cancel_io_sqpoll(int fd) {
+    if (!enabled_) enable();  // else the kernel's thread is not running yet
+    while (io_uring_submit(&ring_), io_uring_sq_ready(&ring_) > 0) sched_yield();
+    io_uring_sync_cancel_reg cancel{};
+    cancel.fd = fd;
+    cancel.flags = IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL;
+    cancel.timeout.tv_sec = -1;  // no time limit
+    cancel.timeout.tv_nsec = -1;
+    int error = io_uring_register_sync_cancel(&ring_, &cancel);
+    LOG_IF(WARNING, error < 0 && error != -ENOENT)
+        << "io_uring: cancelling the I/O of a closing descriptor: " << strerror(-error);
+  }
+
   io_uring_sqe* next_sqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {  // the queue is full: hand it to the kernel
@@ -276,6 +331,8 @@ class UringPoller final : public Poller {
   io_uring ring_{};
   bool ring_open_ = false;
   bool disabled_ = false;  // made disabled: the reactor's thread enables it
+  bool enabled_ = false;   // enable() ran
+  bool sqpoll_ = false;
   BufferRing buffers_;
   EpollPoller epoll_;
   bool epoll_armed_ = false;
@@ -286,9 +343,9 @@ class UringPoller final : public Poller {
 
 }  // namespace
 
-std::unique_ptr<Poller> make_uring_poller(std::string* why) {
+std::unique_ptr<Poller> make_uring_poller(UringOptions options, std::string* why) {
   auto poller = std::make_unique<UringPoller>();
-  if (!poller->open(why)) return nullptr;
+  if (!poller->open(options, why)) return nullptr;
   return poller;
 }
 

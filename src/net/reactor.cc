@@ -32,17 +32,17 @@ class Reactor::Waker final : public EventHandler {
   Reactor& reactor_;
 };
 
-bool Reactor::uring_available(std::string* why) {
-  return make_uring_poller(why) != nullptr;
+bool Reactor::uring_available(UringOptions uring, std::string* why) {
+  return make_uring_poller(uring, why) != nullptr;
 }
 
-Reactor::Reactor(IoBackend backend)
+Reactor::Reactor(IoBackend backend, UringOptions uring)
     : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       waker_(std::make_unique<Waker>(*this)),
       now_ms_(monotonic_ms()) {
   if (backend == IoBackend::kUring) {
     std::string why;
-    poller_ = make_uring_poller(&why);
+    poller_ = make_uring_poller(uring, &why);
     CHECK(poller_) << "io_uring: " << why;  // callers check uring_available() first
   } else {
     poller_ = std::make_unique<EpollPoller>();
@@ -69,8 +69,8 @@ void Reactor::remove(int fd) {
   poller_->remove(fd);
 }
 
-void Reactor::receive(int fd, EventHandler* handler) {
-  poller_->receive(fd, handler);
+void Reactor::receive(int fd, EventHandler* handler, bool once) {
+  poller_->receive(fd, handler, once);
 }
 
 void Reactor::stop_receiving(EventHandler* handler) {

@@ -96,7 +96,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
           << " connection";
   if (completes_io_) {
     receiving_ = true;
-    worker_.reactor().receive(fd_, this);
+    worker_.reactor().receive(fd_, this, receive_once_);
   } else if (!worker_.reactor().add(fd_, interest_, this)) {
     close();
   }

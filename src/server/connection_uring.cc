@@ -28,12 +28,19 @@ void Connection::on_received(const char* data, int result, bool more) {
     if (result == 0) return core_.watcher() ? close(core::CloseReason::kNormal) : close_when_sent();
     // Stopped (input paused), out of provided buffers (the thread's are all
     // in use this turn), or interrupted: receive again once input is wanted.
+    // A multishot receive takes up to dozens of buffers at once while data
+    // waits (a bulk upload, a flood), so once they ran short the starved
+    // connections receive one buffer at a time, in turn, as epoll reads:
+    // a flood cannot keep a quiet client waiting.
+    if (result == -ENOBUFS) receive_once_ = true;
     if (result == -ECANCELED || result == -ENOBUFS || result == -EINTR || result == -EAGAIN) {
       return update_interest();
     }
     return close();
   }
   auto size = static_cast<size_t>(result);
+  // Less than a buffer: the socket is drained; multishot again.
+  if (size < net::kMaxReceiveSize) receive_once_ = false;
   if (core_.watcher()) {
     worker_.stats().bytes_read.add(size);
     return update_interest();
@@ -145,7 +152,7 @@ void Connection::update_io(bool input, bool unfinished) {
       call_next_turn();  // handle what was kept first
     } else if (!receiving_) {
       receiving_ = true;
-      worker_.reactor().receive(fd_, this);
+      worker_.reactor().receive(fd_, this, receive_once_);
     }
   } else if (receiving_ && !stopping_receive_) {
     stopping_receive_ = true;

@@ -468,6 +468,7 @@ void Server::collect_settings(core::StatList& out) const {
                    std::to_string(state_.idle_timeout_seconds.load(std::memory_order_relaxed)));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
   out.emplace_back("io", std::string(net::io_backend_name(settings.io)));
+  out.emplace_back("uring_sqpoll", settings.uring.sqpoll ? "yes" : "no");
   out.emplace_back("virtual_ip", settings.virtual_ip);
   out.emplace_back("repl_port", std::to_string(settings.repl_port));
   out.emplace_back("repl_buffer_size", std::to_string(settings.repl_buffer_size));

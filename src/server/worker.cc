@@ -45,7 +45,7 @@ Worker::Worker(ServerState& state, core::StatsSource& stats_source,
     : state_(state),
       stats_source_(stats_source),
       control_(control),
-      reactor_(state.settings.io),
+      reactor_(state.settings.io, state.settings.uring),
       scratch_(std::make_unique<char[]>(kScratchSize)),
       ciphertext_scratch_(state.tls ? std::make_unique<char[]>(kScratchSize) : nullptr),
       spare_fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {

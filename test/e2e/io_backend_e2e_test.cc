@@ -3,8 +3,9 @@
 // take that ordinary request-reply traffic does not: a client that stops
 // reading while it keeps sending (receiving paused, then resumed), more
 // connections delivering in one turn than the thread has receive buffers,
-// and replies of many pieces sent in several goes. The rest of the suite
-// runs on the io_uring backend in CI stage 22 (LOCKCACHED_TEST_IO=uring).
+// and replies of many pieces sent in several goes; and --uring_sqpoll. The
+// rest of the suite runs on the io_uring backend in CI stage 22
+// (LOCKCACHED_TEST_IO=uring).
 #include <chrono>
 #include <string>
 #include <vector>
@@ -36,6 +37,44 @@ TEST(IoBackendE2e, SettingsNameTheBackendAndTheLastFlagWins) {
   ASSERT_TRUE(uring_client.connect(uring.port()));
   // This kernel (the CI machine's, too) allows io_uring: no silent fallback.
   EXPECT_EQ(io_of(uring_client), "uring") << uring.log();
+}
+
+// --uring_sqpoll: a kernel thread takes the submissions. Clients come and
+// go, some with replies in flight: a closing connection's descriptor must
+// not be closed before that thread took what names it.
+TEST(IoBackendE2e, SqpollServesClientsThatComeAndGo) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--io=uring", "--uring_sqpoll", "--threads=2"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  auto settings = client.stats("settings");
+  EXPECT_EQ(settings["io"], "uring") << server.log();
+  EXPECT_EQ(settings["uring_sqpoll"], "yes") << server.log();
+  const std::string value(200 * 1000, 's');
+  ASSERT_EQ(client.store("set", "v", value), "STORED");
+  for (int round = 0; round < 30; ++round) {
+    std::vector<Client> batch(10);
+    for (Client& one : batch) {
+      ASSERT_TRUE(one.connect(server.port()));
+      ASSERT_TRUE(one.send("get v\r\nget v\r\n"));
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (i % 2 == 0) {
+        batch[i].abort();  // gone with replies in flight
+        continue;
+      }
+      for (int reply = 0; reply < 2; ++reply) {
+        auto values = batch[i].read_values();
+        ASSERT_TRUE(values.has_value()) << batch[i].last_error();
+        ASSERT_EQ(values->size(), 1u);
+        ASSERT_EQ((*values)[0].data, value);
+      }
+    }
+  }
+  EXPECT_EQ(client.get("v"), value);
+  EXPECT_TRUE(e2e::eventually([&] {
+    return e2e::stat_u64(client.stats(), "curr_connections") <= 2;  // ours, and the listener's count
+  })) << client.stats()["curr_connections"];
 }
 
 class UringE2e : public ::testing::Test {

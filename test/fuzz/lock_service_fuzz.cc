@@ -67,7 +67,7 @@ int64_t monotonic_ms() {
 
 class Reactor::Waker {};  // nothing to wake: run() is one pump
 
-Reactor::Reactor(IoBackend) : wake_fd_(-1), now_ms_(fake::now_ms) {}
+Reactor::Reactor(IoBackend, UringOptions) : wake_fd_(-1), now_ms_(fake::now_ms) {}
 
 Reactor::~Reactor() = default;
 

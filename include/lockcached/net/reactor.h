@@ -25,6 +25,14 @@
 namespace lockcached::net {
 
 enum class IoBackend : uint8_t { kEpoll, kUring };
+// How a kUring reactor sets up its ring.
+struct UringOptions {
+  // --uring_sqpoll: a kernel thread per ring takes the submissions from
+  // shared memory, so a reactor that has completions to handle makes no
+  // system call at all. The thread spins for a while after the last
+  // submission, on a CPU of its own where the machine has one to spare.
+  bool sqpoll = false;
+};
 // The most one completed receive() delivers.
 constexpr size_t kMaxReceiveSize = 16 * 1024;
 std::string_view io_backend_name(IoBackend backend);
@@ -50,15 +58,16 @@ class Reactor {
   using Task = std::function<void()>;
   using TimerId = uint64_t;
 
-  // kUring needs uring_available(); check it first.
-  explicit Reactor(IoBackend backend = IoBackend::kEpoll);
+  // kUring needs uring_available(); check it first. `uring` matters to
+  // kUring only.
+  explicit Reactor(IoBackend backend = IoBackend::kEpoll, UringOptions uring = {});
   ~Reactor();
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
 
   // Whether this kernel lets the process use every io_uring feature the
   // kUring backend needs; if not, why (for the one log line that says so).
-  static bool uring_available(std::string* why);
+  static bool uring_available(UringOptions uring, std::string* why);
 
   // events: EPOLLIN / EPOLLOUT (level-triggered). False if the kernel refuses.
   bool add(int fd, uint32_t events, EventHandler* handler);
@@ -68,11 +77,12 @@ class Reactor {
   // Completion I/O, only where completes_io(). At most one receive and one
   // send in flight per descriptor. A receive goes on delivering until an
   // on_received call says it is over (an error, end of stream, or
-  // stop_receiving); a send ends in one on_sent call. The handler must
+  // stop_receiving), or after one delivery where `once`; a send ends in one
+  // on_sent call. The handler must
   // outlive both, and a send's bytes (and its msghdr and iovecs) must stay
   // untouched until on_sent.
   bool completes_io() const { return completes_io_; }
-  void receive(int fd, EventHandler* handler);
+  void receive(int fd, EventHandler* handler, bool once = false);
   // Ends `handler`'s receive soon; what it delivers meanwhile still comes.
   void stop_receiving(EventHandler* handler);
   void send(int fd, const void* data, size_t size, EventHandler* handler);

@@ -200,6 +200,7 @@ class Connection final : public net::EventHandler {
   // in_flight_ciphertext_ (TLS) hold what the kernel is sending.
   bool receiving_ = false;          // a receive is armed (it goes on until stopped)
   bool stopping_receive_ = false;  // and asked to stop: input is paused
+  bool receive_once_ = false;      // one buffer per receive: they ran short (on_received)
   bool sending_ = false;
   bool stashed_ = false;  // bytes received while paused, not yet handled
   bool next_turn_pending_ = false;

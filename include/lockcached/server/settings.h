@@ -27,6 +27,7 @@ struct Settings {
   unsigned threads = 4;
   // The client connections' I/O; kUring only where Reactor::uring_available().
   net::IoBackend io = net::IoBackend::kEpoll;
+  net::UringOptions uring;  // with kUring; sqpoll only where the kernel grants it
   size_t memory_limit = size_t{1024} << 20;
   size_t max_item_size = size_t{1} << 20;
   int max_connections = 4096;       // on the cache port
