@@ -119,4 +119,11 @@ void OutputQueue::clear() {
   if (items_.capacity() > kKeepCapacity / sizeof(ItemRange)) items_.shrink_to_fit();
 }
 
+void OutputQueue::release_memory() {
+  clear();
+  bytes_.reset();
+  capacity_ = 0;
+  std::vector<ItemRange>().swap(items_);
+}
+
 }  // namespace lockcached::protocol

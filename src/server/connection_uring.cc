@@ -95,8 +95,13 @@ void Connection::on_sent(int result) {
     if (!in_flight_.empty()) return send_in_flight();
     send_vector_.reset();
     // Nothing came in meanwhile: the buffer just sent fills up next, so one
-    // buffer serves a connection that waits for each reply.
-    if (out_.empty()) in_flight_.swap(out_);
+    // buffer serves a connection that waits for each reply. The other one
+    // filled only while replies queued behind a send (pipelining): it goes
+    // back, so an idle connection keeps one buffer, as on epoll.
+    if (out_.empty()) {
+      in_flight_.swap(out_);
+      in_flight_.release_memory();
+    }
   }
   on_writable();  // what queued meanwhile, a long command's next step, a watcher
 }

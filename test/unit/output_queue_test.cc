@@ -100,6 +100,19 @@ TEST(OutputQueueTest, AppendedBytesComeOutInOrder) {
   EXPECT_EQ(queue.pending(), 0u);
 }
 
+// What the io_uring connection does with its spare queue once a client
+// stops pipelining: the memory goes, the queue stays usable.
+TEST(OutputQueueTest, ReleasedMemoryLeavesAnEmptyUsableQueue) {
+  OutputQueue queue;
+  queue.append(std::string(100 * 1024, 'x'));
+  queue.release_memory();
+  EXPECT_TRUE(queue.empty());
+  EXPECT_EQ(queue.pending(), 0u);
+  EXPECT_TRUE(gather_all(queue).empty());
+  queue.append("END\r\n");
+  EXPECT_EQ(queue.take_all(), "END\r\n");
+}
+
 TEST(OutputQueueTest, AdjacentBytesShareOnePiece) {
   OutputQueue queue;
   queue.append("VALUE ");

@@ -97,6 +97,9 @@ class OutputQueue {
   // Everything unsent as one string; empties the queue (tests, diagnostics).
   std::string take_all();
   void clear();
+  // clear(), and the buffer goes back whatever its size (io_uring: the spare
+  // of a connection's two queues, once it stops pipelining).
+  void release_memory();
 
  private:
   // A range of item memory, sent after the first `at` bytes of the buffer
