@@ -28,8 +28,9 @@ namespace {
 
 constexpr unsigned kRingEntries = 1024;
 // Received bytes land here: kBufferCount buffers of kBufferSize for the
-// whole thread. A receive finds none free only when more connections than
-// that deliver in one loop turn; it ends with ENOBUFS and is armed again.
+// whole thread. A receive that finds none free ends with ENOBUFS; its
+// connection then takes one buffer per receive until drained
+// (Connection::on_received), so that connections take turns.
 constexpr unsigned kBufferCount = 128;
 constexpr unsigned kBufferSize = kMaxReceiveSize;
 constexpr uint16_t kBufferGroup = 0;
