@@ -151,10 +151,15 @@ class Translator {
 
  private:
   // "-p11211", "-vv", "-v": memcached's. "-logtostderr", "-v=2", "-port=1":
-  // gflags' own single-dash forms, left to it.
+  // gflags' own single-dash forms, left to it. "-ossl_verify_mode=3" is
+  // memcached's too (getopt: -o with a joined value): an '=' goes to gflags
+  // only after the name of one of its flags.
   bool is_short_cluster(const std::string& arg) const {
     std::string_view body = std::string_view(arg).substr(1);
-    if (body.find('=') != std::string_view::npos) return false;
+    size_t equals = body.find('=');
+    if (equals != std::string_view::npos) {
+      return equals > 1 && takes_value(body[0]) && !is_gflag_(body.substr(0, equals));
+    }
     return body.size() == 1 || !is_gflag_(body);
   }
 

@@ -157,6 +157,11 @@ TEST(CommandLineTest, TlsOptionsTranslate) {
   EXPECT_EQ(translated({"-o", "ssl_verify_mode=3", "-o", "ssl_verify_mode=0"}),
             (Args{"--tls_verify_client=true", "--tls_verify_client=false"}));
   EXPECT_EQ(translated({"-o", "ssl_ciphers=ECDHE+AESGCM"}), (Args{"--tls_ciphers=ECDHE+AESGCM"}));
+  // getopt's joined form, as memcached takes it.
+  EXPECT_EQ(translated({"-ossl_verify_mode=3,ssl_key=/k.pem"}),
+            (Args{"--tls_verify_client=true", "--tls_key_file=/k.pem"}));
+  EXPECT_EQ(translate({"-ossl_verify_mode=1"}).error,
+            "-o ssl_verify_mode=1: lockcached takes 0, 2, 3");
   EXPECT_EQ(translate({"-o", "ssl_verify_mode=1"}).error,
             "-o ssl_verify_mode=1: lockcached takes 0, 2, 3");
   EXPECT_EQ(translate({"-o", "ssl_min_version=1"}).error,
