@@ -244,6 +244,17 @@ FlagProblem check_flags() {
   return {};
 }
 
+lockcached::tls::Settings tls_settings_from_flags() {
+  lockcached::tls::Settings tls;
+  tls.cert_file = FLAGS_tls_cert_file;
+  tls.key_file = FLAGS_tls_key_file;
+  tls.ca_file = FLAGS_tls_ca_file;
+  tls.verify_client = FLAGS_tls_verify_client;
+  tls.min_version = FLAGS_tls_min_version == "1.3" ? lockcached::tls::kTls13 : lockcached::tls::kTls12;
+  tls.ciphers = FLAGS_tls_ciphers;
+  return tls;
+}
+
 server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticator) {
   server::Settings settings;
   settings.authenticator = std::move(authenticator);
@@ -289,12 +300,7 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.tls = FLAGS_tls;
   settings.tls_port = FLAGS_tls_port;
   settings.lock_tls_port = FLAGS_lock_tls_port;
-  settings.tls_files.cert_file = FLAGS_tls_cert_file;
-  settings.tls_files.key_file = FLAGS_tls_key_file;
-  settings.tls_files.ca_file = FLAGS_tls_ca_file;
-  settings.tls_files.verify_client = FLAGS_tls_verify_client;
-  settings.tls_files.min_version = FLAGS_tls_min_version == "1.3" ? lockcached::tls::kTls13 : lockcached::tls::kTls12;
-  settings.tls_files.ciphers = FLAGS_tls_ciphers;
+  settings.tls_files = tls_settings_from_flags();
   settings.tls_handshake_timeout_seconds = FLAGS_tls_handshake_timeout;
   return settings;
 }
@@ -365,6 +371,13 @@ std::vector<std::string> load_configuration(int argc, char** argv,
   }
   if (std::string error; !(*authenticator = load_auth_file(&error)) && !error.empty()) {
     usage_error("--auth_file: " + error);
+  }
+  // Certificate, key and CA files that do not load are a configuration
+  // mistake like a bad flag (memcached exits 64 for them too); the server
+  // loads them again when it starts, and at SIGHUP.
+  if (std::string error;
+      tls_enabled() && !lockcached::tls::Context::load(tls_settings_from_flags(), &error)) {
+    usage_error("TLS: " + error);
   }
   for (const std::string& warning : command_line.warnings)
     std::cerr << "lockcached: warning: " << warning << "\n";
