@@ -27,14 +27,12 @@ gcc -std=c11 -O1 -Wall -Wextra -Werror -o "$work/libmemcached_client" \
 cp test/clients/package.json test/clients/package-lock.json "$work/node/"
 (cd "$work/node" && npm ci --no-audit --no-fund)
 
-# The matrix runs twice: the server on epoll, then on io_uring (--io=uring,
-# as stage 22), through a wrapper that adds the flag.
-printf '#!/bin/sh\nexec %s --io=uring "$@"\n' "'$PWD/build/lockcached'" >"$work/lockcached-uring"
-chmod +x "$work/lockcached-uring"
+# The matrix runs twice: the server on epoll, then on io_uring through the
+# wrapper that adds --io=uring (test/CMakeLists.txt makes it, as for stage 22).
 # Debian's python3: python3-pymemcache installs for it, and a python3 earlier
 # in PATH (pyenv, a venv) may not see it.
 status=0
-for server in build/lockcached "$work/lockcached-uring"; do
+for server in build/lockcached build/lockcached-uring; do
   echo "== the client matrix against $server"
   /usr/bin/python3 -B -u test/clients/run_clients.py "$server" \
     --libmemcached-client "$work/libmemcached_client" \
