@@ -270,17 +270,21 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.uring.sqpoll = FLAGS_uring_sqpoll;
   // A kernel without io_uring (too old, or turned off by sysctl or seccomp)
   // still gets a working server, and one line that says why it is epoll;
-  // one that refuses only SQPOLL gets io_uring without it.
+  // one that refuses only SQPOLL gets io_uring without it. Each probe
+  // builds a ring: a granted SQPOLL one settles both questions.
   using lockcached::net::Reactor;
-  if (std::string why; settings.uring.sqpoll && !Reactor::uring_available(settings.uring, &why)) {
-    LOG(WARNING) << "--uring_sqpoll: " << why << "; submitting from the reactor threads";
-    settings.uring.sqpoll = false;
+  bool uring_granted = false;
+  if (std::string why; settings.uring.sqpoll) {
+    uring_granted = Reactor::uring_available(settings.uring, &why);
+    if (!uring_granted) {
+      LOG(WARNING) << "--uring_sqpoll: " << why << "; submitting from the reactor threads";
+      settings.uring.sqpoll = false;
+    }
   }
-  if (std::string why; settings.io == lockcached::net::IoBackend::kUring &&
+  if (std::string why; settings.io == lockcached::net::IoBackend::kUring && !uring_granted &&
                        !Reactor::uring_available(settings.uring, &why)) {
     LOG(WARNING) << "--io=uring: " << why << "; using epoll";
     settings.io = lockcached::net::IoBackend::kEpoll;
-    settings.uring.sqpoll = false;
   }
   settings.max_connections = FLAGS_max_connections;
   settings.lock_max_connections = FLAGS_lock_max_connections;

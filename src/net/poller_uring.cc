@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include <glog/logging.h>
@@ -116,22 +117,17 @@ class UringPoller final : public Poller {
     const unsigned sqpoll[] = {
         IORING_SETUP_SQPOLL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED,
         IORING_SETUP_SQPOLL};
-    int error = -EINVAL;
-    auto try_flags = [&](unsigned flags) {
+    sqpoll_ = options.sqpoll;
+    int error = 0;
+    for (unsigned flags : sqpoll_ ? std::span<const unsigned>(sqpoll) : plain) {
       io_uring_params params{};
       params.flags = flags;
-      params.sq_thread_idle = kSqpollIdleMs;
+      params.sq_thread_idle = kSqpollIdleMs;  // read with SQPOLL only
       error = io_uring_queue_init_params(kRingEntries, &ring_, &params);
-      disabled_ = flags & IORING_SETUP_R_DISABLED;
-      return error != -EINVAL;
-    };
-    if (options.sqpoll) {
-      for (unsigned flags : sqpoll)
-        if (try_flags(flags)) break;
-      sqpoll_ = true;
-    } else {
-      for (unsigned flags : plain)
-        if (try_flags(flags)) break;
+      if (error != -EINVAL) {
+        disabled_ = flags & IORING_SETUP_R_DISABLED;
+        break;
+      }
     }
     if (error < 0) {
       *why = std::string(options.sqpoll ? "io_uring_setup with SQPOLL: " : "io_uring_setup: ") +
