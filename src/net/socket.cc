@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -103,11 +104,48 @@ int open_connection(const std::string& host, uint16_t port, std::string* error) 
   return fd;
 }
 
-int connect_result(int fd) {
+int socket_error(int fd) {
   int result = 0;
   socklen_t length = sizeof result;
   if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &length) != 0) return errno;
   return result;
+}
+
+// Linux ends a connection with a user timeout when a keepalive probe finds
+// the peer silent for that long (tcp_keepalive_timer), so it ends at the
+// first probe time idle + k * interval (k >= 1) that reaches the timeout.
+int KeepaliveTimes::bound_s() const {
+  int user_timeout_s = static_cast<int>((user_timeout_ms + 999) / 1000);
+  int probes = std::max(1, (user_timeout_s - idle_s + interval_s - 1) / interval_s);
+  return idle_s + probes * interval_s;
+}
+
+KeepaliveTimes keepalive_times(int seconds) {
+  constexpr int kMaxKeepaliveCount = 127;  // the kernel's bound on TCP_KEEPCNT
+  KeepaliveTimes times;
+  times.idle_s = std::max(1, seconds / 2);
+  int probing_s = seconds - times.idle_s;  // the rest of `seconds`
+  times.interval_s = std::max(1, probing_s / 8);
+  times.count = std::clamp((probing_s + times.interval_s - 1) / times.interval_s, 1,
+                           kMaxKeepaliveCount);
+  times.user_timeout_ms = static_cast<unsigned>(seconds) * 1000;
+  return times;
+}
+
+bool set_keepalive(int fd, const KeepaliveTimes& times) {
+  int on = 1;
+  return setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) == 0 &&
+         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &times.idle_s, sizeof times.idle_s) == 0 &&
+         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &times.interval_s, sizeof times.interval_s) ==
+             0 &&
+         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &times.count, sizeof times.count) == 0 &&
+         setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &times.user_timeout_ms,
+                    sizeof times.user_timeout_ms) == 0;
+}
+
+bool peer_vanished(int error) {
+  return error == ETIMEDOUT || error == EHOSTUNREACH || error == ENETUNREACH ||
+         error == EHOSTDOWN;
 }
 
 std::string address_text(const sockaddr_storage& address) {

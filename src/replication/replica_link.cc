@@ -48,7 +48,7 @@ bool ReplicaLink::start() {
 void ReplicaLink::on_event(uint32_t events) {
   if (ended()) return;
   if (!connected_.load(std::memory_order_relaxed)) {
-    int result = net::connect_result(fd_);
+    int result = net::socket_error(fd_);
     if (result != 0) return end(std::string("connect: ") + std::strerror(result));
     return on_connected();
   }

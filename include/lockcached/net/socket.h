@@ -29,11 +29,50 @@ bool port_is_free(const std::string& host, uint16_t port);
 uint16_t local_port(int fd);
 
 // A non-blocking TCP connection to host:port, under way: the fd becomes
-// writable once it is made or has failed (connect_result says which).
+// writable once it is made or has failed (socket_error says which).
 // Returns -1 with *error set when it cannot even start.
 int open_connection(const std::string& host, uint16_t port, std::string* error);
-// 0 once a connection from open_connection is made, else its errno.
-int connect_result(int fd);
+// The socket's pending error (SO_ERROR), 0 when none: what ended a
+// connection that epoll reports with EPOLLERR, or whether a connection from
+// open_connection was made.
+int socket_error(int fd);
+
+// The largest --tcp_keepalive: TCP_KEEPIDLE's and TCP_KEEPINTVL's bound.
+constexpr int kMaxKeepaliveSeconds = 32767;
+
+// How a connection whose peer vanished (its machine died, its link was cut:
+// no FIN and no RST ever come) is found dead within about `seconds`:
+// - with nothing to send, the kernel sends keepalive probes once the
+//   connection was silent for `idle_s`, then every `interval_s`;
+// - TCP_USER_TIMEOUT ends it at the first probe at which nothing was heard
+//   from the peer for `seconds` (with a user timeout set, Linux counts time,
+//   not probes: `count` is only a fallback for kernels that ignore it), and
+//   ends it as well when data it sent, or its window probes, stay
+//   unacknowledged that long.
+// So a dead peer is found at most bound_s() after it was last heard from.
+// A live peer answers every probe from its kernel, so a healthy idle client
+// is never cut off; one whose receive window stays shut that long (it reads
+// nothing of what it asked for) is treated as dead too.
+struct KeepaliveTimes {
+  int idle_s = 0;
+  int interval_s = 0;
+  int count = 0;
+  unsigned user_timeout_ms = 0;
+  int bound_s() const;
+};
+// For --tcp_keepalive=seconds (1..kMaxKeepaliveSeconds): probes from half
+// of it on, 8 or more of them before it is over, so bound_s() is `seconds`
+// plus at most one probe interval (seconds/16, at least 1 s).
+KeepaliveTimes keepalive_times(int seconds);
+// Turns keepalive on for `fd` with those times; false (errno set) when the
+// kernel refuses one of them.
+bool set_keepalive(int fd, const KeepaliveTimes& times);
+// True when a connection failed with `error` because its peer stopped
+// answering: it timed out (ETIMEDOUT), or timed out after the network said
+// the peer could not be reached (an ICMP or ARP failure is only a soft
+// error for an established connection, which the kernel reports when the
+// timeout ends it).
+bool peer_vanished(int error);
 // "address:port" of the other end ("?" when unknown).
 std::string peer_name(int fd);
 // "address:port" of this end ("?" when unknown).
