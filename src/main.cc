@@ -21,6 +21,7 @@
 #endif
 
 #include "lockcached/core/verbosity.h"
+#include "lockcached/net/socket.h"
 #include "lockcached/server/command_line.h"
 #include "lockcached/replication/virtual_ip.h"
 #include "lockcached/server/flag_loader.h"
@@ -49,6 +50,10 @@ DEFINE_int32(lock_max_connections, 1024,
              "cache load cannot lock out lock-service clients");
 DEFINE_int32(idle_timeout, 0,
              "Close connections idle for this many seconds (0: never; SIGHUP re-reads it)");
+DEFINE_int32(tcp_keepalive, 15,
+             "Seconds after which a client connection whose peer stopped answering (its "
+             "machine died, its network was cut) is closed and its locks end, found by TCP "
+             "keepalive probes and TCP_USER_TIMEOUT (0: off)");
 DEFINE_string(user, "", "Run as this user once the ports are bound (when started as root)");
 DEFINE_bool(daemonize, false,
             "Detach into the background once every port is bound (memcached's -d)");
@@ -122,7 +127,8 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"Ports and addresses", {"port", "lock_port", "listen"}},
     {"Memory", {"memory_limit_mb", "max_item_size"}},
     {"Connections and threads",
-     {"max_connections", "lock_max_connections", "idle_timeout", "threads", "io"}},
+     {"max_connections", "lock_max_connections", "idle_timeout", "tcp_keepalive", "threads", "io",
+      "uring_sqpoll"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
     {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
                      "repl_sync_timeout_ms"}},
@@ -213,6 +219,10 @@ FlagProblem check_flags() {
   if (FLAGS_max_connections < 1) return {"max_connections", "must be at least 1"};
   if (FLAGS_lock_max_connections < 1) return {"lock_max_connections", "must be at least 1"};
   if (FLAGS_idle_timeout < 0) return {"idle_timeout", "must be 0 or more"};
+  if (FLAGS_tcp_keepalive < 0 || FLAGS_tcp_keepalive > lockcached::net::kMaxKeepaliveSeconds) {
+    return {"tcp_keepalive",
+            "must be 0.." + std::to_string(lockcached::net::kMaxKeepaliveSeconds)};
+  }
   if (split_commas(FLAGS_listen).empty()) return {"listen", "needs at least one address"};
   if (!FLAGS_virtual_ip.empty() && !lockcached::replication::is_numeric_address(FLAGS_virtual_ip)) {
     return {"virtual_ip", "must be a numeric IPv4 or IPv6 address: " + FLAGS_virtual_ip};
@@ -289,6 +299,7 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.max_connections = FLAGS_max_connections;
   settings.lock_max_connections = FLAGS_lock_max_connections;
   settings.idle_timeout_seconds = FLAGS_idle_timeout;
+  settings.tcp_keepalive_seconds = FLAGS_tcp_keepalive;
   settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
   settings.lock_service_max_names = FLAGS_lock_service_max_names;
   settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);

@@ -64,6 +64,8 @@ std::string_view reason_name(CloseReason reason) {
       return "idle_timeout";
     case CloseReason::kShutdown:
       return "shutdown";
+    case CloseReason::kDeadPeer:
+      return "dead_peer";
   }
   return "error";
 }

@@ -57,7 +57,7 @@ LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
       self_(std::make_shared<LockServiceProtocol*>(this)) {}
 
 LockServiceProtocol::~LockServiceProtocol() {
-  if (!closed_) connection_closed();
+  if (!closed_) connection_closed(core::CloseReason::kNormal);
 }
 
 size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
@@ -353,7 +353,7 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
   out.append("END\r\n");
 }
 
-void LockServiceProtocol::connection_closed() {
+void LockServiceProtocol::connection_closed(core::CloseReason reason) {
   closed_ = true;
   self_.reset();  // grants in flight now give their lock back
   if (wait_) {
@@ -363,7 +363,8 @@ void LockServiceProtocol::connection_closed() {
   }
   std::vector<std::string> names;
   int64_t grace_before = 0;
-  if (watched()) {
+  bool dead = reason == core::CloseReason::kDeadPeer;
+  if (watched() || dead) {
     std::lock_guard lock(session_->mutex);
     names.assign(session_->held.begin(), session_->held.end());
     grace_before = session_->grace_ms;
@@ -375,10 +376,18 @@ void LockServiceProtocol::connection_closed() {
   }
   uint64_t detachment;
   int64_t grace_ms = service().detach(session_, &detachment);
+  // Nobody else tells the operator whose locks a vanished client leaves.
+  LOG_IF(INFO, dead) << "lock service: session " << session_->public_id()
+                     << " lost its connection (the client stopped answering); its "
+                     << names.size() << " locks "
+                     << (grace_ms > 0 ? "end in " + std::to_string(grace_ms) +
+                                            " ms unless it resumes"
+                                      : std::string("are released"));
   if (grace_ms > 0) {
     if (!names.empty()) {
       report("session_detach", "",
-             "grace_ms=" + std::to_string(grace_ms) + " locks=" + std::to_string(names.size()));
+             "grace_ms=" + std::to_string(grace_ms) + " locks=" + std::to_string(names.size()) +
+                 (dead ? " reason=dead_peer" : ""));
     }
     // Whoever watches then hears of the locks the grace let go; the
     // connection is gone, so the timer keeps a copy of who it was.

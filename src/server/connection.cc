@@ -126,14 +126,27 @@ void Connection::close(core::CloseReason reason) {
   set_state(ConnState::kClosing);
   out_.clear();
   core_.release_all_locks(core::UnlockReason::kDisconnect);  // a client's locks end with it
-  if (protocol_) protocol_->connection_closed();
+  if (protocol_) protocol_->connection_closed(reason);
   worker_.state().open_connections(kind_).fetch_sub(1, std::memory_order_relaxed);
   worker_.retire(this);
 }
 
+void Connection::close_after_error(int error) {
+  if (!net::peer_vanished(error)) return close(core::CloseReason::kError);
+  // The client's machine died or its network is cut, so no FIN or RST will
+  // ever come. Its locks end now (the lock service's after their grace).
+  worker_.stats().conns_dead.add();
+  LOG(INFO) << "connection " << client_.id << " from " << peer_ << " on the "
+            << (kind_ == PortKind::kLockService ? "lock" : "cache")
+            << " port: the client stopped answering (--tcp_keepalive); closing it";
+  close(core::CloseReason::kDeadPeer);
+}
+
 void Connection::on_event(uint32_t events) {
   if (closed()) return;  // closed earlier in this batch of events
-  if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) return close();
+  if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) {
+    return close_after_error(net::socket_error(fd_));
+  }
   if (events & EPOLLOUT) on_writable();
   if (!closed() && (events & EPOLLIN)) on_readable();
 }
@@ -226,7 +239,7 @@ char* Connection::grow_partial(size_t min_room) {
 void Connection::finish_read(const char* destination, ssize_t received, bool from_scratch) {
   if (received == 0) return close_when_sent();  // the client may still read
   if (received < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close_after_error(errno);
     if (completes_io_) update_interest();  // receive again
     return;
   }
@@ -325,7 +338,7 @@ void Connection::flush() {
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return close();
+      return close_after_error(errno);
     }
     worker_.stats().bytes_written.add(static_cast<uint64_t>(sent));
     out_.consume(static_cast<size_t>(sent));
@@ -342,7 +355,7 @@ void Connection::flush_tls() {
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return close();
+      return close_after_error(errno);
     }
     tls_->consume_ciphertext(static_cast<size_t>(sent));
   }
@@ -442,7 +455,9 @@ void Connection::pump_watch() {
 void Connection::discard_input() {
   ssize_t received = net::read_some(fd_, worker_.scratch(), Worker::kScratchSize);
   if (received == 0) return close(core::CloseReason::kNormal);
-  if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
+  if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    return close_after_error(errno);
+  }
   if (received > 0) worker_.stats().bytes_read.add(static_cast<uint64_t>(received));
 }
 

@@ -36,7 +36,7 @@ void Connection::on_received(const char* data, int result, bool more) {
     if (result == -ECANCELED || result == -ENOBUFS || result == -EINTR || result == -EAGAIN) {
       return update_interest();
     }
-    return close();
+    return close_after_error(-result);
   }
   auto size = static_cast<size_t>(result);
   // Less than a buffer: the socket is drained; multishot again.
@@ -78,7 +78,7 @@ void Connection::on_sent(int result) {
   sending_ = false;
   if (closed()) return;
   if (result < 0) {
-    if (result != -EINTR && result != -EAGAIN) return close();
+    if (result != -EINTR && result != -EAGAIN) return close_after_error(-result);
     result = 0;  // the same bytes go again
   }
   auto sent = static_cast<size_t>(result);

@@ -466,6 +466,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
   out.emplace_back("idle_timeout",
                    std::to_string(state_.idle_timeout_seconds.load(std::memory_order_relaxed)));
+  out.emplace_back("tcp_keepalive", std::to_string(settings.tcp_keepalive_seconds));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
   out.emplace_back("io", std::string(net::io_backend_name(settings.io)));
   out.emplace_back("uring_sqpoll", settings.uring.sqpoll ? "yes" : "no");

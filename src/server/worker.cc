@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <glog/logging.h>
@@ -48,6 +49,7 @@ Worker::Worker(ServerState& state, core::StatsSource& stats_source,
       reactor_(state.settings.io, state.settings.uring),
       scratch_(std::make_unique<char[]>(kScratchSize)),
       ciphertext_scratch_(state.tls ? std::make_unique<char[]>(kScratchSize) : nullptr),
+      keepalive_(net::keepalive_times(std::max(state.settings.tcp_keepalive_seconds, 1))),
       spare_fd_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
   reactor_.set_before_sleep([this] { free_retired(); });
 }
@@ -105,6 +107,9 @@ void Worker::accept_from(int listen_fd, PortKind kind, bool tls) {
     state_.total_connections.fetch_add(1, std::memory_order_relaxed);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (state_.settings.tcp_keepalive_seconds > 0 && !net::set_keepalive(fd, keepalive_)) {
+      PLOG_EVERY_N(WARNING, 1000) << "TCP keepalive refused; a client that vanishes is not noticed";
+    }
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
     auto* connection = new Connection(*this, fd, id, kind, peer, net::local_name(fd),
                                       tls ? state_.tls->current() : nullptr);

@@ -148,6 +148,10 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
   expect_configuration_error({"--port=70000"}, "--port: must be 0..65535 (command line)");
   expect_configuration_error({"-p", "0", "--daemonize=maybe"}, "bad value 'maybe' for --daemonize");
   expect_configuration_error({"--port=0", "--io=poll"}, "--io: must be epoll or uring (command line)");
+  expect_configuration_error({"--port=0", "--tcp_keepalive=-1"},
+                             "--tcp_keepalive: must be 0..32767 (command line)");
+  expect_configuration_error({"--port=0", "--tcp_keepalive=32768"},
+                             "--tcp_keepalive: must be 0..32767 (command line)");
   // --io=epoll spelled out: the suite may run with --io=uring added (stage 22).
   expect_configuration_error({"--port=0", "--io=epoll", "--uring_sqpoll"},
                              "--uring_sqpoll: needs --io=uring (command line)");

@@ -12,6 +12,8 @@
 // e2e::eventually; nothing sleeps.
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -363,6 +365,59 @@ TEST(ConnectionsVerboseE2eTest, VeryVerboseLogsLockServiceRequests) {
   std::string serial = e2e::session_serial(session);
   EXPECT_NE(log.find("<" + id + " conn_id " + serial + "-<secret>\n"), std::string::npos) << log;
   EXPECT_EQ(log.find(session.substr(serial.size() + 1)), std::string::npos) << log;
+}
+
+// The timer the kernel runs for the server's end of `client`, from
+// /proc/net/tcp's "tr" column: 0 none, 1 retransmission, 2 keepalive (the
+// only other timer of an established socket), 4 window probe. -1 when the
+// socket is not listed.
+int server_end_timer(uint16_t server_port, const Client& client) {
+  std::string local = client.local_address();
+  unsigned client_port = static_cast<unsigned>(std::stoul(local.substr(local.rfind(':') + 1)));
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  char wanted_local[16], wanted_remote[16];
+  std::snprintf(wanted_local, sizeof wanted_local, ":%04X", server_port);
+  std::snprintf(wanted_remote, sizeof wanted_remote, ":%04X", client_port);
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local_address, remote_address, state, queues, timer;
+    fields >> slot >> local_address >> remote_address >> state >> queues >> timer;
+    if (local_address.ends_with(wanted_local) && remote_address.ends_with(wanted_remote)) {
+      return std::stoi(timer.substr(0, timer.find(':')), nullptr, 16);
+    }
+  }
+  return -1;
+}
+
+// --tcp_keepalive (on by default) arms the kernel's keepalive timer on every
+// client connection of both ports, so that a client whose machine vanishes
+// is found dead (test/ha/dead_client_test.py cuts one off); 0 turns it off.
+// Between a reply and its acknowledgement the retransmission timer shows,
+// hence the wait for the idle state.
+TEST(ConnectionsKeepaliveE2eTest, EveryClientConnectionIsProbedUnlessTurnedOff) {
+  for (const char* keepalive : {"15", "0"}) {
+    SCOPED_TRACE(std::string("--tcp_keepalive=") + keepalive);
+    ServerProcess server;
+    ASSERT_TRUE(server.start({std::string("--tcp_keepalive=") + keepalive, "--lock_port=-1"}));
+    std::optional<uint16_t> lock_port = server.lock_port();
+    ASSERT_TRUE(lock_port);
+    Client cache;
+    ASSERT_TRUE(cache.connect(server.port()));
+    EXPECT_EQ(cache.stats("settings")["tcp_keepalive"], keepalive);
+    Client locks;
+    ASSERT_TRUE(locks.connect(*lock_port));
+    ASSERT_TRUE(locks.request("lock probed").starts_with("200 Acquired "));
+    int wanted = std::string(keepalive) == "0" ? 0 : 2;
+    int cache_timer = -1;
+    int lock_timer = -1;
+    EXPECT_TRUE(e2e::eventually([&] {
+      cache_timer = server_end_timer(server.port(), cache);
+      lock_timer = server_end_timer(*lock_port, locks);
+      return cache_timer == wanted && lock_timer == wanted;
+    })) << "timers: cache port " << cache_timer << ", lock port " << lock_timer;
+  }
 }
 
 }  // namespace

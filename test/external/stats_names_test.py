@@ -25,11 +25,12 @@ BINARY = None
 # Names lockcached adds to memcached's families on purpose.
 OUR_OWN = {
     "general": {"curr_lock_connections", "cmd_lock", "lock_hits", "lock_misses",
-                "lock_contended", "curr_locks", "replication_role", "replication_replicas"},
+                "lock_contended", "curr_locks", "replication_role", "replication_replicas",
+                "conns_dead"},
     "settings": {"lock_port", "lock_maxconns", "store_shards", "virtual_ip", "repl_port",
                  "repl_buffer_size", "repl_timeout", "repl_sync_timeout_ms", "tls_port",
                  "lock_tls_port", "tls_handshake_timeout", "io",
-                 "uring_sqpoll"},
+                 "uring_sqpoll", "tcp_keepalive"},
     "items": set(),
     "slabs": set(),
     "conns": {"N:protocol", "N:locks_held"},

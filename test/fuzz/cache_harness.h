@@ -213,7 +213,7 @@ class CacheHarness {
     c.out.clear();
     c.core.release_all_locks();
     FUZZ_CHECK(c.core.held_locks() == 0);
-    c.protocol.connection_closed();
+    c.protocol.connection_closed(lockcached::core::CloseReason::kNormal);
     conns_[slot].reset();
   }
 

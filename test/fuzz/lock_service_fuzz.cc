@@ -268,7 +268,7 @@ class LockHarness {
     trace("closed", c.slot, {});
     c.out.clear();
     c.closed = true;
-    c.protocol.connection_closed();
+    c.protocol.connection_closed(lockcached::core::CloseReason::kNormal);
     FUZZ_CHECK(!c.protocol.blocked());
     for (auto& slot : conns_) {
       if (slot.get() == &c) graveyard_.push_back(std::move(slot));

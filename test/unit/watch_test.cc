@@ -208,6 +208,7 @@ TEST(WatchFormat, StoreEvictionAndConnectionLinesAreMemcacheds) {
   hub.on_eviction({"old key", true, -1, 12, 100, 60});
   hub.on_eviction({"gone", false, 30, 0, 3000, 2900});
   hub.conn_close(client, CloseReason::kIdleTimeout);
+  hub.conn_close(client, CloseReason::kDeadPeer);
   EXPECT_EQ(
       bodies(take_all(*watcher)),
       std::vector<std::string>({
@@ -215,6 +216,7 @@ TEST(WatchFormat, StoreEvictionAndConnectionLinesAreMemcacheds) {
           "type=eviction key=old%20key fetch=yes ttl=-1 la=12 clsid=5 size=60",
           "type=eviction key=gone fetch=no ttl=30 la=0 clsid=24 size=2900",
           "type=conn_close rip=192.168.0.9 rport=40000 transport=tcp reason=idle_timeout cfd=17",
+          "type=conn_close rip=192.168.0.9 rport=40000 transport=tcp reason=dead_peer cfd=17",
       }));
 }
 

@@ -42,7 +42,8 @@ class PrefixStats;
   X(lock_contended)                   \
   X(bytes_read)                       \
   X(bytes_written)                    \
-  X(conn_yields)
+  X(conn_yields)                      \
+  X(conns_dead)
 
 // Plain numbers: a snapshot or a sum.
 struct CounterValues {

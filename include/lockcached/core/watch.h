@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockcached/core/close_reason.h"
 #include "lockcached/store/eviction_observer.h"
 #include "lockcached/store/item.h"
 #include "lockcached/store/store.h"
@@ -45,9 +46,6 @@ struct ClientInfo {
   int fd = -1;
   sockaddr_in6 address{};  // AF_INET or AF_INET6; family 0 when unknown
 };
-
-// Why a connection closed (memcached's conn_close reasons).
-enum class CloseReason : uint8_t { kError, kNormal, kIdleTimeout, kShutdown };
 
 // How a cache-object lock ended.
 enum class UnlockReason : uint8_t { kUnlock, kUnlockAll, kDisconnect, kReplace };

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string_view>
 
+#include "lockcached/core/close_reason.h"
 #include "lockcached/protocol/output_queue.h"
 
 namespace lockcached::protocol {
@@ -33,8 +34,9 @@ class ProtocolHandler {
   virtual bool blocked() const { return false; }
   // A storage command's data block is arriving (`stats conns`: conn_nread).
   virtual bool reading_data() const { return false; }
-  // The connection is gone (called once, on its thread, before destruction).
-  virtual void connection_closed() {}
+  // The connection is gone, for `reason` (called once, on its thread,
+  // before destruction).
+  virtual void connection_closed(core::CloseReason /*reason*/) {}
 };
 
 }  // namespace lockcached::protocol

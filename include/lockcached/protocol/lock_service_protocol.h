@@ -52,7 +52,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   bool blocked() const override { return wait_ != nullptr || replicating_; }
   // Blocked in a `lock NAME SECONDS` (else, when blocked, on the replicas).
   bool waiting_for_lock() const { return wait_ != nullptr; }
-  void connection_closed() override;
+  void connection_closed(core::CloseReason reason) override;
 
  private:
   void execute(std::string_view line, OutputQueue& out);

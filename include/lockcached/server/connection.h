@@ -80,6 +80,10 @@ class Connection final : public net::EventHandler {
   // Closes the socket at once; the worker frees the object after the batch.
   // `reason` is what `watch connevents` reports.
   void close(core::CloseReason reason = core::CloseReason::kError);
+  // Closes after the socket failed with `error` (an errno): kDeadPeer when
+  // the peer stopped answering (--tcp_keepalive, net::peer_vanished),
+  // kError otherwise.
+  void close_after_error(int error);
   bool closed() const { return fd_ < 0; }
   // The reactor or the loop still owes this connection a call: the worker
   // frees a closed connection only once nothing is.

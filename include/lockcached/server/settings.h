@@ -34,6 +34,9 @@ struct Settings {
   int lock_max_connections = 1024;  // on the lock port: its own budget, so that
                                     // cache load never locks operators out
   int idle_timeout_seconds = 0;     // close connections idle this long; 0: never
+  // Close a client connection whose peer stopped answering for about this
+  // long (net::keepalive_times); 0: never look.
+  int tcp_keepalive_seconds = 15;
   // Named-lock service bounds (locks::LockLimits); 0: none.
   size_t lock_service_max_locks_per_session = 10000;
   size_t lock_service_max_names = 1000000;

@@ -11,6 +11,7 @@
 
 #include "lockcached/core/stats.h"
 #include "lockcached/net/reactor.h"
+#include "lockcached/net/socket.h"
 #include "lockcached/server/connection.h"
 #include "lockcached/server/server_state.h"
 
@@ -84,6 +85,7 @@ class Worker {
   std::vector<Connection*> retired_;
   std::unique_ptr<char[]> scratch_;
   std::unique_ptr<char[]> ciphertext_scratch_;  // only where some port speaks TLS
+  const net::KeepaliveTimes keepalive_;  // each client socket's, with --tcp_keepalive
   int spare_fd_;  // given up to accept-and-close one client when out of fds
   std::thread thread_;
 };
