@@ -3,8 +3,10 @@
 # bridge, no route out): the harness's own keepalived check
 # (test/ha/netns_selftest.py), the virtual IP moved by hand
 # (test/ha/replication_test.py), and a master killed with SIGKILL under
-# real keepalived running etc/keepalived.conf (test/ha/failover_test.py).
-# Needs root, iproute2 and keepalived; takes under a minute.
+# real keepalived running etc/keepalived.conf (test/ha/failover_test.py);
+# and a client whose link is cut while it holds locks, on both I/O
+# backends, plain and TLS (test/ha/dead_client_test.py, about 40 s).
+# Needs root, iproute2 and keepalived; takes about two minutes.
 missing=()
 for package in iproute2 keepalived; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
@@ -26,3 +28,4 @@ python3 test/ha/netns_selftest.py
 export LOCKCACHED_BINARY=build/lockcached LOCKCACHED_CLI=build/src/cli/lockcached-cli
 python3 -W error::ResourceWarning test/ha/replication_test.py
 python3 -W error::ResourceWarning test/ha/failover_test.py
+python3 -W error::ResourceWarning test/ha/dead_client_test.py
