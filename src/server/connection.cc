@@ -138,7 +138,9 @@ void Connection::close_after_error(int error) {
   worker_.stats().conns_dead.add();
   LOG(INFO) << "connection " << client_.id << " from " << peer_ << " on the "
             << (kind_ == PortKind::kLockService ? "lock" : "cache")
-            << " port: the client stopped answering (--tcp_keepalive); closing it";
+            << " port: nothing heard from its machine (or nothing read by it) for "
+            << worker_.state().settings.tcp_keepalive_seconds
+            << " s (--tcp_keepalive); closing it";
   close(core::CloseReason::kDeadPeer);
 }
 

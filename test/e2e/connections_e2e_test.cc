@@ -10,6 +10,8 @@
 // notice something that happened on another connection (an accept, a
 // partial request, a close), the test asks it again until it shows, with
 // e2e::eventually; nothing sleeps.
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -418,6 +420,29 @@ TEST(ConnectionsKeepaliveE2eTest, EveryClientConnectionIsProbedUnlessTurnedOff) 
       return cache_timer == wanted && lock_timer == wanted;
     })) << "timers: cache port " << cache_timer << ", lock port " << lock_timer;
   }
+}
+
+// TCP_USER_TIMEOUT, which --tcp_keepalive sets so that unacknowledged data
+// ends a dead connection too, cannot tell a dead client from a live one
+// that keeps its receive window shut: a client that reads nothing of the
+// replies it asked for, for that long, is closed as dead (docs/locking.md).
+TEST(ConnectionsKeepaliveE2eTest, AClientThatReadsNothingForTheWholeTimeIsClosed) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--tcp_keepalive=2"}));
+  Client stalled;
+  ASSERT_TRUE(stalled.connect(server.port()));
+  int small = 4096;
+  setsockopt(stalled.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  ASSERT_EQ(stalled.store("set", "big", std::string(500000, 'x')), "STORED");
+  std::string gets;
+  for (int i = 0; i < 20; ++i)
+    gets += "get big\r\n";
+  ASSERT_TRUE(stalled.send(gets));
+  Client asking;
+  ASSERT_TRUE(asking.connect(server.port()));
+  EXPECT_TRUE(e2e::eventually([&] { return e2e::stat_u64(asking.stats(), "conns_dead") == 1; },
+                              std::chrono::seconds(10)));
+  EXPECT_TRUE(stalled.wait_for_close());
 }
 
 }  // namespace
