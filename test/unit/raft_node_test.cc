@@ -1,0 +1,285 @@
+// consensus::RaftNode: three real libraft members in this process, on
+// loopback ports, each with a data directory of its own. They elect a
+// leader, apply what it proposes in one order on every member, elect
+// another when it stops, keep what was committed across a restart, and
+// never let in a peer without the cluster's secret. Every wait is for an
+// event a member reports (an apply, a role), with a deadline.
+#include "lockcached/consensus/raft_node.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using lockcached::consensus::Member;
+using lockcached::consensus::RaftNode;
+using lockcached::consensus::RaftSettings;
+using lockcached::consensus::RaftStatus;
+using lockcached::consensus::Role;
+using namespace std::chrono_literals;
+
+constexpr auto kDeadline = 20s;
+
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// What the members report, for a test to wait on: every recorder
+// notifies it.
+struct Events {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool wait(const std::function<bool()>& done) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, kDeadline, done);
+  }
+  void notify() {
+    { std::lock_guard lock(mutex); }
+    changed.notify_all();
+  }
+};
+
+// Records what it is told.
+class Recorder : public lockcached::consensus::StateMachine {
+ public:
+  explicit Recorder(Events& events) : events_(events) {}
+
+  void apply(uint64_t index, uint64_t stamp_ms,
+             std::span<const std::string_view> commands) override {
+    EXPECT_GT(stamp_ms, 0u);
+    {
+      std::lock_guard lock(mutex_);
+      for (std::string_view command : commands)
+        applied_.push_back(std::to_string(index) + ":" + std::string(command));
+    }
+    events_.notify();  // not under mutex_: a waiting test takes it to look
+  }
+  std::string snapshot() override {
+    std::lock_guard lock(mutex_);
+    std::string data;
+    for (const std::string& entry : applied_)
+      data += entry + "\n";
+    return data;
+  }
+  bool restore(std::string_view data) override {
+    std::vector<std::string> restored;
+    while (!data.empty()) {
+      size_t newline = data.find('\n');
+      if (newline == std::string_view::npos) return false;
+      restored.emplace_back(data.substr(0, newline));
+      data.remove_prefix(newline + 1);
+    }
+    {
+      std::lock_guard lock(mutex_);
+      applied_ = std::move(restored);
+      ++restores_;
+    }
+    events_.notify();
+    return true;
+  }
+  void on_status(const RaftStatus&) override { events_.notify(); }
+
+  std::vector<std::string> applied() const {
+    std::lock_guard lock(mutex_);
+    return applied_;
+  }
+  int restores() const {
+    std::lock_guard lock(mutex_);
+    return restores_;
+  }
+
+ private:
+  Events& events_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> applied_;
+  int restores_ = 0;
+};
+
+class RaftNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // As lockcached's main: libuv writes to a peer that went away with
+    // write(2), which raises SIGPIPE (raft_node.h).
+    signal(SIGPIPE, SIG_IGN);
+    root_ = fs::temp_directory_path() / ("raft_node_test." + std::to_string(getpid()));
+    fs::remove_all(root_);
+    for (uint64_t id = 1; id <= 3; ++id) {
+      members_.push_back({id, "127.0.0.1:" + std::to_string(free_port())});
+      fs::create_directories(dir(id));
+      recorders_.push_back(std::make_unique<Recorder>(events_));
+    }
+    nodes_.resize(3);
+  }
+  void TearDown() override {
+    for (auto& node : nodes_)
+      node.reset();
+    fs::remove_all(root_);
+  }
+
+  fs::path dir(uint64_t id) const { return root_ / std::to_string(id); }
+
+  void start(uint64_t id, const std::string& secret = "members only") {
+    RaftSettings settings = settings_;
+    settings.id = id;
+    settings.members = members_;
+    settings.data_dir = dir(id);
+    settings.secret = secret;
+    settings.election_timeout_ms = 300;
+    settings.heartbeat_ms = 50;
+    nodes_[id - 1] = std::make_unique<RaftNode>(settings, *recorders_[id - 1]);
+    std::string error;
+    ASSERT_TRUE(nodes_[id - 1]->start(&error)) << error;
+  }
+
+  // The member that leads, once one does among `among` (1-based ids).
+  uint64_t leader(std::vector<uint64_t> among = {1, 2, 3}) {
+    uint64_t found = 0;
+    events_.wait([&] {
+      for (uint64_t id : among) {
+        if (nodes_[id - 1] && nodes_[id - 1]->status().role == Role::kLeader) found = id;
+      }
+      return found != 0;
+    });
+    EXPECT_NE(found, 0u) << "no leader elected";
+    return found;
+  }
+
+  bool applied(uint64_t id, size_t count) {
+    return events_.wait([&] { return recorders_[id - 1]->applied().size() >= count; });
+  }
+
+  Events events_;
+  RaftSettings settings_;  // what start() begins with
+  fs::path root_;
+  std::vector<Member> members_;
+  std::vector<std::unique_ptr<Recorder>> recorders_;
+  std::vector<std::unique_ptr<RaftNode>> nodes_;
+};
+
+TEST(ParseMembers, TakesIdAtIpv4AndPortAndRefusesTheRest) {
+  std::string error;
+  std::vector<Member> members =
+      lockcached::consensus::parse_members("1@192.0.2.1:11500,2@192.0.2.2:11500", &error);
+  ASSERT_EQ(members.size(), 2u) << error;
+  EXPECT_EQ(members[1], (Member{2, "192.0.2.2:11500"}));
+  for (const char* bad : {"", "1@host.example:1", "0@192.0.2.1:1", "1@192.0.2.1", "1@192.0.2.1:0",
+                          "x@192.0.2.1:1", "1@192.0.2.1:1,1@192.0.2.2:1",
+                          "1@192.0.2.1:1,2@192.0.2.1:1"}) {
+    error.clear();
+    EXPECT_TRUE(lockcached::consensus::parse_members(bad, &error).empty()) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST_F(RaftNodeTest, EveryMemberAppliesTheLeadersCommandsInOneOrder) {
+  for (uint64_t id = 1; id <= 3; ++id)
+    start(id);
+  uint64_t first = leader();
+  ASSERT_NE(first, 0u);
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(nodes_[first - 1]->propose("c" + std::to_string(i)));
+  for (uint64_t id = 1; id <= 3; ++id)
+    ASSERT_TRUE(applied(id, 100)) << "node " << id;
+  std::vector<std::string> reference = recorders_[first - 1]->applied();
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(reference[i].substr(reference[i].find(':') + 1), "c" + std::to_string(i));
+  for (uint64_t id = 1; id <= 3; ++id)
+    EXPECT_EQ(recorders_[id - 1]->applied(), reference) << "node " << id;
+  // Only the leader takes commands.
+  for (uint64_t id = 1; id <= 3; ++id)
+    if (id != first) {
+      EXPECT_FALSE(nodes_[id - 1]->propose("refused"));
+    }
+}
+
+TEST_F(RaftNodeTest, AnotherLeaderTakesOverAndCommittedCommandsSurviveARestart) {
+  for (uint64_t id = 1; id <= 3; ++id)
+    start(id);
+  uint64_t first = leader();
+  ASSERT_NE(first, 0u);
+  ASSERT_TRUE(nodes_[first - 1]->propose("before"));
+  for (uint64_t id = 1; id <= 3; ++id)
+    ASSERT_TRUE(applied(id, 1));
+  nodes_[first - 1].reset();
+  std::vector<uint64_t> others;
+  for (uint64_t id = 1; id <= 3; ++id)
+    if (id != first) others.push_back(id);
+  uint64_t second = leader(others);
+  ASSERT_NE(second, 0u);
+  ASSERT_TRUE(nodes_[second - 1]->propose("after"));
+  for (uint64_t id : others)
+    ASSERT_TRUE(applied(id, 2));
+  // The stopped member comes back from its disk and catches up.
+  recorders_[first - 1] = std::make_unique<Recorder>(events_);
+  start(first);
+  ASSERT_TRUE(applied(first, 2));
+  EXPECT_EQ(recorders_[first - 1]->applied(), recorders_[second - 1]->applied());
+}
+
+// A member that was away while the log moved past what the leader keeps
+// behind its snapshot gets the snapshot, then the rest of the log.
+TEST_F(RaftNodeTest, ASnapshotBringsBackAMemberThatWasAway) {
+  settings_.snapshot_threshold = 16;
+  settings_.snapshot_trailing = 4;
+  for (uint64_t id = 1; id <= 3; ++id)
+    start(id);
+  uint64_t first = leader();
+  ASSERT_NE(first, 0u);
+  uint64_t away = first == 3 ? 2 : 3;
+  nodes_[away - 1].reset();
+  // One entry each (group commit would pack commands proposed together).
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(nodes_[first - 1]->propose("c" + std::to_string(i)));
+    ASSERT_TRUE(applied(first, static_cast<size_t>(i) + 1));
+  }
+  recorders_[away - 1] = std::make_unique<Recorder>(events_);
+  start(away);
+  ASSERT_TRUE(applied(away, 40));
+  ASSERT_TRUE(events_.wait(
+      [&] { return recorders_[away - 1]->applied() == recorders_[first - 1]->applied(); }));
+  EXPECT_GE(recorders_[away - 1]->restores(), 1);
+}
+
+TEST_F(RaftNodeTest, AMemberWithoutTheSecretIsKeptOut) {
+  start(1);
+  start(2);
+  start(3, "a guess");
+  uint64_t first = leader({1, 2});
+  ASSERT_NE(first, 0u);
+  ASSERT_TRUE(nodes_[first - 1]->propose("members"));
+  ASSERT_TRUE(applied(1, 1));
+  ASSERT_TRUE(applied(2, 1));
+  // The leader's heartbeats reach node 3 as often as they reach node 2,
+  // which has long applied the entry: node 3 has nothing, and never led.
+  ASSERT_TRUE(nodes_[first - 1]->propose("more"));
+  ASSERT_TRUE(applied(1, 2));
+  ASSERT_TRUE(applied(2, 2));
+  EXPECT_TRUE(recorders_[2]->applied().empty());
+  EXPECT_NE(nodes_[2]->status().role, Role::kLeader);
+  EXPECT_EQ(nodes_[2]->status().leader_id, 0u);
+}
+
+}  // namespace
