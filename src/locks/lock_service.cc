@@ -1,23 +1,19 @@
 #include "lockcached/locks/lock_service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 
 #include <glog/logging.h>
 
+#include "lockcached/locks/lock_change.h"
+
 namespace lockcached::locks {
-namespace {
 
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
-LockService::LockService(LockLimits limits, uint64_t token_floor)
-    : limits_(limits), shards_(std::make_unique<Shard[]>(kShards)), next_token_(token_floor) {}
+LockService::LockService(LockLimits limits, uint64_t token_floor, const timing::Clock& clock)
+    : limits_(limits),
+      clock_(clock),
+      shards_(std::make_unique<Shard[]>(kShards)),
+      next_token_(token_floor) {}
 
 LockService::~LockService() = default;
 
@@ -25,8 +21,79 @@ LockService::Shard& LockService::shard_for(std::string_view name) const {
   return shards_[std::hash<std::string_view>{}(name) % kShards];
 }
 
-std::shared_ptr<Session> LockService::create_session(ClientInfo client) {
-  std::string secret = make_session_secret();  // a system call: outside the lock
+Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
+  Outcome outcome;
+  const std::shared_ptr<Session>& session = change.session;
+  switch (change.kind) {
+    case ChangeKind::kOpen:
+      outcome.session = create_session(change.client, change.id);
+      break;
+    case ChangeKind::kResume: {
+      bool in_use;
+      {
+        std::lock_guard lock(session->mutex);
+        in_use = !session->held.empty();
+      }
+      outcome.session = in_use ? nullptr : resume_session(change.id, change.client);
+      if (!outcome.session) {
+        outcome.status = OutcomeStatus::kRefused;
+        break;
+      }
+      discard_session(session);
+      break;
+    }
+    case ChangeKind::kDetach:
+      outcome.grace_ms = detach(session, &outcome.detachment);
+      break;
+    case ChangeKind::kSetGrace:
+      set_grace(session, change.grace_ms);
+      break;
+    case ChangeKind::kAcquire: {
+      Acquired acquired;
+      if (change.wait_ms <= 0) {
+        acquired = try_acquire(session, change.name);
+      } else {
+        auto ticket = std::make_shared<WaitTicket>();
+        ticket->session = session;
+        ticket->name = change.name;
+        ticket->on_grant = std::move(on_grant);
+        acquired = acquire_or_wait(ticket);
+      }
+      outcome.token = acquired.token;
+      outcome.limit = acquired.limit;
+      outcome.status = acquired.limit != Limit::kNone ? OutcomeStatus::kLimited
+                       : acquired.granted             ? OutcomeStatus::kDone
+                       : change.wait_ms > 0           ? OutcomeStatus::kQueued
+                                                      : OutcomeStatus::kBusy;
+      break;
+    }
+    case ChangeKind::kCancelWait:
+      if (!cancel_session_wait(session, change.timed_out)) outcome.status = OutcomeStatus::kRefused;
+      break;
+    case ChangeKind::kRelease:
+      if (!release(session, change.name)) outcome.status = OutcomeStatus::kRefused;
+      break;
+    case ChangeKind::kReleaseAll:
+      release_all(session);
+      break;
+    case ChangeKind::kExpire:
+      outcome.released = expire(session, change.detachment);
+      break;
+    case ChangeKind::kTermStart:
+      start_term(&outcome.in_grace);
+      break;
+  }
+  return outcome;
+}
+
+std::shared_ptr<Session> LockService::find_session(std::string_view serial) const {
+  std::lock_guard lock(sessions_mutex_);
+  auto found = sessions_.find(std::string(serial));
+  return found == sessions_.end() ? nullptr : found->second;
+}
+
+std::shared_ptr<Session> LockService::create_session(ClientInfo client, std::string secret) {
+  if (secret.empty()) secret = make_session_secret();  // a system call: outside the lock
   std::lock_guard lock(sessions_mutex_);
   // A serial can be taken already by a session adopted from another master.
   std::string serial;
@@ -95,11 +162,14 @@ int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* d
   return grace;
 }
 
-void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detachment) {
+std::vector<std::string> LockService::expire(const std::shared_ptr<Session>& session,
+                                             uint64_t detachment) {
+  std::vector<std::string> released;
   {
     std::lock_guard lock(sessions_mutex_);
     std::lock_guard session_lock(session->mutex);
-    if (session->attached || session->detachments != detachment) return;  // resumed
+    if (session->attached || session->detachments != detachment) return released;  // resumed
+    released.assign(session->held.begin(), session->held.end());
     ++session->detachments;  // expired once: a repeated call finds nothing to do
     unregister_locked(*session);
     if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
@@ -107,6 +177,7 @@ void LockService::expire(const std::shared_ptr<Session>& session, uint64_t detac
     leave_empty_in_grace(*session);
   }
   release_all(session);
+  return released;
 }
 
 // Under sessions_mutex_ like every change of the registry, so that its
@@ -151,12 +222,15 @@ void LockService::hold(Entry& entry, const std::shared_ptr<Session>& session, st
                        uint64_t token, bool was_waiting) {
   entry.owner = session;
   entry.token = token;
-  entry.acquired_ms = now_ms();
+  entry.acquired_ms = clock_.now_ms();
   held_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard session_lock(session->mutex);
     session->held.emplace(name);
-    if (was_waiting) --session->waits;  // the wait became a lock: same count
+    if (was_waiting) {
+      --session->waits;  // the wait became a lock: same count
+      session->wait.reset();
+    }
   }
   if (LockChangeListener* listener = this->listener()) listener->on_grant(name, session->id, token);
 }
@@ -214,6 +288,7 @@ LockService::Acquired LockService::acquire_or_wait(const std::shared_ptr<WaitTic
     std::lock_guard session_lock(ticket->session->mutex);
     if (session_full(*ticket->session)) return refuse(Limit::kSession);
     ++ticket->session->waits;
+    ticket->session->wait = ticket;
   }
   auto& waiters = entry->second.waiters;
   ticket->position = waiters.insert(waiters.end(), ticket);
@@ -232,10 +307,25 @@ bool LockService::cancel_wait(WaitTicket& ticket, bool timed_out) {
   {
     std::lock_guard session_lock(ticket.session->mutex);
     --ticket.session->waits;
+    if (ticket.session->wait.get() == &ticket) ticket.session->wait.reset();
   }
   waiting_.fetch_sub(1, std::memory_order_relaxed);
   if (timed_out) timeouts_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+bool LockService::cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out) {
+  std::shared_ptr<WaitTicket> ticket;
+  {
+    std::lock_guard session_lock(session->mutex);
+    ticket = session->wait;
+  }
+  return ticket && cancel_wait(*ticket, timed_out);
+}
+
+void LockService::raise_token_floor(uint64_t token) {
+  std::lock_guard lock(sessions_mutex_);
+  raise_floor_locked(token);
 }
 
 void LockService::pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
@@ -310,7 +400,7 @@ ServiceStats LockService::stats() const {
 
 std::vector<LockInfo> LockService::list(std::string_view prefix) const {
   std::vector<LockInfo> locks;
-  int64_t now = now_ms();
+  int64_t now = clock_.now_ms();
   for (size_t i = 0; i < kShards; ++i) {
     std::lock_guard lock(shards_[i].mutex);
     for (const auto& [name, entry] : shards_[i].entries) {
@@ -441,6 +531,36 @@ void LockService::adopt_lock(const std::shared_ptr<Session>& session, const std:
   if (!created) return;  // a LockState has one owner per name
   names_.fetch_add(1, std::memory_order_relaxed);
   hold(entry->second, session, name, token, false);
+}
+
+void LockService::start_term(std::vector<Adopted>* in_grace) {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    for (const auto& [serial, session] : sessions_)
+      sessions.push_back(session);
+  }
+  for (const std::shared_ptr<Session>& session : sessions) {
+    cancel_session_wait(session, false);
+    uint64_t detachment;
+    int64_t grace_ms;
+    bool attached;
+    {
+      std::lock_guard session_lock(session->mutex);
+      attached = session->attached;
+    }
+    if (attached) {
+      grace_ms = detach(session, &detachment);
+      if (grace_ms <= 0) continue;  // ended
+    } else {
+      // Already in its grace: it starts again, and the old timer no longer applies.
+      std::lock_guard lock(sessions_mutex_);
+      std::lock_guard session_lock(session->mutex);
+      detachment = ++session->detachments;
+      grace_ms = session->grace_ms;
+    }
+    in_grace->push_back({session, detachment, grace_ms});
+  }
 }
 
 void LockService::raise_floor_locked(uint64_t token) {

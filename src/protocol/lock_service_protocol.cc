@@ -53,8 +53,13 @@ std::string loggable(std::string_view line, const Words& words) {
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
     : context_(std::move(context)),
       auth_(context_.authenticator),
-      session_(context_.service->create_session(context_.session_client)),
-      self_(std::make_shared<LockServiceProtocol*>(this)) {}
+      self_(std::make_shared<LockServiceProtocol*>(this)) {
+  locks::Change open;
+  open.kind = locks::ChangeKind::kOpen;
+  open.client = context_.session_client;
+  OutputQueue unused;  // opening replies nothing
+  submit(std::move(open), unused);
+}
 
 LockServiceProtocol::~LockServiceProtocol() {
   if (!closed_) connection_closed(core::CloseReason::kNormal);
@@ -95,10 +100,15 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   if (auth_.required() && command != "quit") [[unlikely]] {
     return out.append("401 Authentication required\r\n");
   }
+  if (command == "stats") return stats(words, out);
+  if (command == "quit") {
+    out.append("200 Bye\r\n");
+    close_ = true;
+    return;
+  }
   // Acquire: a node that stopped being a replica retired its service
   // first, so this sees that the connection's service is stale.
-  if (context_.read_only && context_.read_only->load(std::memory_order_acquire) &&
-      command != "stats" && command != "quit") {
+  if (context_.read_only && context_.read_only->load(std::memory_order_acquire)) {
     out.append("503 ");
     out.append(kReadOnlyReason);
     return out.append("\r\n");
@@ -106,6 +116,16 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   if (service().retired()) {
     close_ = true;  // its sessions live elsewhere now: the client must reconnect
     return;
+  }
+  bool known = command == "lock" || command == "unlock" || command == "unlock_all" ||
+               command == "conn_id" || command == "set_timeout";
+  if (!known) return out.append("400 Unknown command\r\n");
+  if (!session_) {
+    // A cluster member that did not lead when this connection came: every
+    // change belongs to the leader.
+    out.append("503 not leader: ");
+    out.append(not_leader_);
+    return out.append("\r\n");
   }
   if (command == "lock") return lock(words, out);
   if (command == "unlock") return unlock(words, out);
@@ -116,19 +136,13 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
       for (const std::string& name : held_names())
         report("lock_release", name, "status=released reason=unlock_all");
     }
-    service().release_all(session_);
-    answer_change("200 Released\r\n", out);
-    return;
+    locks::Change release;
+    release.kind = locks::ChangeKind::kReleaseAll;
+    release.session = session_;
+    return submit(std::move(release), out);
   }
   if (command == "conn_id") return conn_id(words, out);
-  if (command == "set_timeout") return set_timeout(words, out);
-  if (command == "stats") return stats(words, out);
-  if (command == "quit") {
-    out.append("200 Bye\r\n");
-    close_ = true;
-    return;
-  }
-  out.append("400 Unknown command\r\n");
+  set_timeout(words, out);
 }
 
 // 401 as HTTP's Unauthorized; the third refusal closes the connection.
@@ -150,78 +164,129 @@ void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
   if (words.count == 3 && (!parse_seconds(words[2], &seconds) || seconds > kMaxWaitSeconds)) {
     return out.append("400 Bad timeout\r\n");
   }
-  if (seconds == 0) {
-    locks::LockService::Acquired acquired = service().try_acquire(session_, name);
-    if (acquired.limit != locks::Limit::kNone) {
-      report("lock_refused", name, limit_name(acquired.limit));
-      return out.append(limit_reply(acquired.limit));
-    }
-    if (!acquired.granted) {
-      report("lock_busy", name, "");
-      return out.append("409 Unavailable\r\n");
-    }
-    report("lock_grant", name, token_field(acquired.token));
-    answer_change(acquired_reply(acquired.token), out);
-    return;
-  }
-  start_wait(name, static_cast<int64_t>(std::ceil(seconds * 1000)), out);
+  locks::Change acquire;
+  acquire.kind = locks::ChangeKind::kAcquire;
+  acquire.session = session_;
+  acquire.name.assign(name);
+  acquire.wait_ms = static_cast<int64_t>(std::ceil(seconds * 1000));
+  submit(std::move(acquire), out);
 }
 
-void LockServiceProtocol::start_wait(std::string_view name, int64_t wait_ms, OutputQueue& out) {
-  auto ticket = std::make_shared<locks::WaitTicket>();
-  ticket->session = session_;
-  ticket->name.assign(name);
-  // Runs on whichever thread releases the lock: hop to our own reactor. If
-  // this connection is gone by then, nobody learns of the grant, so give
-  // the lock back.
-  ticket->on_grant = [reactor = &context_.reactor, self = std::weak_ptr(self_),
-                      service = context_.service, session = session_, raw_ticket = ticket.get(),
-                      name = ticket->name](uint64_t token) {
-    reactor->post([self, service, session, raw_ticket, name, token] {
-      auto alive = self.lock();
-      if (alive && (*alive)->wait_.get() == raw_ticket) {
-        (*alive)->on_granted(token);
+void LockServiceProtocol::submit(locks::Change change, OutputQueue& out) {
+  pending_ = change.kind;
+  pending_name_ = change.name;
+  pending_wait_ms_ = change.wait_ms;
+  locks::Coordinator& coordinator = *context_.coordinator;
+  bool later = !coordinator.answers_at_once() ||
+               (change.kind == locks::ChangeKind::kAcquire && change.wait_ms > 0);
+  std::optional<locks::Outcome> outcome = coordinator.submit(std::move(change),
+                                                             later ? answer() : nullptr);
+  if (outcome) finish(*outcome, out);
+}
+
+// Runs on whichever thread decided: hop to the connection's own. If the
+// connection is gone by then, nobody learns of the outcome: a wait's grant
+// goes back, and a session opened or resumed for it detaches (its grace
+// then runs as for any disconnect).
+locks::Answer LockServiceProtocol::answer() {
+  return [reactor = &context_.reactor, self = std::weak_ptr(self_),
+          coordinator = context_.coordinator, session = session_, name = pending_name_,
+          waits = pending_wait_ms_ > 0](const locks::Outcome& outcome) {
+    reactor->post([self, coordinator, session, name, waits, outcome] {
+      if (auto alive = self.lock()) return (*alive)->on_answer(outcome);
+      if (outcome.status != locks::OutcomeStatus::kDone) return;
+      locks::Change undo;
+      if (waits && session) {
+        undo.kind = locks::ChangeKind::kRelease;
+        undo.session = session;
+        undo.name = name;
+      } else if (outcome.session) {
+        undo.kind = locks::ChangeKind::kDetach;
+        undo.session = outcome.session;
       } else {
-        service->release(session, name);
+        return;
       }
+      coordinator->submit(std::move(undo), nullptr);
     });
   };
-  locks::LockService::Acquired acquired = service().acquire_or_wait(ticket);
-  if (acquired.limit != locks::Limit::kNone) {
-    report("lock_refused", name, limit_name(acquired.limit));
-    return out.append(limit_reply(acquired.limit));
-  }
-  if (acquired.granted) {
-    report("lock_grant", name, token_field(acquired.token));
-    answer_change(acquired_reply(acquired.token), out);
-    return;
-  }
-  report("lock_wait", name, "timeout_ms=" + std::to_string(wait_ms));
-  wait_ = std::move(ticket);
-  wait_timer_ = context_.reactor.add_timer(wait_ms, [self = std::weak_ptr(self_)] {
-    if (auto alive = self.lock()) (*alive)->on_wait_timeout();
-  });
 }
 
-void LockServiceProtocol::on_granted(uint64_t token) {
-  report("lock_grant", wait_->name, token_field(token));
-  context_.reactor.cancel_timer(wait_timer_);
-  end_wait();
-  if (answer_change(acquired_reply(token), context_.out)) context_.on_async_reply();
-}
-
-void LockServiceProtocol::on_wait_timeout() {
-  // A grant already decided is on its way to us: let it answer instead.
-  if (!service().cancel_wait(*wait_, true)) return;
-  report("lock_timeout", wait_->name, "");
-  end_wait();
-  context_.out.append("409 Unavailable\r\n");  // nothing changed: nothing to replicate
+void LockServiceProtocol::on_answer(const locks::Outcome& outcome) {
+  if (closed_ || !pending_) return;
+  finish(outcome, context_.out);
   context_.on_async_reply();
 }
 
-void LockServiceProtocol::end_wait() {
-  wait_.reset();
-  wait_timer_ = 0;
+void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out) {
+  locks::ChangeKind kind = *pending_;
+  if (kind == locks::ChangeKind::kAcquire && outcome.status != locks::OutcomeStatus::kNotLeader &&
+      outcome.status != locks::OutcomeStatus::kLost) {
+    return finish_acquire(outcome, out);
+  }
+  pending_.reset();
+  waiting_ = false;
+  switch (outcome.status) {
+    case locks::OutcomeStatus::kNotLeader:
+      not_leader_ = outcome.leader.empty() ? "election" : outcome.leader;
+      if (kind == locks::ChangeKind::kOpen) return;  // said at the first change asked for
+      out.append("503 not leader: ");
+      out.append(not_leader_);
+      return out.append("\r\n");
+    case locks::OutcomeStatus::kLost:
+      close_ = true;  // it may or may not have happened: the client must look
+      return;
+    default:
+      break;
+  }
+  bool done = outcome.status == locks::OutcomeStatus::kDone;
+  switch (kind) {
+    case locks::ChangeKind::kOpen:
+      session_ = outcome.session;
+      return;
+    case locks::ChangeKind::kRelease:
+      if (!done) return out.append("403 Not held\r\n");
+      answer_change("200 Released\r\n", out);
+      return;
+    case locks::ChangeKind::kReleaseAll:
+      answer_change("200 Released\r\n", out);
+      return;
+    case locks::ChangeKind::kResume:
+      if (!done) return out.append("403 Cannot resume\r\n");
+      session_ = outcome.session;
+      answer_change("200 Resumed\r\n", out);
+      return;
+    case locks::ChangeKind::kSetGrace:
+      answer_change("200 Timeout set\r\n", out);
+      return;
+    default:
+      return;
+  }
+}
+
+void LockServiceProtocol::finish_acquire(const locks::Outcome& outcome, OutputQueue& out) {
+  std::string_view name = pending_name_;
+  switch (outcome.status) {
+    case locks::OutcomeStatus::kQueued:
+      waiting_ = true;  // the grant or the timeout answers
+      report("lock_wait", name, "timeout_ms=" + std::to_string(pending_wait_ms_));
+      return;
+    case locks::OutcomeStatus::kLimited:
+      report("lock_refused", name, limit_name(outcome.limit));
+      out.append(limit_reply(outcome.limit));
+      break;
+    case locks::OutcomeStatus::kBusy:
+      report(waiting_ ? "lock_timeout" : "lock_busy", name, "");
+      out.append("409 Unavailable\r\n");  // nothing changed: nothing to replicate
+      break;
+    default:
+      report("lock_grant", name, token_field(outcome.token));
+      pending_.reset();
+      waiting_ = false;
+      answer_change(acquired_reply(outcome.token), out);
+      return;
+  }
+  pending_.reset();
+  waiting_ = false;
 }
 
 // The replicas must have a grant, a release or a session's change before
@@ -271,8 +336,11 @@ void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
     report("lock_release", words[1],
            held ? "status=released reason=unlock" : "status=not_held reason=unlock");
   }
-  if (!service().release(session_, words[1])) return out.append("403 Not held\r\n");
-  answer_change("200 Released\r\n", out);
+  locks::Change release;
+  release.kind = locks::ChangeKind::kRelease;
+  release.session = session_;
+  release.name.assign(words[1]);
+  submit(std::move(release), out);
 }
 
 void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
@@ -284,17 +352,12 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
   if (words.count != 2) return out.append("400 Too many arguments\r\n");
   // Its own id, which the client knows; compared like any other all the same.
   if (constant_time_equal(words[1], session_->id)) return out.append("200 Resumed\r\n");
-  bool in_use;
-  {
-    std::lock_guard lock(session_->mutex);
-    in_use = !session_->held.empty();
-  }
-  std::shared_ptr<locks::Session> resumed =
-      in_use ? nullptr : service().resume_session(words[1], context_.session_client);
-  if (!resumed) return out.append("403 Cannot resume\r\n");
-  service().discard_session(session_);
-  session_ = std::move(resumed);
-  answer_change("200 Resumed\r\n", out);
+  locks::Change resume;
+  resume.kind = locks::ChangeKind::kResume;
+  resume.session = session_;
+  resume.id.assign(words[1]);
+  resume.client = context_.session_client;
+  submit(std::move(resume), out);
 }
 
 void LockServiceProtocol::set_timeout(const Words& words, OutputQueue& out) {
@@ -302,8 +365,11 @@ void LockServiceProtocol::set_timeout(const Words& words, OutputQueue& out) {
   if (words.count != 2 || !parse_u64(words[1], &millis) || millis > kMaxGraceMs) {
     return out.append("400 Bad timeout\r\n");
   }
-  service().set_grace(session_, static_cast<int64_t>(millis));
-  answer_change("200 Timeout set\r\n", out);
+  locks::Change grace;
+  grace.kind = locks::ChangeKind::kSetGrace;
+  grace.session = session_;
+  grace.grace_ms = static_cast<int64_t>(millis);
+  submit(std::move(grace), out);
 }
 
 void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
@@ -355,11 +421,16 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
 
 void LockServiceProtocol::connection_closed(core::CloseReason reason) {
   closed_ = true;
-  self_.reset();  // grants in flight now give their lock back
-  if (wait_) {
-    context_.reactor.cancel_timer(wait_timer_);
-    service().cancel_wait(*wait_, false);
-    wait_.reset();
+  self_.reset();  // answers still on their way undo what they bring
+  bool was_waiting = waiting_;
+  pending_.reset();
+  waiting_ = false;
+  if (!session_) return;
+  if (was_waiting) {
+    locks::Change cancel;
+    cancel.kind = locks::ChangeKind::kCancelWait;
+    cancel.session = session_;
+    context_.coordinator->submit(std::move(cancel), nullptr);
   }
   std::vector<std::string> names;
   int64_t grace_before = 0;
@@ -374,8 +445,32 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
     for (const std::string& name : names)
       report("lock_release", name, "status=released reason=disconnect");
   }
-  uint64_t detachment;
-  int64_t grace_ms = service().detach(session_, &detachment);
+  locks::Change detach;
+  detach.kind = locks::ChangeKind::kDetach;
+  detach.session = session_;
+  // When the grace runs out, whoever watches hears of the locks it let go;
+  // the connection is gone by then, so the answer keeps a copy of who it was.
+  locks::Answer expired;
+  if (context_.watch && context_.client) {
+    expired = [watch = context_.watch, client = *context_.client,
+               session = std::string(session_->public_id())](const locks::Outcome& outcome) {
+      if (!watch->watching(core::kWatchLocks)) return;
+      for (const std::string& name : outcome.released) {
+        watch->lock_service_event(client, "lock_release", name,
+                                  "status=released reason=grace_expired", session);
+      }
+    };
+  }
+  std::optional<locks::Outcome> outcome =
+      context_.coordinator->submit(std::move(detach), std::move(expired));
+  // A cluster decides later; its grace is the session's, unless a limit ends it.
+  int64_t grace_ms;
+  if (outcome) {
+    grace_ms = outcome->grace_ms;
+  } else {
+    std::lock_guard lock(session_->mutex);
+    grace_ms = session_->grace_ms;
+  }
   // Nobody else tells the operator whose locks a vanished client leaves.
   LOG_IF(INFO, dead) << "lock service: session " << session_->public_id()
                      << " lost its connection (the client stopped answering); its "
@@ -383,35 +478,16 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
                      << (grace_ms > 0 ? "end in " + std::to_string(grace_ms) +
                                             " ms unless it resumes"
                                       : std::string("are released"));
-  if (grace_ms > 0) {
-    if (!names.empty()) {
-      report("session_detach", "",
-             "grace_ms=" + std::to_string(grace_ms) + " locks=" + std::to_string(names.size()) +
-                 (dead ? " reason=dead_peer" : ""));
-    }
-    // Whoever watches then hears of the locks the grace let go; the
-    // connection is gone, so the timer keeps a copy of who it was.
-    context_.reactor.add_timer(grace_ms, [service = context_.service, session = session_,
-                                          detachment, watch = context_.watch,
-                                          client = context_.client ? *context_.client : core::ClientInfo{}] {
-      std::vector<std::string> held;
-      if (watch && watch->watching(core::kWatchLocks)) {
-        std::lock_guard lock(session->mutex);
-        if (!session->attached && session->detachments == detachment)
-          held.assign(session->held.begin(), session->held.end());
-      }
-      service->expire(session, detachment);
-      for (const std::string& name : held) {
-        watch->lock_service_event(client, "lock_release", name,
-                                  "status=released reason=grace_expired", session->public_id());
-      }
-    });
+  if (grace_ms > 0 && !names.empty()) {
+    report("session_detach", "",
+           "grace_ms=" + std::to_string(grace_ms) + " locks=" + std::to_string(names.size()) +
+               (dead ? " reason=dead_peer" : ""));
   }
 }
 
 void LockServiceProtocol::report(std::string_view type, std::string_view name,
                                  std::string_view details) {
-  if (!watched()) return;
+  if (!watched() || !session_) return;
   context_.watch->lock_service_event(*context_.client, type, name, details, session_->public_id());
 }
 

@@ -85,7 +85,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
   std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
-        worker_.state().lock_service(), worker_.reactor(), out_, [this] { resume_input(); },
+        worker_.state().lock_coordinator(), worker_.reactor(), out_, [this] { resume_input(); },
         &worker_.state().read_only, &worker_.state().watch, &client_,
         locks::ClientInfo{id, peer_}, worker_.state().settings.authenticator.get()});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);

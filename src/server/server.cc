@@ -71,6 +71,9 @@ bool Server::start(std::string* error) {
   for (unsigned i = 0; i < settings.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(state_, *this, *this));
   }
+  lock_timers_ = std::make_unique<net::ReactorScheduler>(workers_.front()->reactor());
+  use_lock_service(
+      std::make_shared<locks::LockService>(state_.lock_limits(), settings.fencing_token_floor));
   if (state_.tls && !state_.tls->reload(error)) return false;
   int cache_port = settings.port == 0 ? kAnyFreePort : settings.port;
   if (!listen(PortKind::kCache, cache_port, settings.tls, &port_, error) ||
@@ -125,8 +128,7 @@ bool Server::start_replication(std::string* error) {
   hooks.demoted = [this] {
     // The sessions and locks now live on the new master; a later
     // promotion starts from what this node will have learnt from it.
-    state_.replace_lock_service(
-        std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros()));
+    use_lock_service(std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros()));
     close_client_connections(false);
   };
   hooks.promoted = [this](const locks::LockState& state) { return take_over_locks(state); };
@@ -170,9 +172,14 @@ std::shared_ptr<locks::LockService> Server::take_over_locks(const locks::LockSta
   });
   // Connections of the service this node had as a replica close: before
   // the node takes writes, so that none is served by it meanwhile.
-  state_.replace_lock_service(service);
+  use_lock_service(service);
   close_client_connections(true);
   return service;
+}
+
+void Server::use_lock_service(std::shared_ptr<locks::LockService> service) {
+  state_.set_lock_coordinator(
+      std::make_shared<locks::LocalCoordinator>(std::move(service), *lock_timers_));
 }
 
 bool Server::refresh_certs(std::string* error) {

@@ -41,6 +41,7 @@
 #include "fuzz_util.h"
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
+#include "lockcached/net/reactor_scheduler.h"
 #include "lockcached/protocol/lock_service_protocol.h"
 #include "../../src/net/poller.h"  // Reactor's member needs the whole type
 #include "lockcached/protocol/output_queue.h"
@@ -200,7 +201,7 @@ class LockHarness {
     Conn(LockHarness& harness, int slot)
         : slot(slot),
           protocol(protocol::LockServiceContext{
-              harness.service_, harness.reactor_, out, [&harness, this] { harness.resume(*this); },
+              harness.coordinator_, harness.reactor_, out, [&harness, this] { harness.resume(*this); },
               nullptr, nullptr, nullptr, {},
               harness.auth_on_ ? &authenticator() : nullptr}) {}
     int slot;                   // for traces
@@ -410,6 +411,9 @@ class LockHarness {
   Rng rng_;
   std::shared_ptr<locks::LockService> service_ = std::make_shared<locks::LockService>();
   net::Reactor reactor_;
+  net::ReactorScheduler timers_{reactor_};
+  std::shared_ptr<locks::Coordinator> coordinator_ =
+      std::make_shared<locks::LocalCoordinator>(service_, timers_);
   // After the service and the reactor: connections go first.
   std::unique_ptr<Conn> conns_[kSlots];
   std::vector<std::unique_ptr<Conn>> graveyard_;

@@ -3,6 +3,8 @@
 // service the node no longer serves (after a role change) confirms nothing.
 #include "lockcached/protocol/lock_service_protocol.h"
 
+#include "lockcached/net/reactor_scheduler.h"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,10 +57,12 @@ class LockServiceProtocolTest : public ::testing::Test {
   std::shared_ptr<locks::LockService> service_ = std::make_shared<locks::LockService>();
   std::shared_ptr<ManualBarrier> barrier_ = std::make_shared<ManualBarrier>();
   net::Reactor reactor_;
+  net::ReactorScheduler timers_{reactor_};
   OutputQueue out_;
   int async_replies_ = 0;
   LockServiceProtocol protocol_{
-      LockServiceContext{service_, reactor_, out_, [this] { ++async_replies_; }}};
+      LockServiceContext{std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_,
+                         out_, [this] { ++async_replies_; }}};
   std::string pending_;
 };
 

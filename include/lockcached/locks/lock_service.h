@@ -21,6 +21,7 @@
 #include "lockcached/locks/lock_change_listener.h"
 #include "lockcached/locks/replication_barrier.h"
 #include "lockcached/locks/session_id.h"
+#include "lockcached/timing/scheduler.h"
 
 namespace lockcached::locks {
 
@@ -49,6 +50,8 @@ struct ClientInfo {
   std::string address;
 };
 
+struct WaitTicket;
+
 // A client's identity across connections: what it holds, and how long its
 // locks outlive a disconnect.
 struct Session {
@@ -66,6 +69,9 @@ struct Session {
   ClientInfo client;            // that connection, while attached
   uint64_t detachments = 0;     // tells a stale grace timer from the current one
   bool empty_in_grace = false;  // counted in LockService::empty_in_grace_
+  // The wait it has queued: one at a time, as its connection waits for one
+  // lock at a time (docs/lock-service.md, "Waiting").
+  std::shared_ptr<WaitTicket> wait;
 };
 
 // One waiting `lock NAME SECONDS`. on_grant is called once, on the thread
@@ -87,6 +93,10 @@ struct LockInfo {
   bool attached = false;   // the session has a connection (else it is in its grace period)
   ClientInfo client = {};  // that connection, when attached
 };
+
+struct Change;
+struct Outcome;
+using GrantCallback = std::function<void(uint64_t token)>;
 
 struct ServiceStats {
   uint64_t locks = 0;
@@ -110,13 +120,22 @@ class LockService {
   // server passes its start time in microseconds, so that a restarted
   // server never hands out a token its previous run already gave
   // (docs/lock-service.md, "Fencing tokens").
-  explicit LockService(LockLimits limits = {}, uint64_t token_floor = 0);
+  // `clock` stamps each lock's acquisition (`stats locks`' held_ms).
+  explicit LockService(LockLimits limits = {}, uint64_t token_floor = 0,
+                       const timing::Clock& clock = timing::steady_clock());
   ~LockService();
   LockService(const LockService&) = delete;
   LockService& operator=(const LockService&) = delete;
 
-  // `client` names the connection that uses it (reported only).
-  std::shared_ptr<Session> create_session(ClientInfo client = {});
+  // Carries out `change` (lock_change.h), a connection's or a cluster
+  // log's; a wait it queues is told of its grant through `on_grant`.
+  Outcome apply(const Change& change, GrantCallback on_grant = {});
+
+  // `client` names the connection that uses it (reported only). The id's
+  // secret is `secret`, or fresh random bits when it is empty.
+  std::shared_ptr<Session> create_session(ClientInfo client = {}, std::string secret = {});
+  // The registered session of serial `serial`; null when there is none.
+  std::shared_ptr<Session> find_session(std::string_view serial) const;
   // Hands a detached session to a new connection, `client`; null when the
   // id is unknown or malformed, its secret is wrong, or a connection still
   // uses it. The session is found by its public part and the secret
@@ -128,8 +147,8 @@ class LockService {
   // calling expire(); with 0 the locks are already released.
   int64_t detach(const std::shared_ptr<Session>& session, uint64_t* detachment);
   // The grace period ran out: releases everything unless the session was
-  // resumed since `detachment`.
-  void expire(const std::shared_ptr<Session>& session, uint64_t detachment);
+  // resumed since `detachment`. Returns the names it released.
+  std::vector<std::string> expire(const std::shared_ptr<Session>& session, uint64_t detachment);
   // How long the session's locks will outlive its next disconnect.
   void set_grace(const std::shared_ptr<Session>& session, int64_t grace_ms);
 
@@ -142,6 +161,11 @@ class LockService {
   // Takes the ticket out of its queue. False when it is no longer queued: it
   // was granted and its on_grant call is on its way.
   bool cancel_wait(WaitTicket& ticket, bool timed_out);
+  // The same for whatever wait the session has queued; false when none.
+  bool cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out);
+  // Every token from now on is greater than `token` (a cluster raises it
+  // to each entry's index, shifted: docs/lock-service.md, "Fencing tokens").
+  void raise_token_floor(uint64_t token);
   // False when the session does not hold the lock.
   bool release(const std::shared_ptr<Session>& session, std::string_view name);
   void release_all(const std::shared_ptr<Session>& session);
@@ -241,6 +265,13 @@ class LockService {
   // broken stream could send them), the second is dropped with its locks.
   bool adopt(const LockState& state, std::vector<Adopted>* in_grace);
 
+  // A cluster's new leader (ChangeKind::kTermStart): every wait ends
+  // unanswered, and every session detaches as if its connection had just
+  // dropped, those already in their grace too, so that each grace counts
+  // from now (a grace of 0 ends its session at once). The sessions left in
+  // their grace are appended to *in_grace, for the leader's timers.
+  void start_term(std::vector<Adopted>* in_grace);
+
  private:
   struct Entry {
     std::shared_ptr<Session> owner;
@@ -295,6 +326,7 @@ class LockService {
 
   static constexpr size_t kShards = 64;
   const LockLimits limits_;
+  const timing::Clock& clock_;
   std::unique_ptr<Shard[]> shards_;
   // A single server never takes barrier_mutex_: has_barrier_ says there is
   // nothing to take.

@@ -1,18 +1,22 @@
 // The named-lock service's line protocol (../shared/specs/lock-service.md):
 // one request per line, replies "<code> <word or value>". Parses and
-// formats only; locks::LockService does the work.
+// formats only: every change goes to a locks::Coordinator, which makes it
+// (locks::LockService) at once on a single server, or once a cluster's log
+// has it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lockcached/core/auth.h"
 #include "lockcached/core/watch.h"
+#include "lockcached/locks/coordinator.h"
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
 #include "lockcached/protocol/handler.h"
@@ -22,11 +26,11 @@ namespace lockcached::protocol {
 
 // What a lock-service connection lends its protocol.
 struct LockServiceContext {
-  // Shared: a master that loses its role gets a new service, while the
-  // grace timers of this one's sessions may still run.
-  std::shared_ptr<locks::LockService> service;
-  net::Reactor& reactor;  // the connection's own: timers and grant delivery
-  OutputQueue& out;       // where replies to waits go when the wait ends
+  // Where its changes go (locks/coordinator.h). Shared: a replicated node
+  // that changes role gets a new one, while this one's timers may still run.
+  std::shared_ptr<locks::Coordinator> coordinator;
+  net::Reactor& reactor;  // the connection's own: answers hop here
+  OutputQueue& out;       // where replies go that come after consume() returned
   // Called on the reactor thread once such a reply is queued.
   std::function<void()> on_async_reply;
   // True while this server is a replica: only stats and quit are served.
@@ -49,9 +53,10 @@ class LockServiceProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool blocked() const override { return wait_ != nullptr || replicating_; }
-  // Blocked in a `lock NAME SECONDS` (else, when blocked, on the replicas).
-  bool waiting_for_lock() const { return wait_ != nullptr; }
+  bool blocked() const override { return pending_ || waiting_ || replicating_; }
+  // Blocked in a `lock NAME SECONDS` (else, when blocked, on a change being
+  // decided or replicated).
+  bool waiting_for_lock() const { return waiting_; }
   void connection_closed(core::CloseReason reason) override;
 
  private:
@@ -62,17 +67,21 @@ class LockServiceProtocol final : public ProtocolHandler {
   void conn_id(const Words& words, OutputQueue& out);
   void set_timeout(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);
-  void start_wait(std::string_view name, int64_t wait_ms, OutputQueue& out);
-  // Both run on the reactor thread; exactly one of them answers a wait.
-  void on_granted(uint64_t token);
-  void on_wait_timeout();
-  void end_wait();
+  // Hands `change` to the coordinator; its outcome is finished now or,
+  // once it comes, on the reactor thread (the protocol blocked till then).
+  void submit(locks::Change change, OutputQueue& out);
+  // Where outcomes come in that were not returned at once.
+  locks::Answer answer();
+  void on_answer(const locks::Outcome& outcome);
+  // The reply to the pending change (or wait), from its outcome.
+  void finish(const locks::Outcome& outcome, OutputQueue& out);
+  void finish_acquire(const locks::Outcome& outcome, OutputQueue& out);
   // Answers a change once the replicas have it (locks::ReplicationBarrier):
   // true when `reply` went to `out` at once (no replica to wait for);
   // false when it goes to context_.out later, the protocol blocked till then.
   bool answer_change(std::string reply, OutputQueue& out);
   void on_replicated(bool replicated, const std::string& reply);
-  locks::LockService& service() { return *context_.service; }
+  locks::LockService& service() { return context_.coordinator->service(); }
   bool watched() const {
     return context_.watch && context_.client && context_.watch->watching(core::kWatchLocks);
   }
@@ -82,9 +91,13 @@ class LockServiceProtocol final : public ProtocolHandler {
 
   LockServiceContext context_;
   core::AuthSession auth_;
-  std::shared_ptr<locks::Session> session_;
-  std::shared_ptr<locks::WaitTicket> wait_;
-  net::Reactor::TimerId wait_timer_ = 0;
+  std::shared_ptr<locks::Session> session_;  // null until opened (or on a non-leader)
+  // The change whose outcome is awaited, and for a lock its name and wait.
+  std::optional<locks::ChangeKind> pending_;
+  std::string pending_name_;
+  int64_t pending_wait_ms_ = 0;
+  bool waiting_ = false;  // queued behind a holder: the grant or timeout answers
+  std::string not_leader_;  // set once a change was refused as not the leader's
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
   bool replicating_ = false;  // a reply waits for the replicas

@@ -10,6 +10,7 @@
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
+#include "lockcached/net/reactor_scheduler.h"
 #include "lockcached/replication/node.h"
 #include "lockcached/server/connection.h"
 #include "lockcached/server/server_state.h"
@@ -66,6 +67,8 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // A promoted replica's lock service: the old master's state, its
   // sessions in their grace period.
   std::shared_ptr<locks::LockService> take_over_locks(const locks::LockState& state);
+  // New connections use `service`, through a coordinator on lock_timers_.
+  void use_lock_service(std::shared_ptr<locks::LockService> service);
   void collect_replication(core::StatList& out) const;
   // Every worker's listening sockets and connections, by id.
   std::vector<ConnectionStatus> connections() const;
@@ -78,6 +81,8 @@ class Server final : public core::StatsSource, public core::ServerControl {
   store::Crawler crawler_{state_.store};
   store::MemoryGovernor governor_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  // A single server's lock-service timers (waits, graces): the first worker's.
+  std::unique_ptr<net::ReactorScheduler> lock_timers_;
   std::unique_ptr<replication::Node> replication_;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "lockcached/core/watch.h"
+#include "lockcached/locks/coordinator.h"
 #include "lockcached/locks/lock_service.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/store/clock.h"
@@ -23,7 +24,6 @@ struct ServerState {
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
         tls(config.tls_enabled() ? std::make_unique<tls::ServerContext>(config.tls_files)
                                  : nullptr),
-        lock_service_(std::make_shared<locks::LockService>(lock_limits(), config.fencing_token_floor)),
         idle_timeout_seconds(config.idle_timeout_seconds) {
     store.set_eviction_observer(&watch);
   }
@@ -39,19 +39,23 @@ struct ServerState {
   locks::LockLimits lock_limits() const {
     return {settings.lock_service_max_locks_per_session, settings.lock_service_max_names};
   }
-  // The lock service new lock-service connections use. A single server has
-  // one for its whole life; a replicated one gets a new one each time it
-  // changes role (server.cc), and closes the connections of the old one.
-  std::shared_ptr<locks::LockService> lock_service() const {
+  // Where new lock-service connections send their changes (Server::start
+  // sets it first). A single server has one for its whole life; a node
+  // replicated by --virtual_ip gets a new one each time it changes role
+  // (server.cc), and closes the connections of the old one.
+  std::shared_ptr<locks::Coordinator> lock_coordinator() const {
     std::lock_guard lock(lock_service_mutex_);
-    return lock_service_;
+    return lock_coordinator_;
   }
-  // Retires the current one (its connections confirm nothing more) and
-  // gives new connections `service`.
-  void replace_lock_service(std::shared_ptr<locks::LockService> service) {
+  std::shared_ptr<locks::LockService> lock_service() const {
+    return lock_coordinator()->shared_service();
+  }
+  // Retires the current one's service (its connections confirm nothing
+  // more) and gives new connections `coordinator`.
+  void set_lock_coordinator(std::shared_ptr<locks::Coordinator> coordinator) {
     std::lock_guard lock(lock_service_mutex_);
-    lock_service_->retire();
-    lock_service_ = std::move(service);
+    if (lock_coordinator_) lock_coordinator_->service().retire();
+    lock_coordinator_ = std::move(coordinator);
   }
 
   const Settings settings;
@@ -64,7 +68,7 @@ struct ServerState {
 
  private:
   mutable std::mutex lock_service_mutex_;
-  std::shared_ptr<locks::LockService> lock_service_;
+  std::shared_ptr<locks::Coordinator> lock_coordinator_;
 
  public:
   const int64_t started_unix = static_cast<int64_t>(::time(nullptr));

@@ -10,14 +10,22 @@
 
 namespace lockcached::timing {
 
-class Scheduler {
+// What time it is, for whoever must record it (a lock's acquisition).
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Milliseconds on a clock that never goes back (its origin is arbitrary).
+  virtual int64_t now_ms() const = 0;
+};
+
+// The monotonic clock (CLOCK_MONOTONIC).
+const Clock& steady_clock();
+
+class Scheduler : public Clock {
  public:
   using Task = std::function<void()>;
   using TimerId = uint64_t;
 
-  virtual ~Scheduler() = default;
-  // Milliseconds on a clock that never goes back (its origin is arbitrary).
-  virtual int64_t now_ms() const = 0;
   // Runs `task` once, `delay_ms` from now, on the scheduler's own thread.
   virtual TimerId after(int64_t delay_ms, Task task) = 0;
   // A timer that has not run yet never will; one that ran or is unknown: no-op.

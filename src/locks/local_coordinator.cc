@@ -1,0 +1,79 @@
+#include <atomic>
+
+#include "lockcached/locks/coordinator.h"
+
+namespace lockcached::locks {
+namespace {
+
+// A queued wait's end: its grant or its timeout, whichever comes first.
+struct WaitEnd {
+  std::atomic<bool> over{false};
+  std::atomic<timing::Scheduler::TimerId> timer{0};
+  Answer answer;
+};
+
+}  // namespace
+
+LocalCoordinator::LocalCoordinator(std::shared_ptr<LockService> service,
+                                   timing::Scheduler& timers)
+    : Coordinator(std::move(service)), timers_(timers) {}
+
+std::optional<Outcome> LocalCoordinator::submit(Change change, Answer answer) {
+  if (change.kind == ChangeKind::kAcquire && change.wait_ms > 0) {
+    return wait(change, std::move(answer));
+  }
+  Outcome outcome = service_->apply(change);
+  if (change.kind == ChangeKind::kDetach && outcome.grace_ms > 0) {
+    start_grace(change.session, outcome.detachment, outcome.grace_ms, std::move(answer));
+  }
+  return outcome;
+}
+
+// A grant and a timeout exclude each other (the name's shard lock decides
+// which takes the ticket out of its queue); `over` only tells the loser's
+// timer it need not run.
+Outcome LocalCoordinator::wait(Change& change, Answer answer) {
+  auto end = std::make_shared<WaitEnd>();
+  end->answer = std::move(answer);
+  timing::Scheduler* timers = &timers_;
+  Outcome outcome = service_->apply(change, [end, timers](uint64_t token) {
+    end->over.store(true);
+    if (auto timer = end->timer.load()) timers->cancel(timer);
+    Outcome granted;
+    granted.token = token;
+    end->answer(granted);
+  });
+  if (outcome.status != OutcomeStatus::kQueued) return outcome;
+  std::weak_ptr<LockService> service = service_;
+  end->timer = timers_.after(change.wait_ms, [end, service, session = change.session] {
+    std::shared_ptr<LockService> alive = service.lock();
+    if (!alive || end->over.load()) return;
+    Change cancel;
+    cancel.kind = ChangeKind::kCancelWait;
+    cancel.session = session;
+    cancel.timed_out = true;
+    if (alive->apply(cancel).status != OutcomeStatus::kDone) return;  // granted meanwhile
+    Outcome timed_out;
+    timed_out.status = OutcomeStatus::kBusy;
+    end->answer(timed_out);
+  });
+  if (end->over.load()) timers_.cancel(end->timer);  // granted before the timer was set
+  return outcome;
+}
+
+void LocalCoordinator::start_grace(const std::shared_ptr<Session>& session, uint64_t detachment,
+                                   int64_t grace_ms, Answer answer) {
+  std::weak_ptr<LockService> service = service_;
+  timers_.after(grace_ms, [service, session, detachment, answer = std::move(answer)] {
+    std::shared_ptr<LockService> alive = service.lock();
+    if (!alive) return;
+    Change expire;
+    expire.kind = ChangeKind::kExpire;
+    expire.session = session;
+    expire.detachment = detachment;
+    Outcome outcome = alive->apply(expire);
+    if (answer && !outcome.released.empty()) answer(outcome);
+  });
+}
+
+}  // namespace lockcached::locks

@@ -1,0 +1,161 @@
+// locks::LocalCoordinator, a single server's: changes are made at once,
+// and it owns the lock service's timers (a wait's timeout, a detached
+// session's grace) on a scheduler the test drives, so no test here waits
+// on the real clock. And LockService::apply's kTermStart, a cluster
+// leader's first change.
+#include "lockcached/locks/coordinator.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "manual_scheduler.h"
+
+namespace lockcached::locks {
+namespace {
+
+class LocalCoordinatorTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<Session> open() {
+    Change change;
+    change.kind = ChangeKind::kOpen;
+    std::optional<Outcome> outcome = coordinator_.submit(change, nullptr);
+    EXPECT_TRUE(outcome && outcome->session);
+    return outcome ? outcome->session : nullptr;
+  }
+  Outcome acquire(const std::shared_ptr<Session>& session, const std::string& name,
+                  int64_t wait_ms = 0, Answer answer = nullptr) {
+    Change change;
+    change.kind = ChangeKind::kAcquire;
+    change.session = session;
+    change.name = name;
+    change.wait_ms = wait_ms;
+    std::optional<Outcome> outcome = coordinator_.submit(change, std::move(answer));
+    EXPECT_TRUE(outcome);
+    return outcome.value_or(Outcome{});
+  }
+  Outcome change(ChangeKind kind, const std::shared_ptr<Session>& session, Answer answer = nullptr) {
+    Change change;
+    change.kind = kind;
+    change.session = session;
+    return coordinator_.submit(change, std::move(answer)).value_or(Outcome{});
+  }
+
+  testing::ManualScheduler timers_;
+  std::shared_ptr<LockService> service_ = std::make_shared<LockService>(LockLimits{}, 0, timers_);
+  LocalCoordinator coordinator_{service_, timers_};
+};
+
+TEST_F(LocalCoordinatorTest, AWaitEndsWithItsTimeoutOnTheSchedulersClock) {
+  auto holder = open();
+  auto waiter = open();
+  ASSERT_EQ(acquire(holder, "n").status, OutcomeStatus::kDone);
+  std::vector<Outcome> ends;
+  Outcome queued = acquire(waiter, "n", 500, [&](const Outcome& end) { ends.push_back(end); });
+  EXPECT_EQ(queued.status, OutcomeStatus::kQueued);
+  timers_.advance(499);
+  EXPECT_TRUE(ends.empty());
+  timers_.advance(1);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].status, OutcomeStatus::kBusy);
+  EXPECT_EQ(service_->stats().timeouts, 1u);
+  EXPECT_EQ(service_->stats().waiters, 0u);
+}
+
+TEST_F(LocalCoordinatorTest, AGrantEndsTheWaitAndItsTimerGoes) {
+  auto holder = open();
+  auto waiter = open();
+  Outcome first = acquire(holder, "n");
+  std::vector<Outcome> ends;
+  acquire(waiter, "n", 60000, [&](const Outcome& end) { ends.push_back(end); });
+  EXPECT_EQ(timers_.pending(), 1u);
+  EXPECT_EQ(change(ChangeKind::kReleaseAll, holder).status, OutcomeStatus::kDone);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].status, OutcomeStatus::kDone);
+  EXPECT_GT(ends[0].token, first.token);
+  EXPECT_EQ(timers_.pending(), 0u);
+  timers_.advance(60000);
+  EXPECT_EQ(ends.size(), 1u);  // the timeout never comes
+}
+
+TEST_F(LocalCoordinatorTest, ADetachedSessionsLocksEndWithItsGraceUnlessResumed) {
+  auto gone = open();
+  ASSERT_EQ(acquire(gone, "a").status, OutcomeStatus::kDone);
+  std::vector<Outcome> expired;
+  Outcome detached = change(ChangeKind::kDetach, gone, [&](const Outcome& o) { expired.push_back(o); });
+  EXPECT_EQ(detached.grace_ms, kDefaultGraceMs);
+  timers_.advance(kDefaultGraceMs - 1);
+  EXPECT_EQ(service_->list("").size(), 1u);
+  EXPECT_TRUE(expired.empty());
+  timers_.advance(1);
+  EXPECT_TRUE(service_->list("").empty());
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].released, std::vector<std::string>{"a"});
+
+  // Resumed in time: the grace timer finds nothing to end.
+  auto kept = open();
+  ASSERT_EQ(acquire(kept, "b").status, OutcomeStatus::kDone);
+  std::string id = kept->id;
+  change(ChangeKind::kDetach, kept, [&](const Outcome& o) { expired.push_back(o); });
+  auto replacement = open();
+  Change resume;
+  resume.kind = ChangeKind::kResume;
+  resume.session = replacement;
+  resume.id = id;
+  std::optional<Outcome> resumed = coordinator_.submit(resume, nullptr);
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(resumed->status, OutcomeStatus::kDone);
+  EXPECT_EQ(resumed->session, kept);
+  timers_.advance(kDefaultGraceMs);
+  EXPECT_EQ(service_->list("").size(), 1u);
+  EXPECT_EQ(expired.size(), 1u);
+}
+
+// A new leader (kTermStart): every session detaches, those in their grace
+// start it again, every wait ends, and each grace is listed for the
+// leader's timers; a grace of 0 ends its session at once.
+TEST(LockServiceTermStart, DetachesEverySessionAndEndsEveryWait) {
+  LockService service;
+  auto holder = service.create_session();
+  auto waiter = service.create_session();
+  auto in_grace = service.create_session();
+  auto no_grace = service.create_session();
+  service.set_grace(no_grace, 0);
+  ASSERT_TRUE(service.try_acquire(holder, "n").granted);
+  ASSERT_TRUE(service.try_acquire(in_grace, "g").granted);
+  ASSERT_TRUE(service.try_acquire(no_grace, "z").granted);
+  Change wait;
+  wait.kind = ChangeKind::kAcquire;
+  wait.session = waiter;
+  wait.name = "n";
+  wait.wait_ms = 1000;
+  bool granted = false;
+  ASSERT_EQ(service.apply(wait, [&](uint64_t) { granted = true; }).status, OutcomeStatus::kQueued);
+  uint64_t earlier;
+  service.detach(in_grace, &earlier);
+
+  Change start;
+  start.kind = ChangeKind::kTermStart;
+  Outcome outcome = service.apply(start);
+  EXPECT_EQ(service.stats().waiters, 0u);
+  EXPECT_FALSE(granted);
+  ASSERT_EQ(outcome.in_grace.size(), 3u);  // holder, waiter, in_grace; no_grace ended
+  for (const LockService::Adopted& adopted : outcome.in_grace) {
+    EXPECT_NE(adopted.session, no_grace);
+    EXPECT_FALSE(adopted.session->attached);
+    if (adopted.session == in_grace) {
+      EXPECT_GT(adopted.detachment, earlier);
+    }
+  }
+  std::vector<LockInfo> held = service.list("");
+  ASSERT_EQ(held.size(), 2u);  // n and g kept through the grace; z released
+  // The old grace's timer no longer ends it: only the new one does.
+  service.expire(in_grace, earlier);
+  EXPECT_EQ(service.list("").size(), 2u);
+}
+
+}  // namespace
+}  // namespace lockcached::locks
