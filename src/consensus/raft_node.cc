@@ -28,6 +28,8 @@ constexpr uint64_t kStatusPollMs = 10;
 constexpr unsigned kMaxEntriesInFlight = 8;
 // How long a node waits before it tries a peer that refused it again.
 constexpr unsigned kConnectRetryMs = 250;
+// Election timeouts a snapshot's install may take before it is sent again.
+constexpr unsigned kSnapshotTimeouts = 10;
 
 void put32(std::string& out, uint32_t value) {
   for (int i = 0; i < 4; ++i)
@@ -279,6 +281,10 @@ bool RaftNode::Impl::open(std::string* error) {
   raft_set_election_timeout(&raft, settings.election_timeout_ms);
   raft_set_heartbeat_timeout(&raft, settings.heartbeat_ms);
   raft_set_pre_vote(&raft, true);
+  // A snapshot sent to a follower that did not answer is sent again after
+  // this (libraft's default, 30 s, left a member that came back just as the
+  // leader first sent it behind for half a minute).
+  raft_set_install_snapshot_timeout(&raft, settings.election_timeout_ms * kSnapshotTimeouts);
   raft_set_snapshot_threshold(&raft, settings.snapshot_threshold);
   raft_set_snapshot_trailing(&raft, settings.snapshot_trailing);
   struct raft_configuration configuration;
