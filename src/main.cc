@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
@@ -97,6 +99,20 @@ DEFINE_string(auth_file, "",
 DEFINE_bool(enable_sasl, false,
             "memcached's -S, accepted with --auth_file only: binary SASL PLAIN is on whenever "
             "--auth_file is given");
+DEFINE_string(cluster, "",
+              "A Raft cluster (docs/high-availability.md): its initial voters as "
+              "ID@IPV4:PORT,... (their cluster ports); the leader serves the lock service "
+              "(empty: a single server)");
+DEFINE_uint64(node_id, 0, "With --cluster: this node's id in --cluster");
+DEFINE_string(data_dir, "",
+              "With --cluster: where this node keeps its Raft log, snapshots, term and vote "
+              "(must exist; an empty one makes the node start from the initial voters)");
+DEFINE_string(cluster_secret_file, "",
+              "With --cluster: a file holding the secret (16 bytes or more) every member must "
+              "prove it knows before the cluster port takes its messages");
+DEFINE_int32(election_timeout_ms, 1000,
+             "With --cluster: a follower that hears no leader for 1-2 times this stands for "
+             "election; a leader that hears no majority for this long steps down");
 DEFINE_int32(repl_sync_timeout_ms, 1000,
              "Milliseconds a lock-service change waits for a replica's ack; a replica that "
              "misses it is dropped and resyncs, and the change is confirmed without it");
@@ -130,6 +146,8 @@ const std::vector<server::FlagGroup> kFlagGroups = {
      {"max_connections", "lock_max_connections", "idle_timeout", "tcp_keepalive", "threads", "io",
       "uring_sqpoll"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
+    {"Cluster (Raft)",
+     {"cluster", "node_id", "data_dir", "cluster_secret_file", "election_timeout_ms"}},
     {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
                      "repl_sync_timeout_ms"}},
     {"TLS", {"tls", "tls_port", "lock_tls_port", "tls_cert_file", "tls_key_file", "tls_ca_file",
@@ -205,6 +223,45 @@ FlagProblem check_tls_flags() {
   return {};
 }
 
+// The members of --cluster, or nothing (none given, or a mistake).
+std::vector<lockcached::consensus::Member> cluster_members(std::string* error) {
+  if (FLAGS_cluster.empty()) return {};
+  return lockcached::consensus::parse_members(FLAGS_cluster, error);
+}
+
+FlagProblem check_cluster_flags() {
+  if (FLAGS_election_timeout_ms < 100 || FLAGS_election_timeout_ms > 60000) {
+    return {"election_timeout_ms", "must be 100..60000"};
+  }
+  if (FLAGS_cluster.empty()) {
+    for (const char* name : {"node_id", "data_dir", "cluster_secret_file"}) {
+      if (!gflags::GetCommandLineFlagInfoOrDie(name).is_default) {
+        return {name, "is set, but --cluster is not"};
+      }
+    }
+    return {};
+  }
+  std::string error;
+  std::vector<lockcached::consensus::Member> members = cluster_members(&error);
+  if (members.empty()) return {"cluster", error};
+  if (std::none_of(members.begin(), members.end(),
+                   [](const auto& member) { return member.id == FLAGS_node_id; })) {
+    return {"node_id", "must be one of the ids in --cluster"};
+  }
+  if (FLAGS_data_dir.empty()) return {"data_dir", "is needed with --cluster"};
+  if (!std::filesystem::is_directory(FLAGS_data_dir)) {
+    return {"data_dir", "no such directory: " + FLAGS_data_dir};
+  }
+  if (FLAGS_cluster_secret_file.empty()) {
+    return {"cluster_secret_file", "is needed with --cluster: the cluster port must let only "
+                                   "members in"};
+  }
+  // One way to run a cluster: the leader is the master.
+  if (!FLAGS_virtual_ip.empty()) return {"virtual_ip", "cannot be used with --cluster"};
+  if (FLAGS_lock_port == 0) return {"lock_port", "cannot be 0 with --cluster"};
+  return {};
+}
+
 FlagProblem check_flags() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) return {"port", "must be 0..65535"};
   if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return {"lock_port", "must be -1..65535"};
@@ -243,6 +300,7 @@ FlagProblem check_flags() {
   if (FLAGS_repl_sync_timeout_ms < 1 || FLAGS_repl_sync_timeout_ms > 60000) {
     return {"repl_sync_timeout_ms", "must be 1..60000"};
   }
+  if (FlagProblem problem = check_cluster_flags(); !problem.flag.empty()) return problem;
   if (FlagProblem problem = check_tls_flags(); !problem.flag.empty()) return problem;
   if (FLAGS_enable_sasl && FLAGS_auth_file.empty()) {
     return {"enable_sasl", "(memcached's -S) needs --auth_file (-Y): lockcached checks SASL "
@@ -252,6 +310,22 @@ FlagProblem check_flags() {
     return {"user", "no such user: " + FLAGS_user};
   }
   return {};
+}
+
+// --cluster_secret_file, read at start: its first line, at least 16 bytes.
+bool read_cluster_secret(std::string* secret, std::string* error) {
+  if (FLAGS_cluster_secret_file.empty()) return true;
+  std::ifstream file(FLAGS_cluster_secret_file);
+  if (!file || !std::getline(file, *secret)) {
+    *error = FLAGS_cluster_secret_file + ": cannot read it";
+    return false;
+  }
+  if (!secret->empty() && secret->back() == '\r') secret->pop_back();
+  if (secret->size() < 16) {
+    *error = FLAGS_cluster_secret_file + ": the secret must be 16 bytes or more";
+    return false;
+  }
+  return true;
 }
 
 lockcached::tls::Settings tls_settings_from_flags() {
@@ -307,6 +381,12 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
       std::chrono::duration_cast<std::chrono::microseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
+  std::string ignored;
+  settings.cluster = cluster_members(&ignored);  // checked at start
+  settings.node_id = FLAGS_node_id;
+  settings.data_dir = FLAGS_data_dir;
+  read_cluster_secret(&settings.cluster_secret, &ignored);
+  settings.election_timeout_ms = static_cast<unsigned>(FLAGS_election_timeout_ms);
   settings.virtual_ip = FLAGS_virtual_ip;
   settings.repl_port = static_cast<uint16_t>(FLAGS_repl_port);
   settings.repl_buffer_size = static_cast<size_t>(FLAGS_repl_buffer_size) << 20;
@@ -386,6 +466,9 @@ std::vector<std::string> load_configuration(int argc, char** argv,
   }
   if (std::string error; !(*authenticator = load_auth_file(&error)) && !error.empty()) {
     usage_error("--auth_file: " + error);
+  }
+  if (std::string secret, error; !read_cluster_secret(&secret, &error)) {
+    usage_error("--cluster_secret_file: " + error);
   }
   // Certificate, key and CA files that do not load are a configuration
   // mistake like a bad flag (memcached exits 64 for them too); the server

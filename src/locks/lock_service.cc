@@ -533,6 +533,113 @@ void LockService::adopt_lock(const std::shared_ptr<Session>& session, const std:
   hold(entry->second, session, name, token, false);
 }
 
+// Called with no change in progress (a cluster's thread applies them all).
+FullState LockService::export_state() const {
+  FullState state;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    state.next_token = next_token_.load(std::memory_order_relaxed);
+    state.next_session = next_session_;
+    for (const auto& [serial, session] : sessions_) {
+      std::lock_guard session_lock(session->mutex);
+      state.sessions.push_back({session->id, session->grace_ms, session->attached,
+                                session->client, session->detachments,
+                                session->empty_in_grace});
+    }
+  }
+  state.grants = grants_.load(std::memory_order_relaxed);
+  state.timeouts = timeouts_.load(std::memory_order_relaxed);
+  state.limit_refusals = limit_refusals_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < kShards; ++i) {
+    std::lock_guard lock(shards_[i].mutex);
+    for (const auto& [name, entry] : shards_[i].entries) {
+      FullState::LockEntry saved{name, std::string(entry.owner->public_id()), entry.token,
+                                 entry.acquired_ms, {}};
+      for (const auto& waiter : entry.waiters)
+        saved.waiters.emplace_back(waiter->session->public_id());
+      state.locks.push_back(std::move(saved));
+    }
+  }
+  // The same state in the same order on every member, whatever the hashing.
+  std::sort(state.sessions.begin(), state.sessions.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::sort(state.locks.begin(), state.locks.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return state;
+}
+
+void LockService::clear_locked() {
+  sessions_.clear();
+  in_grace_ = empty_in_grace_ = 0;
+  for (size_t i = 0; i < kShards; ++i) {
+    std::lock_guard shard_lock(shards_[i].mutex);
+    shards_[i].entries.clear();
+  }
+  names_.store(0, std::memory_order_relaxed);
+  held_.store(0, std::memory_order_relaxed);
+  waiting_.store(0, std::memory_order_relaxed);
+}
+
+bool LockService::replace_state(const FullState& state) {
+  std::lock_guard lock(sessions_mutex_);  // before a shard's, as in every path
+  clear_locked();
+  if (!load_locked(state)) {
+    clear_locked();
+    return false;
+  }
+  return true;
+}
+
+bool LockService::load_locked(const FullState& state) {
+  next_token_.store(state.next_token, std::memory_order_relaxed);
+  next_session_ = state.next_session;
+  grants_.store(state.grants, std::memory_order_relaxed);
+  timeouts_.store(state.timeouts, std::memory_order_relaxed);
+  limit_refusals_.store(state.limit_refusals, std::memory_order_relaxed);
+  for (const FullState::SessionEntry& saved : state.sessions) {
+    auto session = std::make_shared<Session>(saved.id);
+    session->grace_ms = saved.grace_ms;
+    session->attached = saved.attached;
+    session->client = saved.client;
+    session->detachments = saved.detachments;
+    session->empty_in_grace = saved.empty_in_grace;
+    if (!saved.attached) ++in_grace_;
+    if (saved.empty_in_grace) ++empty_in_grace_;
+    sessions_.emplace(std::string(session->public_id()), std::move(session));
+  }
+  auto find = [this](const std::string& serial) {
+    auto found = sessions_.find(serial);
+    return found == sessions_.end() ? nullptr : found->second;
+  };
+  for (const FullState::LockEntry& saved : state.locks) {
+    std::shared_ptr<Session> owner = find(saved.owner);
+    if (!owner) return false;
+    Shard& shard = shard_for(saved.name);
+    std::lock_guard shard_lock(shard.mutex);
+    Entry& entry = shard.entries[saved.name];
+    entry.owner = owner;
+    entry.token = saved.token;
+    entry.acquired_ms = saved.acquired_ms;
+    names_.fetch_add(1, std::memory_order_relaxed);
+    held_.fetch_add(1, std::memory_order_relaxed);
+    owner->held.insert(saved.name);
+    for (const std::string& serial : saved.waiters) {
+      std::shared_ptr<Session> session = find(serial);
+      if (!session) return false;
+      auto ticket = std::make_shared<WaitTicket>();
+      ticket->session = session;
+      ticket->name = saved.name;
+      ticket->on_grant = [](uint64_t) {};
+      ticket->position = entry.waiters.insert(entry.waiters.end(), ticket);
+      ticket->queued = true;
+      ++session->waits;
+      session->wait = ticket;
+      waiting_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return true;
+}
+
 void LockService::start_term(std::vector<Adopted>* in_grace) {
   std::vector<std::shared_ptr<Session>> sessions;
   {

@@ -501,6 +501,8 @@ void BinaryProtocol::stat(const Request& request, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kSettings, list);
   } else if (request.key == "replication") {
     core_.collect_stats(core::StatsGroup::kReplication, list);
+  } else if (request.key == "cluster") {
+    core_.collect_stats(core::StatsGroup::kCluster, list);
   } else if (request.key == "reset") {
     core_.reset_stats();
   } else if (request.key == "items") {

@@ -612,6 +612,8 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kSettings, list);
   } else if (words[1] == "replication") {
     core_.collect_stats(core::StatsGroup::kReplication, list);
+  } else if (words[1] == "cluster") {
+    core_.collect_stats(core::StatsGroup::kCluster, list);
   } else if (words[1] == "reset") {
     core_.reset_stats();
     return reply(out, "RESET");

@@ -83,6 +83,7 @@ bool Server::start(std::string* error) {
     return false;
   }
   if (!settings.virtual_ip.empty() && !start_replication(error)) return false;
+  if (!settings.cluster.empty() && !start_cluster(error)) return false;
   for (auto& worker : workers_)
     worker->start();
   crawler_.start();
@@ -137,6 +138,32 @@ bool Server::start_replication(std::string* error) {
                                                      std::move(hooks));
   if (!replication_->start(error)) {
     *error = "--virtual_ip: " + *error;
+    return false;
+  }
+  return true;
+}
+
+bool Server::start_cluster(std::string* error) {
+  const Settings& settings = state_.settings;
+  // Clients reach the leader's lock service on its cluster address's host.
+  std::string host;
+  for (const consensus::Member& member : settings.cluster)
+    if (member.id == settings.node_id) host = member.address.substr(0, member.address.rfind(':'));
+  lock_machine_ = std::make_shared<cluster::LockMachine>(
+      state_.lock_limits(), settings.node_id, host + ":" + std::to_string(lock_port_),
+      [this] { close_client_connections(true); });
+  consensus::RaftSettings raft;
+  raft.id = settings.node_id;
+  raft.members = settings.cluster;
+  raft.data_dir = settings.data_dir;
+  raft.secret = settings.cluster_secret;
+  raft.election_timeout_ms = settings.election_timeout_ms;
+  raft.heartbeat_ms = std::max(settings.election_timeout_ms / 10, 10u);
+  raft_ = std::make_unique<consensus::RaftNode>(raft, *lock_machine_);
+  lock_machine_->attach(raft_.get());
+  state_.set_lock_coordinator(lock_machine_);
+  if (!raft_->start(error)) {
+    *error = "--cluster: " + *error;
     return false;
   }
   return true;
@@ -197,6 +224,10 @@ bool Server::refresh_certs(std::string* error) {
 
 void Server::stop() {
   if (replication_) replication_->stop();
+  if (raft_) {
+    raft_->stop();
+    lock_machine_->attach(nullptr);  // connections still closing propose nothing
+  }
   governor_.stop();
   crawler_.stop();
   for (auto& worker : workers_)
@@ -303,12 +334,40 @@ void Server::collect(core::StatsGroup group, core::StatList& out) const {
       return collect_settings(out);
     case core::StatsGroup::kReplication:
       return collect_replication(out);
+    case core::StatsGroup::kCluster:
+      return collect_cluster(out);
     case core::StatsGroup::kGeneral:
       return collect_general(out);
     case core::StatsGroup::kItems:
     case core::StatsGroup::kSlabs:
     case core::StatsGroup::kSizes:
       return core::collect_size_classes(group, state_.store.class_stats(), out);
+  }
+}
+
+// `stats cluster`: this member's view of the Raft cluster.
+void Server::collect_cluster(core::StatList& out) const {
+  if (!raft_) {
+    out.emplace_back("role", "none");
+    return;
+  }
+  consensus::RaftStatus status = raft_->status();
+  auto add = [&out](std::string name, uint64_t value) {
+    out.emplace_back(std::move(name), std::to_string(value));
+  };
+  out.emplace_back("role", std::string(consensus::role_name(status.role)));
+  add("node_id", status.id);
+  add("term", status.term);
+  add("leader_id", status.leader_id);
+  out.emplace_back("leader", status.leader_address);
+  out.emplace_back("leader_lock_service", lock_machine_->leader_lock_address());
+  add("commit_index", status.commit_index);
+  add("applied_index", status.applied_index);
+  add("last_index", status.last_index);
+  add("members", status.members.size());
+  for (size_t i = 0; i < status.members.size(); ++i) {
+    out.emplace_back("member:" + std::to_string(i), std::to_string(status.members[i].id) + "@" +
+                                                         status.members[i].address);
   }
 }
 

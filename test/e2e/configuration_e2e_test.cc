@@ -187,6 +187,39 @@ TEST(ConfigurationE2e, ReplicationFlagsAreChecked) {
       "--repl_buffer_size: must hold at least 4 x --max_item_size with --virtual_ip");
 }
 
+// A cluster member that would start wrong does not start: one line, exit 64.
+TEST(ConfigurationE2e, ClusterFlagsAreChecked) {
+  TempDir dir;
+  fs::path secret = dir.path() / "secret";
+  write_file(secret, "sixteen bytes or more\n");
+  fs::path short_secret = dir.path() / "short";
+  write_file(short_secret, "short\n");
+  std::string cluster = "--cluster=1@127.0.0.1:21501,2@127.0.0.1:21502";
+  std::vector<std::string> good = {"--port=0", cluster, "--node_id=1",
+                                   "--data_dir=" + dir.path().string(),
+                                   "--cluster_secret_file=" + secret.string()};
+  auto with = [&](std::vector<std::string> args, const std::string& extra) {
+    args.push_back(extra);
+    return args;
+  };
+  expect_configuration_error(with(good, "--cluster=1@db.example:1"),
+                             "--cluster: '1@db.example:1' is not ID@IPV4:PORT (ID 1 or more)");
+  expect_configuration_error(with(good, "--node_id=3"),
+                             "--node_id: must be one of the ids in --cluster");
+  expect_configuration_error(with(good, "--data_dir=/nonexistent/lockcached"),
+                             "--data_dir: no such directory: /nonexistent/lockcached");
+  expect_configuration_error(with(good, "--cluster_secret_file=" + short_secret.string()),
+                             "--cluster_secret_file: " + short_secret.string() +
+                                 ": the secret must be 16 bytes or more");
+  expect_configuration_error(with(good, "--virtual_ip=192.0.2.100"),
+                             "--virtual_ip: cannot be used with --cluster");
+  expect_configuration_error({"--port=0", "--data_dir=" + dir.path().string()},
+                             "--data_dir: is set, but --cluster is not");
+  expect_configuration_error({"--port=0", cluster, "--node_id=1",
+                              "--data_dir=" + dir.path().string()},
+                             "--cluster_secret_file: is needed with --cluster");
+}
+
 TEST(ConfigurationE2e, AMissingFlagfileStopsTheStart) {
   expect_configuration_error({"--flagfile=/nonexistent/lockcached.conf"},
                              "cannot read flagfile /nonexistent/lockcached.conf (command line): "

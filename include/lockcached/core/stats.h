@@ -80,7 +80,7 @@ using StatList = std::vector<std::pair<std::string, std::string>>;
 
 // kItems, kSlabs, kSizes: memcached's per-slab-class groups, here per
 // size class of the allocator (store/size_classes.h).
-enum class StatsGroup { kGeneral, kSettings, kReplication, kItems, kSlabs, kSizes };
+enum class StatsGroup { kGeneral, kSettings, kReplication, kCluster, kItems, kSlabs, kSizes };
 
 // What `stats` reports; the server wires the process-wide numbers behind it.
 class StatsSource {

@@ -96,6 +96,34 @@ struct LockInfo {
 
 struct Change;
 struct Outcome;
+
+// Everything a LockService holds, as plain data: what a cluster's snapshot
+// carries (cluster/lock_log.h encodes it), so that a member that restores
+// it is in the very state of the member that took it.
+struct FullState {
+  struct SessionEntry {
+    std::string id;
+    int64_t grace_ms = 0;
+    bool attached = false;
+    ClientInfo client;
+    uint64_t detachments = 0;
+    bool empty_in_grace = false;
+  };
+  struct LockEntry {
+    std::string name;
+    std::string owner;  // the holder's serial
+    uint64_t token = 0;
+    int64_t acquired_ms = 0;
+    std::vector<std::string> waiters;  // serials, first come first
+  };
+  std::vector<SessionEntry> sessions;
+  std::vector<LockEntry> locks;
+  uint64_t next_token = 0;  // the last token handed out
+  uint64_t next_session = 0;
+  uint64_t grants = 0;
+  uint64_t timeouts = 0;
+  uint64_t limit_refusals = 0;
+};
 using GrantCallback = std::function<void(uint64_t token)>;
 
 struct ServiceStats {
@@ -265,6 +293,14 @@ class LockService {
   // broken stream could send them), the second is dropped with its locks.
   bool adopt(const LockState& state, std::vector<Adopted>* in_grace);
 
+  // The whole state, and back: replace_state drops everything the service
+  // holds and takes `state` instead (false when `state` is inconsistent:
+  // the service is then empty). Call with no change in progress. A
+  // restored wait tells nobody of its grant: a member restores only while
+  // it follows, and a new leader's first change ends every wait.
+  FullState export_state() const;
+  bool replace_state(const FullState& state);
+
   // A cluster's new leader (ChangeKind::kTermStart): every wait ends
   // unanswered, and every session detaches as if its connection had just
   // dropped, those already in their grace too, so that each grace counts
@@ -317,6 +353,9 @@ class LockService {
   void adopt_lock(const std::shared_ptr<Session>& session, const std::string& name, uint64_t token);
   // With sessions_mutex_ held, which orders its report.
   void raise_floor_locked(uint64_t token);
+  // replace_state's halves, with sessions_mutex_ held.
+  void clear_locked();
+  bool load_locked(const FullState& state);
   // The owner let go: the first waiter gets it, or the entry goes.
   void pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
                std::vector<Grant>& grants);

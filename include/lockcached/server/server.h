@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lockcached/cluster/lock_machine.h"
+#include "lockcached/consensus/raft_node.h"
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
@@ -61,6 +63,9 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // With --virtual_ip: takes the role the address gives before any client
   // is served.
   bool start_replication(std::string* error);
+  // With --cluster: joins the Raft cluster; its leader serves the lock service.
+  bool start_cluster(std::string* error);
+  void collect_cluster(core::StatList& out) const;
   // A demoted master's clients go (or only the lock service's, from a
   // promoted replica): posted to every worker.
   void close_client_connections(bool lock_service_only);
@@ -84,6 +89,9 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // A single server's lock-service timers (waits, graces): the first worker's.
   std::unique_ptr<net::ReactorScheduler> lock_timers_;
   std::unique_ptr<replication::Node> replication_;
+  // With --cluster: the lock service replicated by Raft.
+  std::shared_ptr<cluster::LockMachine> lock_machine_;
+  std::unique_ptr<consensus::RaftNode> raft_;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;
   uint16_t tls_port_ = 0;

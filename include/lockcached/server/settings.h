@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lockcached/consensus/raft_node.h"
 #include "lockcached/core/auth.h"
 #include "lockcached/net/reactor.h"
 #include "lockcached/tls/context.h"
@@ -44,6 +45,12 @@ struct Settings {
   // Fencing tokens start above this; main sets the start time in
   // microseconds since the Unix epoch (docs/lock-service.md).
   uint64_t fencing_token_floor = 0;
+  // A Raft cluster (docs/high-availability.md); empty: a single server.
+  std::vector<consensus::Member> cluster;
+  uint64_t node_id = 0;
+  std::string data_dir;
+  std::string cluster_secret;  // from --cluster_secret_file
+  unsigned election_timeout_ms = 1000;
   // Replication (docs/high-availability.md); empty: none, a single server.
   std::string virtual_ip;
   uint16_t repl_port = 11213;

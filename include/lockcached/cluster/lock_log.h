@@ -1,0 +1,49 @@
+// How the lock service's changes and state are written into a cluster's
+// Raft log and snapshots (cluster/lock_machine.h): plain bytes, read back
+// the same on every member. A change names its session by serial (the
+// member applying it finds the session), and says which connection asked,
+// so that the member it came from can answer it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lockcached/locks/lock_change.h"
+#include "lockcached/locks/lock_service.h"
+
+namespace lockcached::cluster {
+
+// Who is waiting for a change's outcome: a request of one run of one
+// member (a restarted member is a new incarnation, so an entry of its
+// previous run is answered to nobody).
+struct Origin {
+  uint64_t node = 0;
+  uint64_t incarnation = 0;
+  uint64_t request = 0;  // 0: nobody waits
+  bool operator==(const Origin&) const = default;
+};
+
+struct LoggedChange {
+  locks::ChangeKind kind = locks::ChangeKind::kOpen;
+  Origin origin;
+  std::string serial;  // the session's; empty for kOpen and kTermStart
+  std::string name;
+  std::string id;
+  int64_t wait_ms = 0;
+  int64_t grace_ms = 0;
+  uint64_t detachment = 0;
+  bool timed_out = false;
+  locks::ClientInfo client;
+  bool operator==(const LoggedChange&) const;
+};
+
+std::string encode(const LoggedChange& change);
+// nullopt when `bytes` are not an encoded change (a member skips it).
+std::optional<LoggedChange> decode_change(std::string_view bytes);
+
+std::string encode(const locks::FullState& state);
+std::optional<locks::FullState> decode_state(std::string_view bytes);
+
+}  // namespace lockcached::cluster

@@ -1,0 +1,125 @@
+// The lock service as a cluster's replicated state machine
+// (docs/high-availability.md).
+//
+// Every member holds a LockService and applies to it, in log order, the
+// changes the Raft log commits (cluster/lock_log.h): the same changes in
+// the same order give every member the same sessions, locks, waiters and
+// tokens. Only the leader takes changes: a connection's change is proposed
+// to the log, and its outcome goes back to the connection once the entry is
+// committed by a majority and applied; on any other member a change is
+// answered `not leader` with the leader's lock-service address.
+//
+// The leader also owns the lock service's time: a wait's timeout and a
+// detached session's grace are timers on the Raft thread that, when they
+// run out, propose the change (kCancelWait, kExpire) rather than make it,
+// so the log decides whether a grant or a timeout came first. A member that
+// starts to lead proposes kTermStart first: every session detaches and
+// starts its grace from then, and every wait ends, so nobody else is granted
+// a session's lock before its grace ran out on the new leader.
+//
+// Fencing tokens are the Raft index of the entry that granted them, shifted
+// left by kTokenShift, plus the grant's place in the entry: they grow with
+// the log, across leaders, pauses and restarts, with no clock involved.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "lockcached/cluster/lock_log.h"
+#include "lockcached/consensus/raft_node.h"
+#include "lockcached/locks/coordinator.h"
+
+namespace lockcached::cluster {
+
+// Grants per entry that keep "token >> kTokenShift == index" (more only
+// push later tokens up: a token still never goes back).
+constexpr int kTokenShift = 20;
+
+class LockMachine final : public consensus::StateMachine, public locks::Coordinator {
+ public:
+  // `lock_address`: "HOST:PORT" where clients reach this member's lock
+  // service; a leader announces it in its first change, so that the others
+  // can name it. `role_changed` runs on the Raft thread whenever this member
+  // starts or stops leading, or the leader changes: the member's
+  // lock-service connections must then close.
+  LockMachine(locks::LockLimits limits, uint64_t node_id, std::string lock_address,
+              std::function<void()> role_changed);
+  ~LockMachine() override;
+  // The node this machine serves; before it starts.
+  void attach(consensus::RaftNode* node) { node_ = node; }
+
+  // ---- locks::Coordinator, from any thread ----
+  std::optional<locks::Outcome> submit(locks::Change change, locks::Answer answer) override;
+  bool answers_at_once() const override { return false; }
+
+  // ---- consensus::StateMachine, on the Raft thread ----
+  void apply(uint64_t index, uint64_t stamp_ms,
+             std::span<const std::string_view> commands) override;
+  std::string snapshot() override;
+  bool restore(std::string_view data) override;
+  void on_status(const consensus::RaftStatus& status) override;
+
+  // "HOST:PORT" of the leader's lock service; empty while there is none,
+  // or it has not yet announced itself (its first change is not applied).
+  std::string leader_lock_address() const;
+
+ private:
+  // A connection's change on its way through the log.
+  struct Pending {
+    locks::Answer answer;
+    bool wait = false;
+  };
+  // What acquisitions are stamped with: the entry's stamp while one is
+  // applied (the same on every member), the wall clock otherwise (`stats
+  // locks` held_ms, display only).
+  class EntryClock final : public timing::Clock {
+   public:
+    int64_t now_ms() const override;
+    void set(int64_t stamp_ms) { stamp_ms_ = stamp_ms; }
+
+   private:
+    std::atomic<int64_t> stamp_ms_{0};
+  };
+
+  void apply_change(const LoggedChange& logged);
+  // Proposed by this run of this member (entries of an earlier run are not).
+  bool from_here(const Origin& origin) const {
+    return origin.node == node_id_ && origin.incarnation == incarnation_;
+  }
+  // Hands `outcome` to the connection waiting for `request` (0: none);
+  // `last`: it waits for nothing more.
+  void answer(uint64_t request, const locks::Outcome& outcome, bool last);
+  void propose(const LoggedChange& change);
+  void arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms);
+  void arm_timeout(const std::string& serial, uint64_t request, int64_t wait_ms);
+  void cancel_timers();
+  void fail_pending();
+
+  const uint64_t node_id_;
+  const std::string lock_address_;
+  const uint64_t incarnation_;
+  const std::function<void()> role_changed_;
+  EntryClock clock_;
+  consensus::RaftNode* node_ = nullptr;
+
+  mutable std::mutex mutex_;  // guards pending_, status_ and announced_
+  std::unordered_map<uint64_t, Pending> pending_;
+  consensus::RaftStatus status_;
+  Origin announced_;  // the last leader that announced itself (kTermStart)
+  std::string announced_address_;
+  std::atomic<uint64_t> next_request_{1};
+
+  // The Raft thread's only.
+  bool leading_ = false;
+  std::set<timing::Scheduler::TimerId> timers_;
+  std::unordered_map<uint64_t, timing::Scheduler::TimerId> wait_timers_;  // by request
+};
+
+}  // namespace lockcached::cluster

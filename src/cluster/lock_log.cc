@@ -1,0 +1,202 @@
+#include "lockcached/cluster/lock_log.h"
+
+namespace lockcached::cluster {
+namespace {
+
+// Little-endian integers; strings as a 32-bit length and the bytes.
+class Writer {
+ public:
+  void u8(uint8_t value) { out_.push_back(static_cast<char>(value)); }
+  void u64(uint64_t value) {
+    for (int i = 0; i < 8; ++i)
+      out_.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  }
+  void i64(int64_t value) { u64(static_cast<uint64_t>(value)); }
+  void str(std::string_view text) {
+    uint64_t size = text.size();
+    for (int i = 0; i < 4; ++i)
+      out_.push_back(static_cast<char>((size >> (8 * i)) & 0xff));
+    out_.append(text);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool u8(uint8_t* value) {
+    if (in_.empty()) return fail();
+    *value = static_cast<uint8_t>(in_[0]);
+    in_.remove_prefix(1);
+    return true;
+  }
+  bool u64(uint64_t* value) { return integer(8, value); }
+  bool i64(int64_t* value) {
+    uint64_t raw;
+    if (!u64(&raw)) return false;
+    *value = static_cast<int64_t>(raw);
+    return true;
+  }
+  bool flag(bool* value) {
+    uint8_t raw;
+    if (!u8(&raw) || raw > 1) return fail();
+    *value = raw == 1;
+    return true;
+  }
+  bool str(std::string* text) {
+    uint64_t size;
+    if (!integer(4, &size) || in_.size() < size) return fail();
+    text->assign(in_.substr(0, size));
+    in_.remove_prefix(size);
+    return true;
+  }
+  bool done() const { return ok_ && in_.empty(); }
+
+ private:
+  bool integer(int bytes, uint64_t* value) {
+    if (in_.size() < static_cast<size_t>(bytes)) return fail();
+    *value = 0;
+    for (int i = bytes - 1; i >= 0; --i)
+      *value = (*value << 8) | static_cast<unsigned char>(in_[i]);
+    in_.remove_prefix(bytes);
+    return true;
+  }
+  bool fail() {
+    ok_ = false;
+    return false;
+  }
+
+  std::string_view in_;
+  bool ok_ = true;
+};
+
+constexpr uint8_t kChangeFormat = 1;
+constexpr uint8_t kStateFormat = 1;
+constexpr uint8_t kLastKind = static_cast<uint8_t>(locks::ChangeKind::kTermStart);
+
+void put(Writer& w, const locks::ClientInfo& client) {
+  w.u64(client.connection);
+  w.str(client.address);
+}
+
+bool get(Reader& r, locks::ClientInfo* client) {
+  return r.u64(&client->connection) && r.str(&client->address);
+}
+
+}  // namespace
+
+bool LoggedChange::operator==(const LoggedChange& other) const {
+  return kind == other.kind && origin == other.origin && serial == other.serial &&
+         name == other.name && id == other.id && wait_ms == other.wait_ms &&
+         grace_ms == other.grace_ms && detachment == other.detachment &&
+         timed_out == other.timed_out && client.connection == other.client.connection &&
+         client.address == other.client.address;
+}
+
+std::string encode(const LoggedChange& change) {
+  Writer w;
+  w.u8(kChangeFormat);
+  w.u8(static_cast<uint8_t>(change.kind));
+  w.u64(change.origin.node);
+  w.u64(change.origin.incarnation);
+  w.u64(change.origin.request);
+  w.str(change.serial);
+  w.str(change.name);
+  w.str(change.id);
+  w.i64(change.wait_ms);
+  w.i64(change.grace_ms);
+  w.u64(change.detachment);
+  w.u8(change.timed_out ? 1 : 0);
+  put(w, change.client);
+  return w.take();
+}
+
+std::optional<LoggedChange> decode_change(std::string_view bytes) {
+  Reader r(bytes);
+  LoggedChange change;
+  uint8_t format, kind;
+  if (!r.u8(&format) || format != kChangeFormat || !r.u8(&kind) || kind < 1 ||
+      kind > kLastKind) {
+    return std::nullopt;
+  }
+  change.kind = static_cast<locks::ChangeKind>(kind);
+  bool ok = r.u64(&change.origin.node) && r.u64(&change.origin.incarnation) &&
+            r.u64(&change.origin.request) && r.str(&change.serial) && r.str(&change.name) &&
+            r.str(&change.id) && r.i64(&change.wait_ms) && r.i64(&change.grace_ms) &&
+            r.u64(&change.detachment) && r.flag(&change.timed_out) && get(r, &change.client);
+  if (!ok || !r.done()) return std::nullopt;
+  return change;
+}
+
+std::string encode(const locks::FullState& state) {
+  Writer w;
+  w.u8(kStateFormat);
+  w.u64(state.next_token);
+  w.u64(state.next_session);
+  w.u64(state.grants);
+  w.u64(state.timeouts);
+  w.u64(state.limit_refusals);
+  w.u64(state.sessions.size());
+  for (const auto& session : state.sessions) {
+    w.str(session.id);
+    w.i64(session.grace_ms);
+    w.u8(session.attached ? 1 : 0);
+    put(w, session.client);
+    w.u64(session.detachments);
+    w.u8(session.empty_in_grace ? 1 : 0);
+  }
+  w.u64(state.locks.size());
+  for (const auto& lock : state.locks) {
+    w.str(lock.name);
+    w.str(lock.owner);
+    w.u64(lock.token);
+    w.i64(lock.acquired_ms);
+    w.u64(lock.waiters.size());
+    for (const std::string& waiter : lock.waiters)
+      w.str(waiter);
+  }
+  return w.take();
+}
+
+std::optional<locks::FullState> decode_state(std::string_view bytes) {
+  Reader r(bytes);
+  locks::FullState state;
+  uint8_t format;
+  uint64_t sessions, locks;
+  if (!r.u8(&format) || format != kStateFormat || !r.u64(&state.next_token) ||
+      !r.u64(&state.next_session) || !r.u64(&state.grants) || !r.u64(&state.timeouts) ||
+      !r.u64(&state.limit_refusals) || !r.u64(&sessions)) {
+    return std::nullopt;
+  }
+  for (uint64_t i = 0; i < sessions; ++i) {
+    locks::FullState::SessionEntry session;
+    if (!r.str(&session.id) || !r.i64(&session.grace_ms) || !r.flag(&session.attached) ||
+        !get(r, &session.client) || !r.u64(&session.detachments) ||
+        !r.flag(&session.empty_in_grace)) {
+      return std::nullopt;
+    }
+    state.sessions.push_back(std::move(session));
+  }
+  if (!r.u64(&locks)) return std::nullopt;
+  for (uint64_t i = 0; i < locks; ++i) {
+    locks::FullState::LockEntry lock;
+    uint64_t waiters;
+    if (!r.str(&lock.name) || !r.str(&lock.owner) || !r.u64(&lock.token) ||
+        !r.i64(&lock.acquired_ms) || !r.u64(&waiters)) {
+      return std::nullopt;
+    }
+    for (uint64_t j = 0; j < waiters; ++j) {
+      std::string waiter;
+      if (!r.str(&waiter)) return std::nullopt;
+      lock.waiters.push_back(std::move(waiter));
+    }
+    state.locks.push_back(std::move(lock));
+  }
+  if (!r.done()) return std::nullopt;
+  return state;
+}
+
+}  // namespace lockcached::cluster

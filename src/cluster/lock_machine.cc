@@ -1,0 +1,292 @@
+#include "lockcached/cluster/lock_machine.h"
+
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include <glog/logging.h>
+
+namespace lockcached::cluster {
+namespace {
+
+uint64_t random_incarnation() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) | device();
+}
+
+// The changes that name a session; the others open one, or concern all.
+bool names_session(locks::ChangeKind kind) {
+  return kind != locks::ChangeKind::kOpen && kind != locks::ChangeKind::kTermStart;
+}
+
+LoggedChange to_logged(const locks::Change& change) {
+  LoggedChange logged;
+  logged.kind = change.kind;
+  if (change.session) logged.serial = std::string(change.session->public_id());
+  logged.name = change.name;
+  logged.id = change.id;
+  logged.wait_ms = change.wait_ms;
+  logged.grace_ms = change.grace_ms;
+  logged.detachment = change.detachment;
+  logged.timed_out = change.timed_out;
+  logged.client = change.client;
+  return logged;
+}
+
+locks::Change to_change(const LoggedChange& logged) {
+  locks::Change change;
+  change.kind = logged.kind;
+  change.serial = logged.serial;
+  change.name = logged.name;
+  change.id = logged.id;
+  change.wait_ms = logged.wait_ms;
+  change.grace_ms = logged.grace_ms;
+  change.detachment = logged.detachment;
+  change.timed_out = logged.timed_out;
+  change.client = logged.client;
+  return change;
+}
+
+}  // namespace
+
+int64_t LockMachine::EntryClock::now_ms() const {
+  int64_t stamp = stamp_ms_.load(std::memory_order_relaxed);
+  if (stamp != 0) return stamp;
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+LockMachine::LockMachine(locks::LockLimits limits, uint64_t node_id, std::string lock_address,
+                         std::function<void()> role_changed)
+    : Coordinator(std::make_shared<locks::LockService>(limits, 0, clock_)),
+      node_id_(node_id),
+      lock_address_(std::move(lock_address)),
+      incarnation_(random_incarnation()),
+      role_changed_(std::move(role_changed)) {}
+
+LockMachine::~LockMachine() = default;
+
+std::string LockMachine::leader_lock_address() const {
+  std::lock_guard lock(mutex_);
+  if (status_.leader_id == 0 || status_.leader_id != announced_.node) return "";
+  return announced_address_;
+}
+
+std::optional<locks::Outcome> LockMachine::submit(locks::Change change, locks::Answer answer) {
+  LoggedChange logged = to_logged(change);
+  logged.origin = {node_id_, incarnation_, 0};
+  // Drawn here, once: every member must give the session the same id.
+  if (change.kind == locks::ChangeKind::kOpen && logged.id.empty()) {
+    logged.id = locks::make_session_secret();
+  }
+  // A grace's end is not told in a cluster: its answer is dropped.
+  bool answered = answer && change.kind != locks::ChangeKind::kDetach;
+  if (answered) {
+    logged.origin.request = next_request_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mutex_);
+    pending_[logged.origin.request] = {std::move(answer), change.wait_ms > 0};
+  }
+  if (!node_ || !node_->propose(encode(logged))) {
+    if (answered) {
+      std::lock_guard lock(mutex_);
+      pending_.erase(logged.origin.request);
+    }
+    locks::Outcome refused;
+    refused.status = locks::OutcomeStatus::kNotLeader;
+    refused.leader = leader_lock_address();
+    return refused;
+  }
+  return std::nullopt;
+}
+
+void LockMachine::apply(uint64_t index, uint64_t stamp_ms,
+                        std::span<const std::string_view> commands) {
+  service_->raise_token_floor(index << kTokenShift);
+  clock_.set(static_cast<int64_t>(stamp_ms));
+  for (std::string_view command : commands) {
+    std::optional<LoggedChange> logged = decode_change(command);
+    if (!logged) {
+      // Every member skips it alike.
+      LOG(ERROR) << "cluster: a change in entry " << index << " is malformed; skipped";
+      continue;
+    }
+    apply_change(*logged);
+  }
+  clock_.set(0);
+}
+
+void LockMachine::apply_change(const LoggedChange& logged) {
+  locks::Change change = to_change(logged);
+  bool mine = from_here(logged.origin);
+  uint64_t request = logged.origin.request;
+  if (names_session(change.kind)) {
+    change.session = service_->find_session(logged.serial);
+    if (!change.session) {
+      // Ended before its change came up (a new leader's first change
+      // detached it, and its grace ran out): its connection must go.
+      locks::Outcome gone;
+      gone.status = locks::OutcomeStatus::kLost;
+      if (mine) answer(request, gone, true);
+      return;
+    }
+  }
+  // A grant reaches the connection that waits only on the member it asked.
+  locks::GrantCallback on_grant = [](uint64_t) {};
+  if (mine && change.kind == locks::ChangeKind::kAcquire && change.wait_ms > 0) {
+    on_grant = [this, request](uint64_t token) {
+      auto timer = wait_timers_.find(request);
+      if (timer != wait_timers_.end()) {
+        node_->scheduler().cancel(timer->second);
+        timers_.erase(timer->second);
+        wait_timers_.erase(timer);
+      }
+      locks::Outcome granted;
+      granted.token = token;
+      answer(request, granted, true);
+    };
+  }
+  locks::Outcome outcome = service_->apply(change, std::move(on_grant));
+  if (change.kind == locks::ChangeKind::kTermStart) {
+    std::lock_guard lock(mutex_);
+    announced_ = logged.origin;
+    announced_address_ = logged.id;
+  }
+  // The leader's timers; every member's state is the same without them.
+  if (leading_) {
+    if (change.kind == locks::ChangeKind::kDetach && outcome.grace_ms > 0) {
+      arm_expiry(logged.serial, outcome.detachment, outcome.grace_ms);
+    }
+    if (mine && outcome.status == locks::OutcomeStatus::kQueued) {
+      arm_timeout(logged.serial, request, change.wait_ms);
+    }
+    if (mine && change.kind == locks::ChangeKind::kTermStart) {
+      for (const locks::LockService::Adopted& in_grace : outcome.in_grace) {
+        arm_expiry(std::string(in_grace.session->public_id()), in_grace.detachment,
+                   in_grace.grace_ms);
+      }
+      LOG(INFO) << "cluster: leading; " << outcome.in_grace.size()
+                << " lock-service sessions in their grace";
+    }
+  }
+  if (!mine) return;
+  if (change.kind == locks::ChangeKind::kCancelWait) {
+    // A timeout that came first ends its wait; one that came after the grant
+    // finds nothing to cancel, and the grant answered already.
+    if (change.timed_out && outcome.status == locks::OutcomeStatus::kDone) {
+      wait_timers_.erase(request);
+      locks::Outcome timed_out;
+      timed_out.status = locks::OutcomeStatus::kBusy;
+      answer(request, timed_out, true);
+    }
+    return;
+  }
+  answer(request, outcome, outcome.status != locks::OutcomeStatus::kQueued);
+}
+
+void LockMachine::answer(uint64_t request, const locks::Outcome& outcome, bool last) {
+  if (request == 0) return;
+  locks::Answer answer;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = pending_.find(request);
+    if (found == pending_.end()) return;
+    answer = last ? std::move(found->second.answer) : found->second.answer;
+    if (last) pending_.erase(found);
+  }
+  answer(outcome);
+}
+
+void LockMachine::propose(const LoggedChange& change) {
+  if (node_) node_->propose(encode(change));
+}
+
+void LockMachine::arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms) {
+  auto id = std::make_shared<timing::Scheduler::TimerId>();
+  *id = node_->scheduler().after(grace_ms, [this, serial, detachment, id] {
+    timers_.erase(*id);
+    LoggedChange expire;
+    expire.kind = locks::ChangeKind::kExpire;
+    expire.origin = {node_id_, incarnation_, 0};
+    expire.serial = serial;
+    expire.detachment = detachment;
+    propose(expire);
+  });
+  timers_.insert(*id);
+}
+
+void LockMachine::arm_timeout(const std::string& serial, uint64_t request, int64_t wait_ms) {
+  auto id = std::make_shared<timing::Scheduler::TimerId>();
+  *id = node_->scheduler().after(wait_ms, [this, serial, request, id] {
+    timers_.erase(*id);
+    wait_timers_.erase(request);
+    LoggedChange cancel;
+    cancel.kind = locks::ChangeKind::kCancelWait;
+    cancel.origin = {node_id_, incarnation_, request};
+    cancel.serial = serial;
+    cancel.timed_out = true;
+    propose(cancel);
+  });
+  timers_.insert(*id);
+  wait_timers_[request] = *id;
+}
+
+void LockMachine::cancel_timers() {
+  for (timing::Scheduler::TimerId id : timers_)
+    node_->scheduler().cancel(id);
+  timers_.clear();
+  wait_timers_.clear();
+}
+
+// Leadership lost: what was proposed may or may not be committed by the
+// next leader, so nobody is told it happened.
+void LockMachine::fail_pending() {
+  std::unordered_map<uint64_t, Pending> pending;
+  {
+    std::lock_guard lock(mutex_);
+    pending.swap(pending_);
+  }
+  locks::Outcome lost;
+  lost.status = locks::OutcomeStatus::kLost;
+  for (auto& [request, waiting] : pending)
+    waiting.answer(lost);
+}
+
+std::string LockMachine::snapshot() {
+  return encode(service_->export_state());
+}
+
+bool LockMachine::restore(std::string_view data) {
+  std::optional<locks::FullState> state = decode_state(data);
+  if (!state || !service_->replace_state(*state)) {
+    LOG(ERROR) << "cluster: a lock-service snapshot does not decode";
+    return false;
+  }
+  return true;
+}
+
+void LockMachine::on_status(const consensus::RaftStatus& status) {
+  uint64_t leader_before;
+  {
+    std::lock_guard lock(mutex_);
+    leader_before = status_.leader_id;
+    status_ = status;
+  }
+  bool leads = status.role == consensus::Role::kLeader;
+  if (leads && !leading_) {
+    leading_ = true;
+    LoggedChange start;
+    start.kind = locks::ChangeKind::kTermStart;
+    start.origin = {node_id_, incarnation_, 0};
+    start.id = lock_address_;
+    propose(start);
+  } else if (!leads && leading_) {
+    leading_ = false;
+    cancel_timers();
+    fail_pending();
+  } else if (status.leader_id == leader_before) {
+    return;  // a new term with the same leader, or a candidate's turn
+  }
+  role_changed_();
+}
+
+}  // namespace lockcached::cluster

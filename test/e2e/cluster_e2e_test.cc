@@ -1,0 +1,285 @@
+// End-to-end tests of a Raft cluster (--cluster, docs/high-availability.md):
+// three real lockcached processes on loopback, each with its own data
+// directory and ports. The leader serves the lock service; the others name
+// it; a session and its locks survive the leader's death and a restart of
+// every node, and tokens only grow. Where a test needs the cluster in some
+// state (a leader elected, an entry applied), it asks the nodes (`stats
+// cluster`, `stats locks`) until they show it.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using e2e::Client;
+using e2e::eventually;
+using e2e::ServerProcess;
+
+constexpr int kNodes = 3;
+// Short, so that elections are quick; the tests do not depend on it.
+constexpr const char* kElectionTimeout = "--election_timeout_ms=300";
+constexpr auto kElection = 20s;  // how long a test waits for a leader
+
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::optional<uint64_t> acquired_token(std::string_view reply) {
+  constexpr std::string_view kPrefix = "200 Acquired ";
+  if (!reply.starts_with(kPrefix)) return std::nullopt;
+  uint64_t token = 0;
+  std::string_view digits = reply.substr(kPrefix.size());
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), token);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return token;
+}
+
+class ClusterE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("cluster_e2e." + std::to_string(getpid()) + "." +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    std::ofstream(root_ / "secret") << "a secret only the members know\n";
+    for (int i = 1; i <= kNodes; ++i) {
+      fs::create_directories(root_ / std::to_string(i));
+      cluster_ += (i > 1 ? "," : "") + std::to_string(i) + "@127.0.0.1:" + std::to_string(free_port());
+    }
+  }
+  void TearDown() override {
+    for (auto& node : nodes_)
+      node.reset();
+    fs::remove_all(root_);
+  }
+
+  void start(int id) {
+    auto node = std::make_unique<ServerProcess>();
+    ASSERT_TRUE(node->start({"--cluster=" + cluster_, "--node_id=" + std::to_string(id),
+                             "--data_dir=" + (root_ / std::to_string(id)).string(),
+                             "--cluster_secret_file=" + (root_ / "secret").string(),
+                             "--lock_port=-1", kElectionTimeout}));
+    std::optional<uint16_t> lock_port = node->lock_port();
+    ASSERT_TRUE(lock_port);
+    lock_ports_[id] = *lock_port;
+    nodes_[id - 1] = std::move(node);
+  }
+  void start_all() {
+    for (int id = 1; id <= kNodes; ++id)
+      start(id);
+  }
+
+  std::map<std::string, std::string> cluster_stats(int id) {
+    Client client;
+    if (!client.connect(nodes_[id - 1]->port())) return {};
+    return client.stats("cluster");
+  }
+
+  // The node every running node agrees leads; 0 if none within kElection.
+  int leader() {
+    int found = 0;
+    eventually(
+        [&] {
+          found = 0;
+          std::string leader_id;
+          for (int id = 1; id <= kNodes; ++id) {
+            if (!nodes_[id - 1]) continue;
+            std::map<std::string, std::string> stats = cluster_stats(id);
+            if (stats["role"] == "leader") found = id;
+            if (leader_id.empty()) leader_id = stats["leader_id"];
+            if (stats["leader_id"] != leader_id || stats["leader_lock_service"].empty()) {
+              return false;
+            }
+          }
+          return found != 0 && leader_id == std::to_string(found);
+        },
+        kElection, 50ms);
+    EXPECT_NE(found, 0) << "no leader that every node knows";
+    return found;
+  }
+
+  // One `stats` value of node `id`'s lock service.
+  std::string lock_stat(int id, const std::string& name) {
+    Client client = lock_client(id);
+    if (client.request("stats") != "200 STATS") return "";
+    std::string value;
+    for (std::string line = client.read_line(); line != "END" && !line.starts_with("<");
+         line = client.read_line()) {
+      if (line.starts_with("STAT " + name + " ")) value = line.substr(6 + name.size());
+    }
+    return value;
+  }
+
+  Client lock_client(int id) {
+    Client client;
+    EXPECT_TRUE(client.connect(lock_ports_[id]));
+    return client;
+  }
+
+  fs::path root_;
+  std::string cluster_;
+  std::unique_ptr<ServerProcess> nodes_[kNodes];
+  std::map<int, uint16_t> lock_ports_;
+};
+
+TEST_F(ClusterE2eTest, TheLeaderServesTheLockServiceAndTheOthersNameIt) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client holder = lock_client(lead);
+  std::optional<uint64_t> token = acquired_token(holder.request("lock deploy"));
+  ASSERT_TRUE(token);
+  for (int id = 1; id <= kNodes; ++id) {
+    if (id == lead) continue;
+    Client other = lock_client(id);
+    EXPECT_EQ(other.request("lock deploy"),
+              "503 not leader: 127.0.0.1:" + std::to_string(lock_ports_[lead]));
+    EXPECT_EQ(other.request("conn_id"),
+              "503 not leader: 127.0.0.1:" + std::to_string(lock_ports_[lead]));
+    // Every member holds the lock service's state: the grant is there too.
+    std::string seen;
+    EXPECT_TRUE(eventually([&] {
+      Client reader = lock_client(id);
+      reader.request("stats locks deploy");
+      seen = reader.read_line();
+      return seen.starts_with("LOCK deploy ") &&
+             seen.find(" " + std::to_string(*token) + " ") != std::string::npos;
+    })) << seen;
+  }
+  std::map<std::string, std::string> stats = cluster_stats(lead);
+  EXPECT_EQ(stats["members"], "3");
+  EXPECT_EQ(stats["node_id"], std::to_string(lead));
+  EXPECT_GE(std::stoull(stats["applied_index"]), *token >> 20);
+}
+
+TEST_F(ClusterE2eTest, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client holder = lock_client(lead);
+  ASSERT_EQ(holder.request("set_timeout 30000"), "200 Timeout set");
+  std::string id = holder.request("conn_id").substr(4);
+  std::optional<uint64_t> token = acquired_token(holder.request("lock ledger"));
+  ASSERT_TRUE(token);
+
+  ASSERT_TRUE(nodes_[lead - 1]->stop(SIGKILL).has_value());
+  nodes_[lead - 1].reset();
+  int next = leader();
+  ASSERT_NE(next, 0);
+  ASSERT_NE(next, lead);
+  // Nobody else gets it: the session's grace runs on the new leader.
+  Client other = lock_client(next);
+  EXPECT_EQ(other.request("lock ledger"), "409 Unavailable");
+  Client resumed = lock_client(next);
+  EXPECT_EQ(resumed.request("conn_id " + id), "200 Resumed");
+  EXPECT_EQ(resumed.request("lock ledger"), "200 Acquired " + std::to_string(*token));
+  // A new grant comes after every earlier one.
+  std::optional<uint64_t> later = acquired_token(resumed.request("lock audit"));
+  ASSERT_TRUE(later);
+  EXPECT_GT(*later, *token);
+  // The waiter is granted when the holder lets go.
+  Client waiter = lock_client(next);
+  ASSERT_TRUE(waiter.send("lock ledger 10\r\n"));
+  EXPECT_TRUE(eventually([&] { return lock_stat(next, "waiters") == "1"; }));
+  EXPECT_EQ(resumed.request("unlock ledger"), "200 Released");
+  std::optional<uint64_t> handed = acquired_token(waiter.read_line());
+  ASSERT_TRUE(handed);
+  EXPECT_GT(*handed, *later);
+}
+
+TEST_F(ClusterE2eTest, AWaitTimesOutOnTheLeadersClock) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client holder = lock_client(lead);
+  ASSERT_TRUE(acquired_token(holder.request("lock busy")));
+  Client waiter = lock_client(lead);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(waiter.request("lock busy 0.3"), "409 Unavailable");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 290ms);
+  // The connection goes on being served.
+  EXPECT_TRUE(acquired_token(waiter.request("lock free")));
+}
+
+// Check-quorum: a leader cut off from the majority (here, the others are
+// frozen) steps down within about two election timeouts and closes its
+// lock-service connections, so a client on its side learns that its locks
+// may be someone else's now. The frozen nodes then elect a new leader.
+TEST_F(ClusterE2eTest, ALeaderThatHearsNoMajorityStepsDownAndClosesItsClients) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client holder = lock_client(lead);
+  ASSERT_TRUE(acquired_token(holder.request("lock mine")));
+  for (int id = 1; id <= kNodes; ++id)
+    if (id != lead) kill(nodes_[id - 1]->pid(), SIGSTOP);
+  auto start = std::chrono::steady_clock::now();
+  bool closed = holder.wait_for_close(10s);
+  auto took = std::chrono::steady_clock::now() - start;
+  std::string role = cluster_stats(lead)["role"];
+  for (int id = 1; id <= kNodes; ++id)
+    if (id != lead) kill(nodes_[id - 1]->pid(), SIGCONT);
+  EXPECT_TRUE(closed);
+  EXPECT_NE(role, "leader");
+  // 300 ms election timeout: libraft checks the majority once per timeout,
+  // so it notices within two of them; the rest is slack for a busy machine.
+  EXPECT_LT(took, 3s);
+  std::cout << "step-down closed the client " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+            << " ms after the majority froze\n";
+  EXPECT_NE(leader(), 0);
+}
+
+TEST_F(ClusterE2eTest, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  uint64_t before;
+  {
+    Client holder = lock_client(lead);
+    ASSERT_EQ(holder.request("set_timeout 60000"), "200 Timeout set");
+    std::optional<uint64_t> token = acquired_token(holder.request("lock kept"));
+    ASSERT_TRUE(token);
+    before = *token;
+  }
+  for (auto& node : nodes_) {
+    ASSERT_TRUE(node->stop(SIGTERM).has_value());
+    node.reset();
+  }
+  start_all();
+  lead = leader();
+  ASSERT_NE(lead, 0);
+  Client reader = lock_client(lead);
+  EXPECT_EQ(reader.request("lock kept"), "409 Unavailable");  // still its session's
+  std::optional<uint64_t> after = acquired_token(reader.request("lock fresh"));
+  ASSERT_TRUE(after);
+  EXPECT_GT(*after, before);
+}
+
+}  // namespace

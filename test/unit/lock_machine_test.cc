@@ -1,0 +1,177 @@
+// cluster::LockMachine and its log format, without Raft: the changes a
+// leader would commit are applied, in one order, to several machines, as
+// the members of a cluster apply them. Every machine must end in the same
+// state (that is what lets a follower take over), tokens must be the
+// entries' indexes, and a snapshot must restore that state exactly.
+#include "lockcached/cluster/lock_machine.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lockcached::cluster {
+namespace {
+
+using locks::ChangeKind;
+
+LoggedChange change(ChangeKind kind, std::string serial = "", std::string name = "") {
+  LoggedChange logged;
+  logged.kind = kind;
+  logged.serial = std::move(serial);
+  logged.name = std::move(name);
+  return logged;
+}
+
+LoggedChange open(std::string secret) {
+  LoggedChange logged = change(ChangeKind::kOpen);
+  logged.id = std::move(secret);
+  return logged;
+}
+
+LoggedChange wait_for(std::string serial, std::string name) {
+  LoggedChange logged = change(ChangeKind::kAcquire, std::move(serial), std::move(name));
+  logged.wait_ms = 5000;
+  return logged;
+}
+
+// A log: entries of changes, applied from index 1 on.
+using Log = std::vector<std::vector<LoggedChange>>;
+
+void apply_log(LockMachine& machine, const Log& log, uint64_t first_index = 1) {
+  uint64_t index = first_index;
+  for (const auto& entry : log) {
+    std::vector<std::string> encoded;
+    for (const LoggedChange& logged : entry)
+      encoded.push_back(encode(logged));
+    std::vector<std::string_view> commands(encoded.begin(), encoded.end());
+    machine.apply(index, 1795000000000 + index, commands);
+    ++index;
+  }
+}
+
+LockMachine machine(uint64_t node_id) {
+  return LockMachine(locks::LockLimits{}, node_id, "127.0.0.1:11400", [] {});
+}
+
+const std::string kSecretA(32, 'a');
+const std::string kSecretB(32, 'b');
+
+// Sessions 1 and 2; 1 holds "n" and "m", 2 waits for "n"; 1 releases "n"
+// (2 is granted), 1 detaches, 1's grace expires; then a new term.
+Log busy_log() {
+  return {
+      {open(kSecretA), open(kSecretB)},
+      {change(ChangeKind::kAcquire, "1", "n"), change(ChangeKind::kAcquire, "1", "m")},
+      {wait_for("2", "n")},
+      {change(ChangeKind::kRelease, "1", "n")},
+      {change(ChangeKind::kDetach, "1")},
+      {[] {
+        LoggedChange expire = change(ChangeKind::kExpire, "1");
+        expire.detachment = 1;
+        return expire;
+      }()},
+      {change(ChangeKind::kTermStart)},
+  };
+}
+
+bool same_state(const locks::FullState& a, const locks::FullState& b) {
+  return encode(a) == encode(b);
+}
+
+TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
+  LoggedChange logged = wait_for("k3", "deploy");
+  logged.origin = {2, 77, 9};
+  logged.client = {12, "192.0.2.7:4000"};
+  logged.timed_out = true;
+  logged.detachment = 5;
+  std::optional<LoggedChange> back = decode_change(encode(logged));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, logged);
+  std::string bytes = encode(logged);
+  EXPECT_FALSE(decode_change(bytes.substr(0, bytes.size() - 1)));
+  EXPECT_FALSE(decode_change(bytes + "x"));
+  EXPECT_FALSE(decode_change(""));
+  bytes[1] = 99;  // no such kind
+  EXPECT_FALSE(decode_change(bytes));
+
+  LockMachine source = machine(1);
+  apply_log(source, busy_log());
+  locks::FullState state = source.service().export_state();
+  std::optional<locks::FullState> state_back = decode_state(encode(state));
+  ASSERT_TRUE(state_back);
+  EXPECT_TRUE(same_state(*state_back, state));
+  EXPECT_FALSE(decode_state(encode(state).substr(1)));
+}
+
+TEST(LockMachine, EveryMemberReachesTheSameStateFromTheSameLog) {
+  LockMachine a = machine(1);
+  LockMachine b = machine(2);
+  LockMachine c = machine(3);
+  Log log = busy_log();
+  for (LockMachine* member : {&a, &b, &c})
+    apply_log(*member, log);
+  locks::FullState reference = a.service().export_state();
+  EXPECT_TRUE(same_state(b.service().export_state(), reference));
+  EXPECT_TRUE(same_state(c.service().export_state(), reference));
+  // Session 1 ended; 2 holds "n", handed over by 1's release.
+  ASSERT_EQ(reference.sessions.size(), 1u);
+  EXPECT_EQ(reference.sessions[0].id, "2-" + kSecretB);
+  EXPECT_FALSE(reference.sessions[0].attached);  // the new term detached it
+  ASSERT_EQ(reference.locks.size(), 1u);
+  EXPECT_EQ(reference.locks[0].name, "n");
+  EXPECT_EQ(reference.locks[0].owner, "2");
+}
+
+TEST(LockMachine, ATokenIsTheIndexOfTheEntryThatGrantedIt) {
+  LockMachine member = machine(1);
+  apply_log(member, {{open(kSecretA), open(kSecretB)},
+                     {change(ChangeKind::kAcquire, "1", "n"), change(ChangeKind::kAcquire, "1", "m")},
+                     {wait_for("2", "n")},
+                     {},
+                     {change(ChangeKind::kRelease, "1", "n")}});
+  std::vector<locks::LockInfo> held = member.service().list("");
+  ASSERT_EQ(held.size(), 2u);
+  for (const locks::LockInfo& lock : held) {
+    if (lock.name == "m") {
+      EXPECT_EQ(lock.token, (uint64_t{2} << kTokenShift) + 2);  // entry 2, its second grant
+    } else {
+      EXPECT_EQ(lock.token, (uint64_t{5} << kTokenShift) + 1);  // handed over by entry 5
+    }
+  }
+}
+
+// A member that was away restores a snapshot and applies the rest of the
+// log: it ends where the others are.
+TEST(LockMachine, ASnapshotRestoresTheStateExactly) {
+  Log log = busy_log();
+  Log first(log.begin(), log.begin() + 4);
+  Log rest(log.begin() + 4, log.end());
+  LockMachine leader = machine(1);
+  apply_log(leader, first);
+  std::string snapshot = leader.snapshot();
+  apply_log(leader, rest, first.size() + 1);
+
+  LockMachine away = machine(2);
+  apply_log(away, {{open(kSecretA)}});  // what it had before: replaced
+  ASSERT_TRUE(away.restore(snapshot));
+  apply_log(away, rest, first.size() + 1);
+  EXPECT_TRUE(same_state(away.service().export_state(), leader.service().export_state()));
+  EXPECT_FALSE(away.restore("not a snapshot"));
+}
+
+// A change for a session that is gone changes nothing, on every member.
+TEST(LockMachine, AChangeForAnEndedSessionChangesNothing) {
+  LockMachine member = machine(1);
+  apply_log(member, busy_log());
+  locks::FullState before = member.service().export_state();
+  apply_log(member, {{change(ChangeKind::kAcquire, "1", "x")}, {change(ChangeKind::kRelease, "1", "m")}},
+            busy_log().size() + 1);
+  locks::FullState after = member.service().export_state();
+  EXPECT_EQ(after.locks.size(), before.locks.size());
+  EXPECT_EQ(after.sessions.size(), before.sessions.size());
+}
+
+}  // namespace
+}  // namespace lockcached::cluster
