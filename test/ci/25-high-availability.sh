@@ -5,8 +5,12 @@
 # (test/ha/replication_test.py), and a master killed with SIGKILL under
 # real keepalived running etc/keepalived.conf (test/ha/failover_test.py);
 # and a client whose link is cut while it holds locks, on both I/O
-# backends, plain and TLS (test/ha/dead_client_test.py, about 40 s).
-# Needs root, iproute2 and keepalived; takes about two minutes.
+# backends, plain and TLS (test/ha/dead_client_test.py, about 40 s); and
+# the Raft cluster under faults (test/ha/raft_faults.py: kills, partitions,
+# pauses, leader changes, restarts, clients on both sides of every cut,
+# about 2.5 minutes), then once against a build that answers before the
+# log commits (-DLOCKCACHED_TEST_EARLY_ANSWER=ON), which the same checks
+# must catch. Needs root, iproute2 and keepalived; takes about six minutes.
 missing=()
 for package in iproute2 keepalived; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
@@ -29,3 +33,11 @@ export LOCKCACHED_BINARY=build/lockcached LOCKCACHED_CLI=build/src/cli/lockcache
 python3 -W error::ResourceWarning test/ha/replication_test.py
 python3 -W error::ResourceWarning test/ha/failover_test.py
 python3 -W error::ResourceWarning test/ha/dead_client_test.py
+python3 test/ha/raft_faults.py
+# The checks must fail a build that answers before a majority has a change.
+# Only the server is built (Debug compiles fastest; the checks need no speed).
+cmake -S . -B build-early-answer -DCMAKE_BUILD_TYPE=Debug -DLOCKCACHED_TEST_EARLY_ANSWER=ON \
+  -DLOCKCACHED_BUILD_TESTS=OFF -DLOCKCACHED_BUILD_BENCH=OFF -DLOCKCACHED_WERROR=ON >/dev/null
+cmake --build build-early-answer -j2 --target lockcached >/dev/null
+LOCKCACHED_BINARY=build-early-answer/lockcached python3 test/ha/raft_faults.py \
+  --expect-violations partition-leader

@@ -1,0 +1,590 @@
+#!/usr/bin/env python3
+"""Fault injection against a Raft cluster of lockcached (--cluster), in the
+spirit of Jepsen's lock tests (docs/high-availability.md, "A Raft cluster").
+
+Each run builds a fresh cluster in network namespaces (netns.py: TEST-NET-1
+addresses on a private bridge, no route out), starts lock-service clients
+on every node's machine and on one machine of their own, injects one fault,
+heals it, and checks what the clients saw. A client takes `lock NAME 2` on
+a few shared names, holds for 5-30 ms and sends `unlock`, forever; it
+follows `503 not leader` to the leader, and after a lost connection
+reconnects and resumes its session (`conn_id ID`). Now and then it takes a
+name of its own instead, which no other client contends for; on every
+node's machine one more client takes only a name of its own (so that a
+leader cut off with its machine's clients is still asked for something it
+could grant). It records:
+
+- every grant: when its request went out, when its `200 Acquired` came, the
+  token;
+- every hold: from the grant's reply until the client sent `unlock` or saw
+  its connection drop.
+
+After every run, these must hold (each breach is a violation):
+
+- no two holds of one name overlap;
+- a token is greater than every token whose grant a client had seen before
+  its own request went out;
+- no acknowledged grant is lost: a client whose connection dropped while it
+  held a lock resumes its session (within its grace) and finds the lock
+  still its own, with the same token; and no acknowledged release is lost:
+  it then holds nothing it had released;
+- every session resumes: `conn_id ID` within the grace answers 200.
+
+And it reports how long after the fault the first grant came, against a
+stated bound. As root, with iproute2:
+
+    LOCKCACHED_BINARY=build/lockcached python3 test/ha/raft_faults.py [RUN ...]
+
+`--expect-violations` inverts the verdict: CI runs the suite once against
+a build that answers before the log commits (-DLOCKCACHED_TEST_EARLY_ANSWER=ON)
+and it must report violations, so the checks are shown to catch one.
+"""
+
+import argparse
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import haclient  # noqa: E402
+import netns  # noqa: E402
+
+BINARY = os.path.abspath(os.environ.get("LOCKCACHED_BINARY", "build/lockcached"))
+CLUSTER_PORT = 11500
+LOCK_PORT = haclient.LOCK_PORT
+CACHE_PORT = haclient.CACHE_PORT
+ELECTION_MS = 500     # --election_timeout_ms of every node
+GRACE_MS = 3000       # every client session's grace (set_timeout)
+NAMES = ["alpha", "beta", "gamma"]
+WAIT_S = 0.5          # lock NAME WAIT_S
+# A client gives a silent server up after this, well within its grace, as a
+# client must: a leader cut off or frozen cannot tell it anything, and its
+# session must be resumed on the new leader before its grace runs out there.
+REPLY_TIMEOUT = WAIT_S + 1
+SETTLE_S = 3          # clients run this long before a fault and after it heals
+# A client that lost its leader (it died, was cut off or frozen) gets a grant
+# again within: a new election (up to 2 election timeouts after the old
+# leader was last heard, plus one for the pre-vote), the new leader's first
+# entry, and the clients' reconnection; the new leader grants a name a
+# client held only once that client's grace ran out there, which clients
+# that resume avoid.
+FIRST_GRANT_BOUND_S = 4 * ELECTION_MS / 1000 + GRACE_MS / 1000 + 2
+
+
+class History:
+    """What every client saw, in the test process's monotonic time."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.grants = []      # (requested, replied, token, client, name, regrant)
+        self.holds = []       # [name, start, end, token, client]
+        self.violations = []
+
+    def grant(self, requested, replied, token, client, name, regrant=False):
+        with self.lock:
+            self.grants.append((requested, replied, token, client, name, regrant))
+
+    def hold(self, name, start, token, client):
+        entry = [name, start, None, token, client]
+        with self.lock:
+            self.holds.append(entry)
+        return entry
+
+    def violation(self, text):
+        with self.lock:
+            self.violations.append(text)
+
+
+class NoLeader(Exception):
+    pass
+
+
+class Gone(Exception):
+    """The connection dropped or a reply did not come in time."""
+
+
+class Client(threading.Thread):
+    def __init__(self, cluster, name, home, history, rng_seed, private=False):
+        super().__init__(daemon=True, name=name)
+        self.private = private      # takes only a name of its own
+        self.cluster = cluster
+        self.home = home            # the namespace its sockets live in
+        self.history = history
+        self.rng = random.Random(rng_seed)
+        self.stop = threading.Event()
+        self.session = None
+        self.sock = None
+        self.buffer = b""
+        self.leader = None          # the address it last found leading
+        self.held = None            # (name, token, hold entry) while it holds
+        self.unlocking = False      # its unlock went out, unanswered
+        self.released = set()       # names released with "200 Released" since it last resumed
+        self.last_answer = time.monotonic()  # when a leader last answered it
+
+    # ---- the wire ----
+    def send(self, line):
+        try:
+            self.sock.sendall(line.encode() + b"\r\n")
+        except OSError as error:
+            raise Gone(str(error))
+
+    def line(self, timeout=REPLY_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while b"\r\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+                raise Gone("no reply")
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError as error:
+                raise Gone(str(error))
+            if not chunk:
+                raise Gone("closed")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\r\n", 1)
+        line = line.decode()
+        if not line.startswith("503 "):  # only a leader's answer keeps a session alive
+            self.last_answer = time.monotonic()
+        return line
+
+    def call(self, command, timeout=REPLY_TIMEOUT):
+        self.send(command)
+        return self.line(timeout)
+
+    def close(self):
+        if self.sock:
+            self.sock.close()
+        self.sock = None
+        self.buffer = b""
+
+    # ---- finding the leader, resuming ----
+    def connect(self):
+        """Connects to the leader and resumes (or opens) its session."""
+        candidates = [self.leader] if self.leader else []
+        candidates += self.cluster.addresses
+        while not self.stop.is_set():
+            for address in candidates:
+                if self.stop.is_set():
+                    return False
+                try:
+                    self.sock = haclient.connect(self.cluster.net, self.home, address, LOCK_PORT,
+                                                 timeout=1)
+                    self.sock.settimeout(None)
+                    first = ("conn_id " + self.session) if self.session else "conn_id"
+                    answered = self.last_answer
+                    reply = self.call(first, timeout=2)
+                except (OSError, Gone):
+                    self.close()
+                    continue
+                match = re.match(r"503 not leader: (\S+)", reply)
+                if match:
+                    self.close()
+                    found = match.group(1)
+                    if found != "election":
+                        candidates = [found.split(":")[0]]
+                        self.leader = candidates[0]
+                    break
+                self.leader = address
+                if self.session is None:
+                    self.session = reply.split(" ", 1)[1]
+                    if self.call("set_timeout %d" % GRACE_MS) != "200 Timeout set":
+                        raise Gone("set_timeout refused")
+                    return True
+                if reply != "200 Resumed":
+                    # Its grace started on the new leader no sooner than the
+                    # old one last answered: until then, it must come back.
+                    silent = time.monotonic() - answered
+                    if silent < GRACE_MS / 1000 - 0.2:
+                        self.history.violation("%s: session %s not resumed %.1f s after a server "
+                                               "last answered it: %r"
+                                               % (self.name, self.session.split("-")[0], silent,
+                                                  reply))
+                    self.session = None
+                    self.close()
+                    continue
+                self.check_after_resume()
+                return True
+            else:
+                time.sleep(0.05)
+                candidates = list(self.cluster.addresses)
+        return False
+
+    def check_after_resume(self):
+        """Its acknowledged grant survived; its acknowledged releases too."""
+        table = self.locks_of_session()
+        if self.held and not self.unlocking:
+            name, token, _ = self.held
+            if table.get(name) != token:
+                self.history.violation("%s: acknowledged grant of %s (token %d) lost: the "
+                                       "resumed session holds %r" % (self.name, name, token, table))
+            else:
+                requested = time.monotonic()
+                reply = self.call("lock %s" % name)
+                self.history.grant(requested, time.monotonic(), token, self.name, name,
+                                   regrant=True)
+                if reply != "200 Acquired %d" % token:
+                    self.history.violation("%s: re-lock of %s answered %r, not token %d"
+                                           % (self.name, name, reply, token))
+        for name in self.released:
+            if name in table and (not self.held or self.held[0] != name):
+                self.history.violation("%s: acknowledged release of %s lost (token %d held)"
+                                       % (self.name, name, table[name]))
+        self.released.clear()
+        if self.held:
+            reply = self.call("unlock %s" % self.held[0])
+            if reply not in ("200 Released", "403 Not held"):
+                raise Gone("unlock after resume answered %r" % reply)
+            self.held = None
+            self.unlocking = False
+        # What a request in flight may have been granted is let go too.
+        if self.call("unlock_all") != "200 Released":
+            raise Gone("unlock_all refused")
+
+    def locks_of_session(self):
+        serial = self.session.split("-")[0]
+        self.send("stats locks")
+        if self.line() != "200 LOCKS":
+            raise Gone("stats locks refused")
+        table = {}
+        while True:
+            line = self.line()
+            if line == "END":
+                return table
+            _, name, session, _, _, token, _ = line.split(" ")
+            if session == serial:
+                table[name] = int(token)
+
+    # ---- the loop ----
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                if not self.sock and not self.connect():
+                    return
+                self.cycle()
+            except Gone:
+                self.dropped()
+
+    def dropped(self):
+        now = time.monotonic()
+        if self.held and self.held[2][2] is None:
+            self.held[2][2] = now  # the hold ends when the client sees the drop
+        self.close()
+
+    def cycle(self):
+        # A name of its own now and then: one the others never hold, so that
+        # a client cut off with a leader still asks for something it could
+        # get there, as a client with its own jobs would.
+        own = "own-" + self.name
+        name = own if self.private else self.rng.choice(NAMES + [own])
+        self.released.discard(name)  # it may be granted again now
+        requested = time.monotonic()
+        reply = self.call("lock %s %g" % (name, WAIT_S))
+        replied = time.monotonic()
+        if reply.startswith("503 "):
+            raise Gone(reply)
+        if reply == "409 Unavailable":
+            return
+        match = re.fullmatch(r"200 Acquired (\d+)", reply)
+        if not match:
+            raise Gone("lock answered %r" % reply)
+        token = int(match.group(1))
+        self.history.grant(requested, replied, token, self.name, name)
+        entry = self.history.hold(name, replied, token, self.name)
+        self.held = (name, token, entry)
+        time.sleep(self.rng.uniform(0.005, 0.03))
+        entry[2] = time.monotonic()  # the unlock goes out now: the hold ends
+        self.unlocking = True
+        reply = self.call("unlock %s" % name)
+        if reply == "200 Released":
+            self.held = None
+            self.unlocking = False
+            self.released.add(name)
+        elif reply.startswith("503 "):
+            raise Gone(reply)
+        else:
+            self.history.violation("%s: unlock %s (token %d) answered %r"
+                                   % (self.name, name, token, reply))
+            self.held = None
+            self.unlocking = False
+
+
+class RaftCluster:
+    """`nodes` lockcached nodes in namespaces 0..nodes-1, and one more
+    namespace for clients of their own."""
+
+    def __init__(self, nodes, work):
+        self.nodes = nodes
+        self.net = netns.Cluster(nodes + 1).__enter__()
+        self.addresses = self.net.addresses[:nodes]
+        self.work = work
+        self.processes = {}
+        with open(os.path.join(work, "secret"), "w") as f:
+            f.write("raft faults test secret\n")
+        self.members = ",".join("%d@%s:%d" % (i + 1, a, CLUSTER_PORT)
+                                for i, a in enumerate(self.addresses))
+
+    def close(self):
+        self.net.close()
+
+    def start(self, node):
+        data = os.path.join(self.work, "data%d" % node)
+        os.makedirs(data, exist_ok=True)
+        log = open(os.path.join(self.work, "node%d.log" % node), "ab")
+        self.processes[node] = self.net.run(node, [
+            BINARY, "--cluster=" + self.members, "--node_id=%d" % (node + 1),
+            "--data_dir=" + data, "--cluster_secret_file=" + os.path.join(self.work, "secret"),
+            "--election_timeout_ms=%d" % ELECTION_MS, "--port=%d" % CACHE_PORT,
+            "--lock_port=%d" % LOCK_PORT, "--threads=2", "--memory_limit_mb=32",
+            "--tcp_keepalive=2", "--logtostderr"], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def kill(self, node, sig=signal.SIGKILL):
+        process = self.processes.pop(node)
+        process.send_signal(sig)
+        process.wait()
+
+    def signal(self, node, sig):
+        # `ip netns exec` execs lockcached: the child is the server itself.
+        os.kill(self.processes[node].pid, sig)
+
+    def cluster_stats(self, node):
+        try:
+            c = haclient.client(self.net, self.nodes, self.addresses[node], CACHE_PORT)
+        except OSError:
+            return {}
+        try:
+            return c.stats("cluster")
+        except (OSError, ConnectionError, ValueError):
+            return {}
+        finally:
+            c.close()
+
+    def leader(self, timeout=20):
+        """The node that leads and serves, as a majority of the nodes sees it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            stats = [self.cluster_stats(n) for n in range(self.nodes)]
+            for n, s in enumerate(stats):
+                if s.get("role") != "leader" or not s.get("leader_lock_service"):
+                    continue
+                agree = sum(1 for other in stats if other.get("leader_id") == str(n + 1))
+                if agree > self.nodes // 2:
+                    return n
+            time.sleep(0.05)
+        raise NoLeader("no leader that a majority of the nodes knows, in %d s" % timeout)
+
+
+# ---- the faults ----
+
+def kill_leader(cluster, note):
+    leader = cluster.leader()
+    note("SIGKILL node %d (leader)" % leader)
+    cluster.kill(leader)
+    time.sleep(SETTLE_S)
+    cluster.start(leader)
+
+
+def partition_leader(cluster, note):
+    leader = cluster.leader()
+    note("node %d (leader) and its client cut off for 6 s" % leader)
+    cluster.net.take_down(leader)
+    time.sleep(6)
+    cluster.net.bring_up(leader)
+
+
+def partition_follower(cluster, note):
+    leader = cluster.leader()
+    follower = (leader + 1) % cluster.nodes
+    note("node %d (follower) and its client cut off for 5 s" % follower)
+    cluster.net.take_down(follower)
+    time.sleep(5)
+    cluster.net.bring_up(follower)
+
+
+def freeze_leader(seconds):
+    def fault(cluster, note):
+        leader = cluster.leader()
+        note("node %d (leader) frozen %.1f s (grace %.1f s)" % (leader, seconds, GRACE_MS / 1000))
+        cluster.signal(leader, signal.SIGSTOP)
+        time.sleep(seconds)
+        cluster.signal(leader, signal.SIGCONT)
+    return fault
+
+
+def leader_changes(cluster, note):
+    for _ in range(3):
+        leader = cluster.leader()
+        note("SIGKILL node %d (leader), restarted at once" % leader)
+        cluster.kill(leader)
+        cluster.start(leader)
+        cluster.leader()
+        time.sleep(1)
+
+
+def restart_all(cluster, note):
+    note("every node stopped (SIGTERM) and started again")
+    for node in range(cluster.nodes):
+        cluster.kill(node, signal.SIGTERM)
+    for node in range(cluster.nodes):
+        cluster.start(node)
+
+
+RUNS = {
+    "kill-leader": (3, kill_leader),
+    "partition-leader": (3, partition_leader),
+    "partition-follower": (3, partition_follower),
+    "freeze-leader-short": (3, freeze_leader(GRACE_MS / 2000)),
+    "freeze-leader-long": (3, freeze_leader(2 * GRACE_MS / 1000)),
+    "leader-changes": (3, leader_changes),
+    "restart-all": (3, restart_all),
+    "five-nodes-kill-leader": (5, kill_leader),
+}
+
+
+# ---- the checks ----
+
+def check(history):
+    violations = list(history.violations)
+    by_name = {}
+    for name, start, end, token, client in history.holds:
+        by_name.setdefault(name, []).append((start, end if end is not None else start, token,
+                                             client))
+    for name, holds in by_name.items():
+        holds.sort()
+        for (s1, e1, t1, c1), (s2, e2, t2, c2) in zip(holds, holds[1:]):
+            if s2 < e1:
+                violations.append("%s held twice: %s (token %d) %.3f-%.3f and %s (token %d) "
+                                  "from %.3f" % (name, c1, t1, s1, e1, c2, t2, s2))
+    grants = sorted((g for g in history.grants if not g[5]), key=lambda g: g[1])
+    by_request = sorted(grants, key=lambda g: g[0])
+    highest, seen = 0, 0
+    for requested, replied, token, client, name, _ in by_request:
+        while seen < len(grants) and grants[seen][1] < requested:
+            highest = max(highest, grants[seen][2])
+            seen += 1
+        if token <= highest:
+            violations.append("token %d (%s, %s) is not above %d, seen before it was asked for"
+                              % (token, client, name, highest))
+    return violations
+
+
+def run_one(name, work_root, seed):
+    nodes, fault = RUNS[name]
+    work = tempfile.mkdtemp(prefix=name + ".", dir=work_root)
+    cluster = RaftCluster(nodes, work)
+    history = History()
+    clients = []
+    notes = []
+
+    def note(text):
+        notes.append((time.monotonic(), text))
+
+    try:
+        for node in range(nodes):
+            cluster.start(node)
+        cluster.leader()
+        # On every node's machine a client of the shared names and one of a
+        # name of its own; two more clients on a machine of their own.
+        homes = [(n, False) for n in range(nodes)] + [(n, True) for n in range(nodes)]
+        homes += [(nodes, False), (nodes, False)]
+        for i, (home, private) in enumerate(homes):
+            where = "own" if home == nodes else "node%d" % home
+            clients.append(Client(cluster, "c%d@%s" % (i, where), home, history,
+                                  seed * 100 + i, private))
+        for c in clients:
+            c.start()
+        time.sleep(SETTLE_S)
+        fault_at = time.monotonic()
+        try:
+            fault(cluster, note)
+            healed_at = time.monotonic()
+            cluster.leader()
+        except NoLeader as error:
+            healed_at = time.monotonic()
+            history.violation("after the fault: %s" % error)
+        time.sleep(SETTLE_S)
+    finally:
+        for c in clients:
+            c.stop.set()
+        for c in clients:
+            c.join(timeout=REPLY_TIMEOUT + 2)
+            c.close()
+        cluster.close()
+    violations = check(history)
+    if notes:
+        fault_at = notes[0][0]  # a fault notes itself just before it strikes
+    after = [g[1] for g in history.grants if g[0] > fault_at and not g[5]]
+    first_grant = (min(after) - fault_at) if after else None
+    # The longest stretch without any grant, from the fault on: the outage.
+    replies = sorted([fault_at] + [g[1] for g in history.grants if g[1] > fault_at])
+    gap = max(b - a for a, b in zip(replies, replies[1:])) if len(replies) > 1 else None
+    granted_before = sum(1 for g in history.grants if g[1] <= fault_at)
+    return {
+        "run": name, "nodes": nodes, "grants": len(history.grants),
+        "before": granted_before, "first_grant_s": first_grant, "gap_s": gap,
+        "fault_s": healed_at - fault_at, "violations": violations,
+        "notes": [text for _, text in notes], "work": work,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", default=list(RUNS), help="runs (default: all)")
+    parser.add_argument("--expect-violations", action="store_true",
+                        help="succeed only if some run reports a violation (an unsafe build)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    for name in args.runs:
+        if name not in RUNS:
+            parser.error("no run %r (runs: %s)" % (name, ", ".join(RUNS)))
+    work_root = tempfile.mkdtemp(prefix="raft-faults.")
+    results = []
+    for i, name in enumerate(args.runs):
+        result = run_one(name, work_root, args.seed + i)
+        results.append(result)
+        first = ("%.2f s" % result["first_grant_s"]) if result["first_grant_s"] is not None else "none"
+        gap = ("%.2f s" % result["gap_s"]) if result["gap_s"] is not None else "none"
+        print("%-24s %d nodes  %5d grants  first grant asked after the fault %s, longest time "
+              "without a grant %s  %d violations  (%s)"
+              % (name, result["nodes"], result["grants"], first, gap, len(result["violations"]),
+                 "; ".join(result["notes"])), flush=True)
+        for violation in result["violations"][:10]:
+            print("    VIOLATION " + violation, flush=True)
+    total = sum(len(r["violations"]) for r in results)
+    slow = [r for r in results if r["gap_s"] is None or
+            r["gap_s"] > r["fault_s"] + FIRST_GRANT_BOUND_S]
+    starved = [r for r in results if r["before"] == 0]
+    print("%d runs, %d violations; no stretch without a grant longer than the fault plus "
+          "%.1f s in %d of %d runs" % (len(results), total, FIRST_GRANT_BOUND_S,
+                                       len(results) - len(slow), len(results)))
+    if args.expect_violations:
+        if total == 0:
+            print("FAIL: the unsafe build passed every check: the checks catch nothing")
+            return 1
+        print("the checks caught the unsafe build (%d violations)" % total)
+        shutil.rmtree(work_root, ignore_errors=True)
+        return 0
+    failed = total > 0 or slow or starved
+    for r in slow:
+        print("FAIL: %s: a stretch without a grant longer than the fault plus %.1f s"
+              % (r["run"], FIRST_GRANT_BOUND_S))
+    for r in starved:
+        print("FAIL: %s: no grant before the fault" % r["run"])
+    if failed:
+        print("servers' logs kept in " + work_root)
+        return 1
+    shutil.rmtree(work_root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
