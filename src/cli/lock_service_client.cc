@@ -1,6 +1,8 @@
 #include "lock_service_client.h"
 
 #include <charconv>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "failure.h"
@@ -46,8 +48,42 @@ bool valid_lock_name(std::string_view name) {
 
 LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls,
                                      double timeout, const std::optional<Login>& login)
-    : timeout_(timeout), connection_(host, port, tls, deadline_after(timeout)) {
-  if (login) log_in(*login);
+    : timeout_(timeout), tls_(tls), login_(login) {
+  connect(host, port);
+}
+
+void LockServiceClient::connect(const std::string& host, uint16_t port) {
+  connection_.reset();
+  connection_ = std::make_unique<Connection>(host, port, tls_, deadline_after(timeout_));
+  if (login_) log_in(*login_);
+}
+
+std::string LockServiceClient::change(const std::string& request, double extra_wait) {
+  constexpr std::string_view kNotLeader = "503 not leader: ";
+  constexpr auto kElectionPause = std::chrono::milliseconds(100);
+  Deadline give_up = deadline_after(timeout_);
+  std::string reply = call(request, extra_wait);
+  while (reply.starts_with(kNotLeader) && !holds_ && Clock::now() < give_up) {
+    std::string_view where = std::string_view(reply).substr(kNotLeader.size());
+    size_t colon = where.rfind(':');
+    uint16_t port = 0;
+    if (where == "election") {
+      std::this_thread::sleep_for(kElectionPause);  // no leader yet: ask the same node again
+      reply = call(request, extra_wait);
+      continue;
+    }
+    if (colon == std::string_view::npos || !parse_number(where.substr(colon + 1), &port)) break;
+    connect(std::string(where.substr(0, colon)), port);
+    if (grace_ms_) {
+      std::string grace = call("set_timeout " + std::to_string(*grace_ms_));
+      if (!grace.starts_with("200 ")) {
+        reply = grace;
+        continue;
+      }
+    }
+    reply = call(request, extra_wait);
+  }
+  return reply;
 }
 
 // A server without --auth_file answers 400 and serves without a login.
@@ -55,24 +91,25 @@ LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, con
 void LockServiceClient::log_in(const Login& login) {
   std::string reply = call("auth " + login.user + " " + login.password);
   if (reply.starts_with("200 ") || reply == "400 Authentication not enabled") return;
-  if (reply.starts_with("401")) refuse_login(login, connection_.peer(), reply);
+  if (reply.starts_with("401")) refuse_login(login, connection_->peer(), reply);
   unexpected("auth " + login.user + " (password hidden)", reply);
 }
 
 std::string LockServiceClient::call(const std::string& request, double extra_wait) {
-  connection_.send(request + "\r\n", deadline_after(timeout_));
-  return connection_.read_line(deadline_after(timeout_ + extra_wait));
+  connection_->send(request + "\r\n", deadline_after(timeout_));
+  return connection_->read_line(deadline_after(timeout_ + extra_wait));
 }
 
 void LockServiceClient::unexpected(std::string_view request, const std::string& reply) const {
-  throw Failure(EX_UNAVAILABLE, "lock service at " + connection_.peer() + " answered \"" + reply +
-                                    "\" to \"" + std::string(request) + "\"");
+  throw Failure(EX_UNAVAILABLE, "lock service at " + connection_->peer() + " answered \"" +
+                                    reply + "\" to \"" + std::string(request) + "\"");
 }
 
 void LockServiceClient::set_grace_ms(uint64_t millis) {
   std::string request = "set_timeout " + std::to_string(millis);
-  std::string reply = call(request);
+  std::string reply = change(request);
   if (!reply.starts_with("200 ")) unexpected(request, reply);
+  grace_ms_ = millis;
 }
 
 std::optional<uint64_t> LockServiceClient::lock(const std::string& name, double wait_seconds) {
@@ -81,9 +118,12 @@ std::optional<uint64_t> LockServiceClient::lock(const std::string& name, double 
     double wait = std::min(left, kMaxWaitSeconds);
     std::string request = "lock " + name;
     if (wait > 0) request += " " + format_seconds(wait);
-    std::string reply = call(request, wait);
+    std::string reply = change(request, wait);
     uint64_t token = 0;
-    if (reply.starts_with("200 Acquired ") && parse_number(reply.substr(13), &token)) return token;
+    if (reply.starts_with("200 Acquired ") && parse_number(reply.substr(13), &token)) {
+      holds_ = true;
+      return token;
+    }
     if (!reply.starts_with("409")) unexpected(request, reply);
     // A wait longer than the server takes in one request goes on in the next.
     left -= wait;
@@ -104,8 +144,8 @@ void LockServiceClient::list(const std::string& prefix,
   std::string request = prefix.empty() ? "stats locks" : "stats locks " + prefix;
   std::string reply = call(request);
   if (reply != "200 LOCKS") unexpected(request, reply);
-  for (reply = connection_.read_line(deadline_after(timeout_)); reply != "END";
-       reply = connection_.read_line(deadline_after(timeout_))) {
+  for (reply = connection_->read_line(deadline_after(timeout_)); reply != "END";
+       reply = connection_->read_line(deadline_after(timeout_))) {
     std::vector<std::string_view> words = split(reply);
     LockInfo info;
     // A seventh field, the holder's address, came later: both forms are read.

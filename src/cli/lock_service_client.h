@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,15 +48,26 @@ class LockServiceClient {
   void ping();
   void quit();
 
-  Connection& connection() { return connection_; }
+  Connection& connection() { return *connection_; }
 
  private:
   std::string call(const std::string& request, double extra_wait = 0);
+  // A change only a cluster's leader makes (docs/high-availability.md):
+  // until this client holds a lock, "503 not leader: HOST:PORT" moves it to
+  // the leader (a new connection and session, its grace set again) and the
+  // request goes there; "503 not leader: election" asks again a moment
+  // later. Gives up after the timeout.
+  std::string change(const std::string& request, double extra_wait = 0);
+  void connect(const std::string& host, uint16_t port);
   void log_in(const Login& login);
   [[noreturn]] void unexpected(std::string_view request, const std::string& reply) const;
 
   double timeout_;
-  Connection connection_;
+  TlsOptions tls_;
+  std::optional<Login> login_;
+  std::unique_ptr<Connection> connection_;
+  std::optional<uint64_t> grace_ms_;  // what set_grace_ms asked, for a new session
+  bool holds_ = false;                // a lock was granted: the session cannot move
 };
 
 // Lock names: 1 to 250 bytes, no spaces or control characters.

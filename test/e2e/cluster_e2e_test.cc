@@ -12,6 +12,8 @@
 #include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -177,6 +179,30 @@ TEST_F(ClusterE2eTest, TheLeaderServesTheLockServiceAndTheOthersNameIt) {
   EXPECT_EQ(stats["members"], "3");
   EXPECT_EQ(stats["node_id"], std::to_string(lead));
   EXPECT_GE(std::stoull(stats["applied_index"]), *token >> 20);
+}
+
+// lockcached-cli needs to be told no more than one node: a follower's
+// 503 names the leader, and `run` goes there.
+TEST_F(ClusterE2eTest, TheCliFollowsTheLeaderFromAnyNode) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  uint64_t previous = 0;
+  for (int id = 1; id <= kNodes; ++id) {
+    std::string command = std::string(LOCKCACHED_CLI_BINARY) +
+                          " --host 127.0.0.1 --lock-port " + std::to_string(lock_ports_[id]) +
+                          " run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
+    FILE* cli = popen(command.c_str(), "r");
+    ASSERT_NE(cli, nullptr);
+    char line[64] = {};
+    bool read = fgets(line, sizeof line, cli) != nullptr;
+    int status = pclose(cli);
+    EXPECT_TRUE(read) << "node " << id;
+    EXPECT_EQ(status, 0) << "node " << id;
+    uint64_t token = std::strtoull(line, nullptr, 10);
+    EXPECT_GT(token, previous) << "node " << id;
+    previous = token;
+  }
 }
 
 TEST_F(ClusterE2eTest, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
