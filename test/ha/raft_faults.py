@@ -129,6 +129,7 @@ class Client(threading.Thread):
         self.unlocking = False      # its unlock went out, unanswered
         self.released = set()       # names released with "200 Released" since it last resumed
         self.last_answer = time.monotonic()  # when a leader last answered it
+        self.silent = {}            # address -> until when it is not tried first
 
     # ---- the wire ----
     def send(self, line):
@@ -167,10 +168,16 @@ class Client(threading.Thread):
         self.buffer = b""
 
     # ---- finding the leader, resuming ----
+    def candidates(self):
+        """Where to look for the leader: the one it knew first, then every
+        node, those that just kept silent (cut off, frozen) last."""
+        now = time.monotonic()
+        order = ([self.leader] if self.leader else []) + list(self.cluster.addresses)
+        return sorted(dict.fromkeys(order), key=lambda a: self.silent.get(a, 0) > now)
+
     def connect(self):
         """Connects to the leader and resumes (or opens) its session."""
-        candidates = [self.leader] if self.leader else []
-        candidates += self.cluster.addresses
+        candidates = self.candidates()
         while not self.stop.is_set():
             for address in candidates:
                 if self.stop.is_set():
@@ -181,8 +188,9 @@ class Client(threading.Thread):
                     self.sock.settimeout(None)
                     first = ("conn_id " + self.session) if self.session else "conn_id"
                     answered = self.last_answer
-                    reply = self.call(first, timeout=2)
+                    reply = self.call(first)
                 except (OSError, Gone):
+                    self.silent[address] = time.monotonic() + 2 * REPLY_TIMEOUT
                     self.close()
                     continue
                 match = re.match(r"503 not leader: (\S+)", reply)
@@ -215,7 +223,7 @@ class Client(threading.Thread):
                 return True
             else:
                 time.sleep(0.05)
-                candidates = list(self.cluster.addresses)
+                candidates = self.candidates()
         return False
 
     def check_after_resume(self):
@@ -270,11 +278,13 @@ class Client(threading.Thread):
                 if not self.sock and not self.connect():
                     return
                 self.cycle()
-            except Gone:
-                self.dropped()
+            except Gone as error:
+                self.dropped(str(error))
 
-    def dropped(self):
+    def dropped(self, why):
         now = time.monotonic()
+        if why == "no reply" and self.leader:
+            self.silent[self.leader] = now + 2 * REPLY_TIMEOUT
         if self.held and self.held[2][2] is None:
             self.held[2][2] = now  # the hold ends when the client sees the drop
         self.close()
@@ -513,6 +523,7 @@ def run_one(name, work_root, seed):
             history.violation("after the fault: %s" % error)
         time.sleep(SETTLE_S)
     finally:
+        ended_at = time.monotonic()
         for c in clients:
             c.stop.set()
         for c in clients:
@@ -525,7 +536,8 @@ def run_one(name, work_root, seed):
     after = [g[1] for g in history.grants if g[0] > fault_at and not g[5]]
     first_grant = (min(after) - fault_at) if after else None
     # The longest stretch without any grant, from the fault on: the outage.
-    replies = sorted([fault_at] + [g[1] for g in history.grants if g[1] > fault_at])
+    replies = sorted([fault_at, ended_at] +
+                     [g[1] for g in history.grants if fault_at < g[1] < ended_at])
     gap = max(b - a for a, b in zip(replies, replies[1:])) if len(replies) > 1 else None
     granted_before = sum(1 for g in history.grants if g[1] <= fault_at)
     return {
