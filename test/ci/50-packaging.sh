@@ -136,7 +136,7 @@ dpkg-query -W -f='${Conffiles}\n' lockcached | grep -q '^ /etc/lockcached/lockca
   fail "/etc/lockcached/lockcached.conf is not a conffile"
 depends=$(dpkg-query -W -f='${Depends}' lockcached)
 echo "Depends: $depends"
-for library in libsystemd0 libgoogle-glog0v6 libgflags2.2 libjemalloc2; do
+for library in libsystemd0 libgoogle-glog0v6 libgflags2.2 libjemalloc2 libraft2 libuv1; do
   [[ "$depends" == *"$library"* ]] || fail "Depends lacks $library (shlibdeps)"
 done
 # postinst enabled the unit (deb-systemd-helper works without systemd running).
