@@ -56,20 +56,20 @@ int64_t LockMachine::EntryClock::now_ms() const {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-LockMachine::LockMachine(locks::LockLimits limits, uint64_t node_id, std::string lock_address,
+LockMachine::LockMachine(locks::LockLimits limits, uint64_t node_id, Addresses addresses,
                          std::function<void()> role_changed)
     : Coordinator(std::make_shared<locks::LockService>(limits, 0, clock_)),
       node_id_(node_id),
-      lock_address_(std::move(lock_address)),
+      addresses_(std::move(addresses)),
       incarnation_(random_incarnation()),
       role_changed_(std::move(role_changed)) {}
 
 LockMachine::~LockMachine() = default;
 
-std::string LockMachine::leader_lock_address() const {
+LockMachine::Addresses LockMachine::leader_addresses() const {
   std::lock_guard lock(mutex_);
-  if (status_.leader_id == 0 || status_.leader_id != announced_.node) return "";
-  return announced_address_;
+  if (status_.leader_id == 0 || status_.leader_id != announced_.node) return {};
+  return announced_addresses_;
 }
 
 std::optional<locks::Outcome> LockMachine::submit(locks::Change change, locks::Answer answer) {
@@ -149,7 +149,7 @@ void LockMachine::apply_change(const LoggedChange& logged) {
   if (change.kind == locks::ChangeKind::kTermStart) {
     std::lock_guard lock(mutex_);
     announced_ = logged.origin;
-    announced_address_ = logged.id;
+    announced_addresses_ = {logged.id, logged.name};
   }
   // The leader's timers; every member's state is the same without them.
   if (leading_) {
@@ -277,7 +277,8 @@ void LockMachine::on_status(const consensus::RaftStatus& status) {
     LoggedChange start;
     start.kind = locks::ChangeKind::kTermStart;
     start.origin = {node_id_, incarnation_, 0};
-    start.id = lock_address_;
+    start.id = addresses_.lock;
+    start.name = addresses_.replication;
     propose(start);
   } else if (!leads && leading_) {
     leading_ = false;

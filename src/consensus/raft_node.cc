@@ -266,6 +266,8 @@ bool RaftNode::Impl::open(std::string* error) {
   uv_timer_init(&loop, &poll);
   poll.data = this;
   auto fail = [&](const std::string& what, int rv, const char* message) {
+    // libraft leaves the detail in the raft object or in its I/O's.
+    if (!message || !*message) message = io.errmsg;
     *error = what + ": " + raft_strerror(rv) + (message && *message ? std::string(": ") + message : "");
     return false;
   };

@@ -285,7 +285,7 @@ class Master::Follower final : public net::EventHandler {
   std::atomic<int64_t> behind_since_ms_{-1};
 };
 
-Master::Master(net::Reactor& reactor, store::Store& store, locks::LockService& locks,
+Master::Master(net::Reactor& reactor, store::Store& store, locks::LockService* locks,
                MasterSettings settings)
     : reactor_(reactor),
       store_(store),
@@ -296,14 +296,14 @@ Master::Master(net::Reactor& reactor, store::Store& store, locks::LockService& l
       piece_items_(std::clamp<size_t>(settings_.buffer_limit / 4 / store.max_item_size(), 1,
                                       Snapshot::kPieceItems)),
       barrier_(std::make_shared<Barrier>(*this)) {
-  locks_.set_replication_barrier(barrier_);
+  if (locks_) locks_->set_replication_barrier(barrier_);
 }
 
 Master::~Master() {
-  locks_.set_replication_barrier(nullptr);
+  if (locks_) locks_->set_replication_barrier(nullptr);
   barrier_->detach();  // returns once no call is in progress
   store_.set_change_listener(nullptr);
-  locks_.set_change_listener(nullptr);
+  if (locks_) locks_->set_change_listener(nullptr);
   if (listen_fd_ >= 0) {
     reactor_.remove(listen_fd_);
     ::close(listen_fd_);
@@ -353,9 +353,9 @@ void Master::accept() {
       // The lock service's state goes whole, before a lock change can wait
       // for this replica (sync() looks under mutex_): once a change waits
       // for it, the change is in its buffer, by the stream or this walk.
-      uint64_t cursor = 0;
+      uint64_t cursor = locks_ ? 0 : locks::LockService::kSnapshotDone;
       while (cursor != locks::LockService::kSnapshotDone)
-        cursor = locks_.snapshot(cursor, raw->buffer());
+        cursor = locks_->snapshot(cursor, raw->buffer());
     }
     LOG(INFO) << "replication: replica " << raw->address() << " connected; sending a snapshot";
     if (!raw->start()) drop(raw, "epoll refused the connection");
@@ -369,7 +369,7 @@ void Master::install_fan_out_locked() {
   auto fan_out = buffers.empty() ? nullptr : std::make_unique<FanOut>(std::move(buffers));
   // They return once no change is still being handed to the old one.
   store_.set_change_listener(fan_out.get());
-  locks_.set_change_listener(fan_out.get());
+  if (locks_) locks_->set_change_listener(fan_out.get());
   fan_out_ = std::move(fan_out);
 }
 

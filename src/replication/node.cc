@@ -24,22 +24,27 @@ Node::~Node() {
 }
 
 bool Node::start(std::string* error) {
-  AddressOwnership owner = address_ownership(settings_.virtual_ip, error);
-  if (owner == AddressOwnership::kInvalid) return false;
+  if (!settings_.locate &&
+      address_ownership(settings_.virtual_ip, error) == AddressOwnership::kInvalid) {
+    return false;
+  }
+  MasterPlace place = locate();
   {
     std::lock_guard lock(mutex_);
-    role_ = owner == AddressOwnership::kLocal ? Role::kMaster : Role::kReplica;
+    role_ = place.where == MasterPlace::kHere ? Role::kMaster : Role::kReplica;
   }
   read_only_.store(role_ == Role::kReplica, std::memory_order_relaxed);
-  LOG(INFO) << "replication: virtual IP " << settings_.virtual_ip
-            << (role_ == Role::kMaster ? " is here: starting as master"
-                                       : " is elsewhere: starting as a replica");
+  if (!settings_.locate) {
+    LOG(INFO) << "replication: virtual IP " << settings_.virtual_ip
+              << (role_ == Role::kMaster ? " is here: starting as master"
+                                         : " is elsewhere: starting as a replica");
+  }
   if (role_ == Role::kMaster) {
     // Before the server is ready: a replica started next finds the port open.
     std::lock_guard lock(mutex_);
     if (!open_master(error)) return false;
   } else {
-    reactor_.post([this] { keep_linked(net::monotonic_ms()); });
+    reactor_.post([this, place] { keep_linked(net::monotonic_ms(), place); });
   }
   schedule_tick();
   schedule_send();
@@ -82,16 +87,30 @@ void Node::schedule_send() {
   });
 }
 
-void Node::tick() {
+void Node::recheck() {
+  reactor_.post([this] { tick(); });
+}
+
+MasterPlace Node::locate() const {
+  if (settings_.locate) return settings_.locate();
   std::string error;
   AddressOwnership owner = address_ownership(settings_.virtual_ip, &error);
   if (owner == AddressOwnership::kInvalid) {
     LOG_EVERY_N(ERROR, 60) << "replication: cannot tell who holds the virtual IP: " << error;
-    return;
+    return {};
   }
-  bool here = owner == AddressOwnership::kLocal;
+  return {owner == AddressOwnership::kLocal ? MasterPlace::kHere : MasterPlace::kElsewhere,
+          settings_.virtual_ip};
+}
+
+void Node::tick() {
+  MasterPlace place = locate();
+  // A virtual IP nobody can check changes nothing; a Raft cluster without a
+  // leader has no master, and a master that no longer leads steps down.
+  if (place.where == MasterPlace::kUnknown && !settings_.locate) return;
+  bool here = place.where == MasterPlace::kHere;
   if (role_ == Role::kMaster) {
-    if (!here) return demote();
+    if (!here) return demote(place);
     std::lock_guard lock(mutex_);
     if (!master_) {
       retry_open_master();
@@ -102,17 +121,24 @@ void Node::tick() {
   }
   if (here) return promote();
   if (link_) link_->heartbeat();
-  keep_linked(net::monotonic_ms());
+  keep_linked(net::monotonic_ms(), place);
 }
 
-void Node::keep_linked(int64_t now_ms) {
+void Node::keep_linked(int64_t now_ms, const MasterPlace& place) {
   std::lock_guard lock(mutex_);
-  if (link_ && !link_->ended()) {
+  // A Raft leader elsewhere now: the link to the old one goes.
+  std::string target = place.host + ":" + std::to_string(place.port ? place.port : settings_.repl_port);
+  bool moved = link_ && place.where == MasterPlace::kElsewhere && target != link_host_;
+  if (link_ && !link_->ended() && !moved) {
     link_was_streaming_ = link_was_streaming_ || link_->status().connected;
     return;
   }
-  if (link_) {
-    if (link_was_streaming_) {
+  if (moved) {
+    LOG(INFO) << "replication: the master is at " << target << " now";
+  } else if (link_) {
+    // With a virtual IP, the address may come here: wait for it with the
+    // data this node has. A Raft cluster says where its leader is.
+    if (link_was_streaming_ && !settings_.locate) {
       // The master may be gone for good: if the virtual IP comes here
       // soon, this node takes over with what it has (tick promotes it).
       LOG(WARNING) << "replication: lost the master (" << link_->end_reason()
@@ -120,10 +146,12 @@ void Node::keep_linked(int64_t now_ms) {
                    << " ms for the virtual IP to move";
       lost_master_ms_ = now_ms;
     } else {
-      LOG_EVERY_N(WARNING, 30) << "replication: no master at " << settings_.virtual_ip << ":"
-                               << settings_.repl_port << " (" << link_->end_reason()
+      LOG_EVERY_N(WARNING, 30) << "replication: no master at " << link_host_ << " ("
+                               << link_->end_reason()
                                << "); retrying every tick";
     }
+  }
+  if (link_) {
     link_.reset();
     link_was_streaming_ = false;
   }
@@ -135,15 +163,23 @@ void Node::keep_linked(int64_t now_ms) {
     store_.flush_all(0);
     mirror_ = LockMirror();
   }
-  LinkSettings link_settings{settings_.virtual_ip, settings_.repl_port, settings_.timeout_ms};
+  if (place.where != MasterPlace::kElsewhere) return;  // no master known yet
+  LinkSettings link_settings{place.host, place.port ? place.port : settings_.repl_port,
+                             settings_.timeout_ms};
   link_ = std::make_unique<ReplicaLink>(reactor_, store_, mirror_, link_settings);
+  link_host_ = target;
   if (link_->start()) ++resyncs_;
 }
 
 void Node::promote() {
   std::lock_guard lock(mutex_);
-  LOG(WARNING) << "replication: the virtual IP " << settings_.virtual_ip
-               << " is here now: promoting this replica to master";
+  if (settings_.locate) {
+    LOG(WARNING) << "replication: this node leads the Raft cluster now: promoting this replica "
+                    "to master";
+  } else {
+    LOG(WARNING) << "replication: the virtual IP " << settings_.virtual_ip
+                 << " is here now: promoting this replica to master";
+  }
   link_.reset();
   link_was_streaming_ = false;
   lost_master_ms_ = -1;
@@ -151,18 +187,26 @@ void Node::promote() {
   ++promotions_;
   // Before writes are taken: the old master's sessions and locks are back,
   // each session in its grace period, for its client to resume.
-  locks_ = hooks_.promoted(mirror_.state());
-  LOG(WARNING) << "replication: took over " << mirror_.state().sessions.size()
-               << " lock-service sessions holding " << mirror_.state().locks.size() << " locks";
+  if (hooks_.promoted) {
+    locks_ = hooks_.promoted(mirror_.state());
+    LOG(WARNING) << "replication: took over " << mirror_.state().sessions.size()
+                 << " lock-service sessions holding " << mirror_.state().locks.size()
+                 << " locks";
+  }
   mirror_ = LockMirror();
   // Release: whoever sees writes allowed sees the replica's service retired.
   read_only_.store(false, std::memory_order_release);
   retry_open_master();
 }
 
-void Node::demote() {
-  LOG(WARNING) << "replication: lost the virtual IP " << settings_.virtual_ip
-               << ": this master becomes a replica and resyncs";
+void Node::demote(const MasterPlace& place) {
+  if (settings_.locate) {
+    LOG(WARNING) << "replication: no longer the Raft leader: this master becomes a replica and "
+                    "resyncs";
+  } else {
+    LOG(WARNING) << "replication: lost the virtual IP " << settings_.virtual_ip
+                 << ": this master becomes a replica and resyncs";
+  }
   read_only_.store(true, std::memory_order_relaxed);
   // Its clients' cache locks and lock-service sessions belonged to the
   // master this node was; they must find the new one. The lock service is
@@ -180,14 +224,15 @@ void Node::demote() {
     role_ = Role::kReplica;
     ++demotions_;
   }
-  keep_linked(net::monotonic_ms());
+  keep_linked(net::monotonic_ms(), place);
 }
 
 // With mutex_ held.
 bool Node::open_master(std::string* error) {
-  MasterSettings master_settings{settings_.virtual_ip, settings_.repl_port, settings_.buffer_limit,
-                                 settings_.timeout_ms, settings_.sync_timeout_ms};
-  auto master = std::make_unique<Master>(reactor_, store_, *locks_, master_settings);
+  MasterSettings master_settings{settings_.listen_host, settings_.repl_port,
+                                 settings_.buffer_limit, settings_.timeout_ms,
+                                 settings_.sync_timeout_ms};
+  auto master = std::make_unique<Master>(reactor_, store_, locks_.get(), master_settings);
   if (!master->listen(error)) return false;
   master_ = std::move(master);
   return true;
@@ -206,6 +251,10 @@ NodeStatus Node::status() const {
   std::lock_guard lock(mutex_);
   NodeStatus status;
   status.role = role_;
+  // Where a replica links to, or will (a virtual IP's master is always there).
+  status.master = link_ ? link_host_
+                  : settings_.locate ? ""
+                                     : settings_.virtual_ip + ":" + std::to_string(settings_.repl_port);
   status.promotions = promotions_;
   status.demotions = demotions_;
   status.resyncs = resyncs_;

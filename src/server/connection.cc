@@ -86,7 +86,8 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_coordinator(), worker_.reactor(), out_, [this] { resume_input(); },
-        &worker_.state().read_only, &worker_.state().watch, &client_,
+        // In a Raft cluster a replica's lock service says who leads instead.
+        worker_.state().settings.cluster.empty() ? &worker_.state().read_only : nullptr, &worker_.state().watch, &client_,
         locks::ClientInfo{id, peer_}, worker_.state().settings.authenticator.get()});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }

@@ -49,6 +49,11 @@ std::string tcp_address(const std::string& address) {
   return (address.starts_with('[') ? "tcp6:" : "tcp:") + address;
 }
 
+// The host of "HOST:PORT".
+std::string host_of(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
 std::string join(const std::vector<std::string>& parts) {
   std::string joined;
   for (const std::string& part : parts)
@@ -119,12 +124,9 @@ bool Server::listen(PortKind kind, int setting, bool tls, uint16_t* port, std::s
 
 bool Server::start_replication(std::string* error) {
   const Settings& settings = state_.settings;
-  replication::NodeSettings node_settings;
+  replication::NodeSettings node_settings = replication_settings();
   node_settings.virtual_ip = settings.virtual_ip;
-  node_settings.repl_port = settings.repl_port;
-  node_settings.buffer_limit = settings.repl_buffer_size;
-  node_settings.timeout_ms = int64_t{settings.repl_timeout_seconds} * 1000;
-  node_settings.sync_timeout_ms = settings.repl_sync_timeout_ms;
+  node_settings.listen_host = settings.virtual_ip;
   replication::Node::Hooks hooks;
   hooks.demoted = [this] {
     // The sessions and locks now live on the new master; a later
@@ -143,15 +145,30 @@ bool Server::start_replication(std::string* error) {
   return true;
 }
 
+replication::NodeSettings Server::replication_settings() const {
+  const Settings& settings = state_.settings;
+  replication::NodeSettings node_settings;
+  node_settings.repl_port = settings.repl_port;
+  node_settings.buffer_limit = settings.repl_buffer_size;
+  node_settings.timeout_ms = int64_t{settings.repl_timeout_seconds} * 1000;
+  node_settings.sync_timeout_ms = settings.repl_sync_timeout_ms;
+  return node_settings;
+}
+
 bool Server::start_cluster(std::string* error) {
   const Settings& settings = state_.settings;
-  // Clients reach the leader's lock service on its cluster address's host.
+  // Clients reach the leader's lock service, and its replicas its cache, on
+  // its cluster address's host.
   std::string host;
   for (const consensus::Member& member : settings.cluster)
-    if (member.id == settings.node_id) host = member.address.substr(0, member.address.rfind(':'));
+    if (member.id == settings.node_id) host = host_of(member.address);
+  cluster::LockMachine::Addresses addresses{host + ":" + std::to_string(lock_port_),
+                                            host + ":" + std::to_string(settings.repl_port)};
   lock_machine_ = std::make_shared<cluster::LockMachine>(
-      state_.lock_limits(), settings.node_id, host + ":" + std::to_string(lock_port_),
-      [this] { close_client_connections(true); });
+      state_.lock_limits(), settings.node_id, addresses, [this] {
+        close_client_connections(true);
+        if (replication_) replication_->recheck();  // the cache's master is the leader
+      });
   consensus::RaftSettings raft;
   raft.id = settings.node_id;
   raft.members = settings.cluster;
@@ -162,7 +179,24 @@ bool Server::start_cluster(std::string* error) {
   raft_ = std::make_unique<consensus::RaftNode>(raft, *lock_machine_);
   lock_machine_->attach(raft_.get());
   state_.set_lock_coordinator(lock_machine_);
-  if (!raft_->start(error)) {
+  // The cache follows the leader, replicated by the stream a virtual IP's
+  // master sends (docs/high-availability.md).
+  replication::NodeSettings node_settings = replication_settings();
+  node_settings.listen_host = host;
+  node_settings.locate = [raft = raft_.get(), machine = lock_machine_.get()] {
+    using Place = replication::MasterPlace;
+    if (raft->status().role == consensus::Role::kLeader) return Place{Place::kHere, "", 0};
+    std::string address = machine->leader_addresses().replication;
+    if (address.empty()) return Place{Place::kUnknown, "", 0};  // an election, or not announced yet
+    return Place{Place::kElsewhere, host_of(address),
+                 static_cast<uint16_t>(std::stoul(address.substr(address.rfind(':') + 1)))};
+  };
+  replication::Node::Hooks hooks;
+  // The clients' cache locks belonged to the master this node was.
+  hooks.demoted = [this] { close_client_connections(false); };
+  replication_ = std::make_unique<replication::Node>(node_settings, state_.store, nullptr,
+                                                     state_.read_only, std::move(hooks));
+  if (!raft_->start(error) || !replication_->start(error)) {
     *error = "--cluster: " + *error;
     return false;
   }
@@ -393,7 +427,7 @@ void Server::collect_replication(core::StatList& out) const {
   add("replicas_dropped", status.replicas_dropped);
   add("sync_timeouts", status.sync_timeouts);
   if (status.role == replication::Role::kReplica) {
-    out.emplace_back("master", settings.virtual_ip + ":" + std::to_string(settings.repl_port));
+    out.emplace_back("master", status.master);
     add("bytes_applied", status.link.bytes_applied);
     add("frames_applied", status.link.frames_applied);
     add("lock_sessions", status.link.lock_sessions);

@@ -41,16 +41,25 @@ constexpr int kNodes = 3;
 constexpr const char* kElectionTimeout = "--election_timeout_ms=300";
 constexpr auto kElection = 20s;  // how long a test waits for a leader
 
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
+// `count` ports free on loopback now, all different: each is bound until
+// every one is chosen, so that the kernel cannot hand one out twice.
+std::vector<uint16_t> free_ports(size_t count) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < count; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    socklen_t length = sizeof address;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+    fds.push_back(fd);
+    ports.push_back(ntohs(address.sin_port));
+  }
+  for (int fd : fds)
+    close(fd);
+  return ports;
 }
 
 std::optional<uint64_t> acquired_token(std::string_view reply) {
@@ -71,9 +80,13 @@ class ClusterE2eTest : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_);
     std::ofstream(root_ / "secret") << "a secret only the members know\n";
+    // A cluster port and a replication port per node.
+    std::vector<uint16_t> ports = free_ports(2 * kNodes);
     for (int i = 1; i <= kNodes; ++i) {
       fs::create_directories(root_ / std::to_string(i));
-      cluster_ += (i > 1 ? "," : "") + std::to_string(i) + "@127.0.0.1:" + std::to_string(free_port());
+      cluster_ += (i > 1 ? "," : "") + std::to_string(i) + "@127.0.0.1:" +
+                  std::to_string(ports[2 * (i - 1)]);
+      repl_ports_[i] = ports[2 * (i - 1) + 1];
     }
   }
   void TearDown() override {
@@ -87,7 +100,8 @@ class ClusterE2eTest : public ::testing::Test {
     ASSERT_TRUE(node->start({"--cluster=" + cluster_, "--node_id=" + std::to_string(id),
                              "--data_dir=" + (root_ / std::to_string(id)).string(),
                              "--cluster_secret_file=" + (root_ / "secret").string(),
-                             "--lock_port=-1", kElectionTimeout}));
+                             "--lock_port=-1", "--repl_port=" + std::to_string(repl_ports_[id]),
+                             kElectionTimeout}));
     std::optional<uint16_t> lock_port = node->lock_port();
     ASSERT_TRUE(lock_port);
     lock_ports_[id] = *lock_port;
@@ -98,10 +112,18 @@ class ClusterE2eTest : public ::testing::Test {
       start(id);
   }
 
+  // Empty when the node closed the connection first (a node that stops
+  // leading closes its clients' connections).
   std::map<std::string, std::string> cluster_stats(int id) {
     Client client;
-    if (!client.connect(nodes_[id - 1]->port())) return {};
-    return client.stats("cluster");
+    if (!client.connect(nodes_[id - 1]->port()) || !client.send("stats cluster\r\n")) return {};
+    std::map<std::string, std::string> stats;
+    for (std::string line = client.read_line(); line != "END"; line = client.read_line()) {
+      size_t name_end = line.find(' ', 5);
+      if (!line.starts_with("STAT ") || name_end == std::string::npos) return {};
+      stats[line.substr(5, name_end - 5)] = line.substr(name_end + 1);
+    }
+    return stats;
   }
 
   // The node every running node agrees leads; 0 if none within kElection.
@@ -149,6 +171,7 @@ class ClusterE2eTest : public ::testing::Test {
   std::string cluster_;
   std::unique_ptr<ServerProcess> nodes_[kNodes];
   std::map<int, uint16_t> lock_ports_;
+  std::map<int, uint16_t> repl_ports_;  // each node's cache replication port
 };
 
 TEST_F(ClusterE2eTest, TheLeaderServesTheLockServiceAndTheOthersNameIt) {
@@ -240,6 +263,42 @@ TEST_F(ClusterE2eTest, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
   EXPECT_GT(*handed, *later);
 }
 
+// The cache's master is the Raft leader: the others refuse writes and
+// follow it, and when it dies the new leader has what it had and takes
+// writes, and the remaining follower follows the new one.
+TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  auto cache = [&](int id) {
+    Client client;
+    EXPECT_TRUE(client.connect(nodes_[id - 1]->port()));
+    return client;
+  };
+  Client writer = cache(lead);
+  ASSERT_EQ(writer.store("set", "greeting", "hello"), "STORED");
+  for (int id = 1; id <= kNodes; ++id) {
+    if (id == lead) continue;
+    Client follower = cache(id);
+    EXPECT_EQ(follower.store("set", "greeting", "other"),
+              "SERVER_ERROR read-only replica: writes go to the master");
+    EXPECT_TRUE(eventually([&] { return follower.get("greeting") == "hello"; }));
+  }
+  ASSERT_TRUE(nodes_[lead - 1]->stop(SIGKILL).has_value());
+  nodes_[lead - 1].reset();
+  int next = leader();
+  ASSERT_NE(next, 0);
+  Client new_writer = cache(next);
+  EXPECT_TRUE(eventually([&] { return new_writer.store("set", "after", "1") == "STORED"; }));
+  EXPECT_EQ(new_writer.get("greeting"), "hello");
+  for (int id = 1; id <= kNodes; ++id) {
+    if (id == lead || id == next) continue;
+    Client follower = cache(id);
+    EXPECT_TRUE(eventually([&] { return follower.get("after") == "1"; }));
+    EXPECT_EQ(follower.get("greeting"), "hello");
+  }
+}
+
 TEST_F(ClusterE2eTest, AWaitTimesOutOnTheLeadersClock) {
   start_all();
   int lead = leader();
@@ -269,7 +328,11 @@ TEST_F(ClusterE2eTest, ALeaderThatHearsNoMajorityStepsDownAndClosesItsClients) {
   auto start = std::chrono::steady_clock::now();
   bool closed = holder.wait_for_close(10s);
   auto took = std::chrono::steady_clock::now() - start;
-  std::string role = cluster_stats(lead)["role"];
+  std::string role;
+  EXPECT_TRUE(eventually([&] {
+    role = cluster_stats(lead)["role"];
+    return !role.empty();
+  }));
   for (int id = 1; id <= kNodes; ++id)
     if (id != lead) kill(nodes_[id - 1]->pid(), SIGCONT);
   EXPECT_TRUE(closed);

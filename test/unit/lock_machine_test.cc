@@ -52,7 +52,7 @@ void apply_log(LockMachine& machine, const Log& log, uint64_t first_index = 1) {
 }
 
 LockMachine machine(uint64_t node_id) {
-  return LockMachine(locks::LockLimits{}, node_id, "127.0.0.1:11400", [] {});
+  return LockMachine(locks::LockLimits{}, node_id, {"127.0.0.1:11400", "127.0.0.1:11213"}, [] {});
 }
 
 const std::string kSecretA(32, 'a');

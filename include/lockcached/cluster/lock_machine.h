@@ -44,12 +44,17 @@ constexpr int kTokenShift = 20;
 
 class LockMachine final : public consensus::StateMachine, public locks::Coordinator {
  public:
-  // `lock_address`: "HOST:PORT" where clients reach this member's lock
-  // service; a leader announces it in its first change, so that the others
-  // can name it. `role_changed` runs on the Raft thread whenever this member
-  // starts or stops leading, or the leader changes: the member's
-  // lock-service connections must then close.
-  LockMachine(locks::LockLimits limits, uint64_t node_id, std::string lock_address,
+  // Where this member serves, "HOST:PORT": `lock_address` its lock service,
+  // `replication_address` its cache's replication stream; a leader
+  // announces both in its first change, so that the others can name the
+  // one and follow the other. `role_changed` runs on the Raft thread
+  // whenever this member starts or stops leading, or the leader changes:
+  // the member's lock-service connections must then close.
+  struct Addresses {
+    std::string lock;
+    std::string replication;
+  };
+  LockMachine(locks::LockLimits limits, uint64_t node_id, Addresses addresses,
               std::function<void()> role_changed);
   ~LockMachine() override;
   // The node this machine serves; before it starts.
@@ -66,9 +71,10 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   bool restore(std::string_view data) override;
   void on_status(const consensus::RaftStatus& status) override;
 
-  // "HOST:PORT" of the leader's lock service; empty while there is none,
-  // or it has not yet announced itself (its first change is not applied).
-  std::string leader_lock_address() const;
+  // Where the leader serves; empty while there is none, or it has not yet
+  // announced itself (its first change is not applied).
+  Addresses leader_addresses() const;
+  std::string leader_lock_address() const { return leader_addresses().lock; }
 
  private:
   // A connection's change on its way through the log.
@@ -103,7 +109,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   void fail_pending();
 
   const uint64_t node_id_;
-  const std::string lock_address_;
+  const Addresses addresses_;
   const uint64_t incarnation_;
   const std::function<void()> role_changed_;
   EntryClock clock_;
@@ -113,7 +119,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   std::unordered_map<uint64_t, Pending> pending_;
   consensus::RaftStatus status_;
   Origin announced_;  // the last leader that announced itself (kTermStart)
-  std::string announced_address_;
+  Addresses announced_addresses_;
   std::atomic<uint64_t> next_request_{1};
 
   // The Raft thread's only.

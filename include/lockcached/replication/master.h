@@ -35,7 +35,7 @@ struct FollowerStatus {
 };
 
 struct MasterSettings {
-  std::string address;       // the virtual IP: replicas connect there
+  std::string address;       // the virtual IP, or a Raft leader's own: replicas connect there
   uint16_t port = 11213;
   size_t buffer_limit = size_t{30} << 20;  // per replica; past it, dropped
   int64_t silence_limit_ms = 10000;        // a replica silent this long is dropped
@@ -48,7 +48,9 @@ class Master {
  public:
   // Replicates `store` and `locks`, and makes `locks` wait for the
   // replicas before a change is confirmed (locks::ReplicationBarrier).
-  Master(net::Reactor& reactor, store::Store& store, locks::LockService& locks,
+  // Without `locks` (a Raft cluster, whose log replicates the lock service),
+  // the store alone.
+  Master(net::Reactor& reactor, store::Store& store, locks::LockService* locks,
          MasterSettings settings);
   // Closes every replica's connection, takes the listeners and the barrier
   // away, and fails every change still waiting for the replicas.
@@ -106,7 +108,7 @@ class Master {
 
   net::Reactor& reactor_;
   store::Store& store_;
-  locks::LockService& locks_;
+  locks::LockService* const locks_;  // null: the store alone (a Raft cluster's)
   const MasterSettings settings_;
   const size_t piece_items_;  // items per snapshot piece
   int listen_fd_ = -1;

@@ -1,8 +1,9 @@
 // One server's part in replication (yrmcds's model, docs/high-availability.md):
-// the node that holds the virtual IP is the master and streams every change
-// to the replicas that connect to it; the others are read-only replicas of
-// it. A thread of its own looks at the virtual IP once a tick and changes
-// role when the address moves.
+// the master streams every change to the replicas that connect to it; the
+// others are read-only replicas of it. Who the master is, is the node that
+// holds the virtual IP, or, in a Raft cluster, the leader
+// (NodeSettings::locate). A thread of its own looks once a tick, and when
+// told to (recheck), and changes role when the master moves.
 #pragma once
 
 #include <atomic>
@@ -23,8 +24,20 @@
 
 namespace lockcached::replication {
 
+// Where the master is, as a node sees it now.
+struct MasterPlace {
+  enum Where : uint8_t { kHere, kElsewhere, kUnknown } where = kUnknown;
+  std::string host;   // kElsewhere: where replicas connect
+  uint16_t port = 0;  // and on which port (0: repl_port)
+};
+
 struct NodeSettings {
-  std::string virtual_ip;
+  std::string virtual_ip;  // empty with `locate`
+  // A Raft cluster's: where its leader is (thread-safe). Without it, the
+  // master is whoever holds the virtual IP.
+  std::function<MasterPlace()> locate;
+  // Where a master listens for replicas: the virtual IP, or its own address.
+  std::string listen_host;
   uint16_t repl_port = 11213;
   size_t buffer_limit = size_t{30} << 20;  // per replica, on the master
   // A peer silent this long is gone; a replica that lost its master waits
@@ -42,6 +55,7 @@ struct NodeStatus {
   Role role = Role::kReplica;
   std::string state;  // "master", "connecting", "streaming", "waiting for the virtual IP"
   LinkStatus link;    // a replica's
+  std::string master;  // a replica's: where it links to, "HOST:PORT"
   std::vector<FollowerStatus> replicas;  // a master's
   uint64_t promotions = 0;
   uint64_t demotions = 0;
@@ -58,12 +72,14 @@ class Node {
     // sessions belonged to the master this node was).
     std::function<void()> demoted;
     // Returns the lock service the new master serves and replicates, made
-    // from the old master's state as this replica knew it.
+    // from the old master's state as this replica knew it. Not set in a
+    // Raft cluster, whose log replicates the lock service.
     std::function<std::shared_ptr<locks::LockService>(const locks::LockState&)> promoted;
   };
 
   // While a replica, *read_only is true: the protocols then refuse writes.
-  // `locks` is the lock service a node that starts as master replicates.
+  // `locks` is the lock service a node that starts as master replicates
+  // (null in a Raft cluster).
   Node(NodeSettings settings, store::Store& store, std::shared_ptr<locks::LockService> locks,
        std::atomic<bool>& read_only, Hooks hooks);
   ~Node();
@@ -75,6 +91,9 @@ class Node {
   bool start(std::string* error);
   void stop();
 
+  // Thread-safe: looks where the master is now, rather than at the next tick
+  // (a Raft member whose leader changed).
+  void recheck();
   // Thread-safe.
   NodeStatus status() const;
   const NodeSettings& settings() const { return settings_; }
@@ -84,11 +103,13 @@ class Node {
   void schedule_send();
   static constexpr int64_t kSendIntervalMs = 1;
   void tick();
+  MasterPlace locate() const;
   void promote();
-  void demote();
-  // A replica without a link: connects, unless it still waits to see
-  // whether the virtual IP comes here.
-  void keep_linked(int64_t now_ms);
+  void demote(const MasterPlace& place);
+  // A replica without a link (or linked to a master that is no longer the
+  // one): connects to `place`, unless it still waits to see whether the
+  // virtual IP comes here, or no master is known.
+  void keep_linked(int64_t now_ms, const MasterPlace& place);
   bool open_master(std::string* error);
   void retry_open_master();
 
@@ -106,6 +127,7 @@ class Node {
   std::unique_ptr<ReplicaLink> link_;
   LockMirror mirror_;  // filled by link_; kept past it for a promotion
   bool link_was_streaming_ = false;
+  std::string link_host_;  // where link_ connects, "HOST:PORT"
   int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since
   uint64_t promotions_ = 0;
   uint64_t demotions_ = 0;

@@ -65,6 +65,8 @@ class Server final : public core::StatsSource, public core::ServerControl {
   bool start_replication(std::string* error);
   // With --cluster: joins the Raft cluster; its leader serves the lock service.
   bool start_cluster(std::string* error);
+  // The flags both ways of replicating the cache share.
+  replication::NodeSettings replication_settings() const;
   void collect_cluster(core::StatList& out) const;
   // A demoted master's clients go (or only the lock service's, from a
   // promoted replica): posted to every worker.
