@@ -1,4 +1,4 @@
-// get, set, delete, lock, unlock, unlock_all, keys, stats.
+// get, set, delete, lock, unlock, unlock_all, keys, stats, cluster.
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -30,6 +30,7 @@ constexpr Shape kShapes[] = {
     {"unlock_all", 0, 0, "unlock_all"},
     {"keys", 0, 1, "keys [PREFIX]"},
     {"stats", 0, SIZE_MAX, "stats [GROUP]"},
+    {"cluster", 1, 1, "cluster status|leads"},
 };
 
 // Before connecting, so that a usage error never waits for a server.
@@ -42,8 +43,12 @@ void check_shape(const Options& options) {
       throw UsageError("usage: lockcached-cli [OPTIONS] " + std::string(shape.usage));
     }
   }
+  if (args[0] == "cluster" && args[1] != "status" && args[1] != "leads") {
+    throw UsageError("usage: lockcached-cli [OPTIONS] cluster status|leads");
+  }
   // A key the protocol cannot carry is a usage error too.
-  bool keyed = args[0] != "stats" && args[0] != "unlock_all" && args[0] != "keys";
+  bool keyed = args[0] != "stats" && args[0] != "unlock_all" && args[0] != "keys" &&
+               args[0] != "cluster";
   size_t last_key = args[0] == "get" ? args.size() - 1 : std::min<size_t>(1, args.size() - 1);
   for (size_t i = 1; keyed && i <= last_key; ++i)
     options.binary ? require_binary_key(args[i]) : require_text_key(args[i]);
@@ -136,6 +141,20 @@ int stats(CacheClient& client, const Args& args) {
   return EX_OK;
 }
 
+// `cluster status`: the node's view of its Raft cluster (`stats cluster`);
+// `cluster leads`: exit 0 when the node leads, 1 when it does not (a
+// keepalived track script's question), nothing printed.
+int cluster(CacheClient& client, const Args& args) {
+  bool print = args[1] == "status";
+  std::string role;
+  client.stats("cluster", [&](std::string_view name, std::string_view value) {
+    if (name == "role") role = value;
+    if (print) std::cout << name << ' ' << value << '\n';
+  });
+  if (print) return EX_OK;
+  return role == "leader" ? EX_OK : kExitNo;
+}
+
 }  // namespace
 
 int run_cache_command(const Options& options) {
@@ -161,6 +180,8 @@ int run_cache_command(const Options& options) {
     client->unlock_all();
   } else if (command == "keys") {
     status = keys(*client, args);
+  } else if (command == "cluster") {
+    status = cluster(*client, args);
   } else {
     status = stats(*client, args);
   }

@@ -5,7 +5,8 @@
 
 namespace lockcached::cli {
 
-// The cache commands: get, set, delete, lock, unlock, unlock_all, keys, stats.
+// The cache-port commands: get, set, delete, lock, unlock, unlock_all, keys,
+// stats, cluster.
 int run_cache_command(const Options& options);
 // `run NAME -- COMMAND`: a distributed flock(1) on the lock service.
 int run_locked(const Options& options);

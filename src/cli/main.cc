@@ -30,6 +30,10 @@ speaks the binary protocol instead):
   unlock_all                  (only this connection's locks: none)
   keys [PREFIX]               list keys, one a line
   stats [GROUP]               print "name value" lines
+  cluster status              a Raft cluster member's view: role, term, leader,
+                              commit and applied index, members
+  cluster leads               exit 0 if the node leads its Raft cluster, 1 if
+                              not (a keepalived track script's question)
 
 Named-lock service (--lock-port, default 11400):
   run NAME [--wait SECONDS] -- COMMAND [ARGS...]

@@ -17,7 +17,7 @@ namespace {
 
 // Commands that speak to the cache port, and those that speak to the lock
 // service port.
-constexpr std::string_view kCacheCommands = "get set delete lock unlock unlock_all keys stats";
+constexpr std::string_view kCacheCommands = "get set delete lock unlock unlock_all keys stats cluster";
 constexpr std::string_view kLockServiceCommands = "run locks";
 
 // `text` as a whole number from min to max; nullopt for anything else.

@@ -7,6 +7,7 @@
 // cluster`, `stats locks`) until they show it.
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -225,6 +226,36 @@ TEST_F(ClusterE2eTest, TheCliFollowsTheLeaderFromAnyNode) {
     uint64_t token = std::strtoull(line, nullptr, 10);
     EXPECT_GT(token, previous) << "node " << id;
     previous = token;
+  }
+}
+
+// `cluster leads` answers by its exit status alone (what a keepalived track
+// script asks); `cluster status` prints the node's view.
+TEST_F(ClusterE2eTest, TheCliTellsWhetherANodeLeads) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  for (int id = 1; id <= kNodes; ++id) {
+    std::string cli = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --port " +
+                      std::to_string(nodes_[id - 1]->port());
+    FILE* leads = popen((cli + " cluster leads").c_str(), "r");
+    ASSERT_NE(leads, nullptr);
+    char ignored[16];
+    EXPECT_EQ(fgets(ignored, sizeof ignored, leads), nullptr) << "it prints nothing";
+    int status = pclose(leads);
+    EXPECT_TRUE(WIFEXITED(status)) << "node " << id;
+    EXPECT_EQ(WEXITSTATUS(status), id == lead ? 0 : 1) << "node " << id;
+
+    FILE* shown = popen((cli + " cluster status").c_str(), "r");
+    ASSERT_NE(shown, nullptr);
+    std::string text;
+    char line[256];
+    while (fgets(line, sizeof line, shown) != nullptr)
+      text += line;
+    EXPECT_EQ(pclose(shown), 0);
+    EXPECT_NE(text.find(id == lead ? "role leader\n" : "role follower\n"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("leader_id " + std::to_string(lead) + "\n"), std::string::npos) << text;
   }
 }
 
