@@ -77,8 +77,11 @@ bool Server::start(std::string* error) {
     workers_.push_back(std::make_unique<Worker>(state_, *this, *this));
   }
   lock_timers_ = std::make_unique<net::ReactorScheduler>(workers_.front()->reactor());
-  use_lock_service(
-      std::make_shared<locks::LockService>(state_.lock_limits(), settings.fencing_token_floor));
+  // A cluster's lock service is its Raft log's (start_cluster).
+  if (settings.cluster.empty()) {
+    use_lock_service(
+        std::make_shared<locks::LockService>(state_.lock_limits(), settings.fencing_token_floor));
+  }
   if (state_.tls && !state_.tls->reload(error)) return false;
   int cache_port = settings.port == 0 ? kAnyFreePort : settings.port;
   if (!listen(PortKind::kCache, cache_port, settings.tls, &port_, error) ||
