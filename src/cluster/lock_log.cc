@@ -89,20 +89,17 @@ bool get(Reader& r, locks::ClientInfo* client) {
 }  // namespace
 
 bool LoggedChange::operator==(const LoggedChange& other) const {
-  return kind == other.kind && origin == other.origin && serial == other.serial &&
-         name == other.name && id == other.id && wait_ms == other.wait_ms &&
-         grace_ms == other.grace_ms && detachment == other.detachment &&
-         timed_out == other.timed_out && client.connection == other.client.connection &&
-         client.address == other.client.address;
+  return encode(*this) == encode(other);
 }
 
-std::string encode(const LoggedChange& change) {
+std::string encode(const LoggedChange& logged) {
+  const locks::Change& change = logged.change;
   Writer w;
   w.u8(kChangeFormat);
   w.u8(static_cast<uint8_t>(change.kind));
-  w.u64(change.origin.node);
-  w.u64(change.origin.incarnation);
-  w.u64(change.origin.request);
+  w.u64(logged.origin.node);
+  w.u64(logged.origin.incarnation);
+  w.u64(logged.origin.request);
   w.str(change.serial);
   w.str(change.name);
   w.str(change.id);
@@ -116,19 +113,20 @@ std::string encode(const LoggedChange& change) {
 
 std::optional<LoggedChange> decode_change(std::string_view bytes) {
   Reader r(bytes);
-  LoggedChange change;
+  LoggedChange logged;
+  locks::Change& change = logged.change;
   uint8_t format, kind;
   if (!r.u8(&format) || format != kChangeFormat || !r.u8(&kind) || kind < 1 ||
       kind > kLastKind) {
     return std::nullopt;
   }
   change.kind = static_cast<locks::ChangeKind>(kind);
-  bool ok = r.u64(&change.origin.node) && r.u64(&change.origin.incarnation) &&
-            r.u64(&change.origin.request) && r.str(&change.serial) && r.str(&change.name) &&
+  bool ok = r.u64(&logged.origin.node) && r.u64(&logged.origin.incarnation) &&
+            r.u64(&logged.origin.request) && r.str(&change.serial) && r.str(&change.name) &&
             r.str(&change.id) && r.i64(&change.wait_ms) && r.i64(&change.grace_ms) &&
             r.u64(&change.detachment) && r.flag(&change.timed_out) && get(r, &change.client);
   if (!ok || !r.done()) return std::nullopt;
-  return change;
+  return logged;
 }
 
 std::string encode(const locks::FullState& state) {

@@ -19,34 +19,6 @@ bool names_session(locks::ChangeKind kind) {
   return kind != locks::ChangeKind::kOpen && kind != locks::ChangeKind::kTermStart;
 }
 
-LoggedChange to_logged(const locks::Change& change) {
-  LoggedChange logged;
-  logged.kind = change.kind;
-  if (change.session) logged.serial = std::string(change.session->public_id());
-  logged.name = change.name;
-  logged.id = change.id;
-  logged.wait_ms = change.wait_ms;
-  logged.grace_ms = change.grace_ms;
-  logged.detachment = change.detachment;
-  logged.timed_out = change.timed_out;
-  logged.client = change.client;
-  return logged;
-}
-
-locks::Change to_change(const LoggedChange& logged) {
-  locks::Change change;
-  change.kind = logged.kind;
-  change.serial = logged.serial;
-  change.name = logged.name;
-  change.id = logged.id;
-  change.wait_ms = logged.wait_ms;
-  change.grace_ms = logged.grace_ms;
-  change.detachment = logged.detachment;
-  change.timed_out = logged.timed_out;
-  change.client = logged.client;
-  return change;
-}
-
 }  // namespace
 
 int64_t LockMachine::EntryClock::now_ms() const {
@@ -73,11 +45,12 @@ LockMachine::Addresses LockMachine::leader_addresses() const {
 }
 
 std::optional<locks::Outcome> LockMachine::submit(locks::Change change, locks::Answer answer) {
-  LoggedChange logged = to_logged(change);
-  logged.origin = {node_id_, incarnation_, 0};
+  LoggedChange logged{{node_id_, incarnation_, 0}, change};
+  if (change.session) logged.change.serial = std::string(change.session->public_id());
+  logged.change.session.reset();
   // Drawn here, once: every member must give the session the same id.
-  if (change.kind == locks::ChangeKind::kOpen && logged.id.empty()) {
-    logged.id = locks::make_session_secret();
+  if (change.kind == locks::ChangeKind::kOpen && logged.change.id.empty()) {
+    logged.change.id = locks::make_session_secret();
   }
   // A grace's end is not told in a cluster: its answer is dropped.
   bool answered = answer && change.kind != locks::ChangeKind::kDetach;
@@ -116,11 +89,11 @@ void LockMachine::apply(uint64_t index, uint64_t stamp_ms,
 }
 
 void LockMachine::apply_change(const LoggedChange& logged) {
-  locks::Change change = to_change(logged);
+  locks::Change change = logged.change;
   bool mine = from_here(logged.origin);
   uint64_t request = logged.origin.request;
   if (names_session(change.kind)) {
-    change.session = service_->find_session(logged.serial);
+    change.session = service_->find_session(change.serial);
     if (!change.session) {
       // Ended before its change came up (a new leader's first change
       // detached it, and its grace ran out): its connection must go.
@@ -149,15 +122,15 @@ void LockMachine::apply_change(const LoggedChange& logged) {
   if (change.kind == locks::ChangeKind::kTermStart) {
     std::lock_guard lock(mutex_);
     announced_ = logged.origin;
-    announced_addresses_ = {logged.id, logged.name};
+    announced_addresses_ = {change.id, change.name};
   }
   // The leader's timers; every member's state is the same without them.
   if (leading_) {
     if (change.kind == locks::ChangeKind::kDetach && outcome.grace_ms > 0) {
-      arm_expiry(logged.serial, outcome.detachment, outcome.grace_ms);
+      arm_expiry(change.serial, outcome.detachment, outcome.grace_ms);
     }
     if (mine && outcome.status == locks::OutcomeStatus::kQueued) {
-      arm_timeout(logged.serial, request, change.wait_ms);
+      arm_timeout(change.serial, request, change.wait_ms);
     }
     if (mine && change.kind == locks::ChangeKind::kTermStart) {
       for (const locks::LockService::Adopted& in_grace : outcome.in_grace) {
@@ -196,17 +169,16 @@ void LockMachine::answer(uint64_t request, const locks::Outcome& outcome, bool l
   answer(outcome);
 }
 
-void LockMachine::propose(const LoggedChange& change) {
-  if (node_) node_->propose(encode(change));
+void LockMachine::propose(const locks::Change& change, uint64_t request) {
+  if (node_) node_->propose(encode(LoggedChange{{node_id_, incarnation_, request}, change}));
 }
 
 void LockMachine::arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms) {
   auto id = std::make_shared<timing::Scheduler::TimerId>();
   *id = node_->scheduler().after(grace_ms, [this, serial, detachment, id] {
     timers_.erase(*id);
-    LoggedChange expire;
+    locks::Change expire;
     expire.kind = locks::ChangeKind::kExpire;
-    expire.origin = {node_id_, incarnation_, 0};
     expire.serial = serial;
     expire.detachment = detachment;
     propose(expire);
@@ -219,12 +191,11 @@ void LockMachine::arm_timeout(const std::string& serial, uint64_t request, int64
   *id = node_->scheduler().after(wait_ms, [this, serial, request, id] {
     timers_.erase(*id);
     wait_timers_.erase(request);
-    LoggedChange cancel;
+    locks::Change cancel;
     cancel.kind = locks::ChangeKind::kCancelWait;
-    cancel.origin = {node_id_, incarnation_, request};
     cancel.serial = serial;
     cancel.timed_out = true;
-    propose(cancel);
+    propose(cancel, request);
   });
   timers_.insert(*id);
   wait_timers_[request] = *id;
@@ -274,9 +245,8 @@ void LockMachine::on_status(const consensus::RaftStatus& status) {
   bool leads = status.role == consensus::Role::kLeader;
   if (leads && !leading_) {
     leading_ = true;
-    LoggedChange start;
+    locks::Change start;
     start.kind = locks::ChangeKind::kTermStart;
-    start.origin = {node_id_, incarnation_, 0};
     start.id = addresses_.lock;
     start.name = addresses_.replication;
     propose(start);

@@ -18,21 +18,21 @@ using locks::ChangeKind;
 
 LoggedChange change(ChangeKind kind, std::string serial = "", std::string name = "") {
   LoggedChange logged;
-  logged.kind = kind;
-  logged.serial = std::move(serial);
-  logged.name = std::move(name);
+  logged.change.kind = kind;
+  logged.change.serial = std::move(serial);
+  logged.change.name = std::move(name);
   return logged;
 }
 
 LoggedChange open(std::string secret) {
   LoggedChange logged = change(ChangeKind::kOpen);
-  logged.id = std::move(secret);
+  logged.change.id = std::move(secret);
   return logged;
 }
 
 LoggedChange wait_for(std::string serial, std::string name) {
   LoggedChange logged = change(ChangeKind::kAcquire, std::move(serial), std::move(name));
-  logged.wait_ms = 5000;
+  logged.change.wait_ms = 5000;
   return logged;
 }
 
@@ -69,7 +69,7 @@ Log busy_log() {
       {change(ChangeKind::kDetach, "1")},
       {[] {
         LoggedChange expire = change(ChangeKind::kExpire, "1");
-        expire.detachment = 1;
+        expire.change.detachment = 1;
         return expire;
       }()},
       {change(ChangeKind::kTermStart)},
@@ -83,9 +83,9 @@ bool same_state(const locks::FullState& a, const locks::FullState& b) {
 TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   LoggedChange logged = wait_for("k3", "deploy");
   logged.origin = {2, 77, 9};
-  logged.client = {12, "192.0.2.7:4000"};
-  logged.timed_out = true;
-  logged.detachment = 5;
+  logged.change.client = {12, "192.0.2.7:4000"};
+  logged.change.timed_out = true;
+  logged.change.detachment = 5;
   std::optional<LoggedChange> back = decode_change(encode(logged));
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, logged);

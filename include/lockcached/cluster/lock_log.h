@@ -25,18 +25,14 @@ struct Origin {
   bool operator==(const Origin&) const = default;
 };
 
+// A change as the log holds it: its session named by `change.serial` (empty
+// for kOpen and kTermStart), never by `change.session`, which only means
+// something on the member that holds it.
 struct LoggedChange {
-  locks::ChangeKind kind = locks::ChangeKind::kOpen;
   Origin origin;
-  std::string serial;  // the session's; empty for kOpen and kTermStart
-  std::string name;
-  std::string id;
-  int64_t wait_ms = 0;
-  int64_t grace_ms = 0;
-  uint64_t detachment = 0;
-  bool timed_out = false;
-  locks::ClientInfo client;
-  bool operator==(const LoggedChange&) const;
+  locks::Change change;
+  // The same bytes in the log.
+  bool operator==(const LoggedChange& other) const;
 };
 
 std::string encode(const LoggedChange& change);

@@ -102,7 +102,8 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   // Hands `outcome` to the connection waiting for `request` (0: none);
   // `last`: it waits for nothing more.
   void answer(uint64_t request, const locks::Outcome& outcome, bool last);
-  void propose(const LoggedChange& change);
+  // The leader's own change (a timer's, its first), answered to `request`.
+  void propose(const locks::Change& change, uint64_t request = 0);
   void arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms);
   void arm_timeout(const std::string& serial, uint64_t request, int64_t wait_ms);
   void cancel_timers();
