@@ -307,7 +307,7 @@ bool LockService::cancel_wait(WaitTicket& ticket, bool timed_out) {
   {
     std::lock_guard session_lock(ticket.session->mutex);
     --ticket.session->waits;
-    if (ticket.session->wait.get() == &ticket) ticket.session->wait.reset();
+    if (ticket.session->wait.lock().get() == &ticket) ticket.session->wait.reset();
   }
   waiting_.fetch_sub(1, std::memory_order_relaxed);
   if (timed_out) timeouts_.fetch_add(1, std::memory_order_relaxed);
@@ -318,7 +318,7 @@ bool LockService::cancel_session_wait(const std::shared_ptr<Session>& session, b
   std::shared_ptr<WaitTicket> ticket;
   {
     std::lock_guard session_lock(session->mutex);
-    ticket = session->wait;
+    ticket = session->wait.lock();
   }
   return ticket && cancel_wait(*ticket, timed_out);
 }

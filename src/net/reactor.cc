@@ -23,13 +23,16 @@ std::string_view io_backend_name(IoBackend backend) {
   return backend == IoBackend::kUring ? "uring" : "epoll";
 }
 
+// Only notes the wake-up: posted tasks run after the whole batch of events
+// is dispatched (run_once), so that a task that frees a handler never frees
+// one that a later event of the same batch still names.
 class Reactor::Waker final : public EventHandler {
  public:
-  explicit Waker(Reactor& reactor) : reactor_(reactor) {}
-  void on_event(uint32_t) override { reactor_.run_posted_tasks(); }
+  explicit Waker(bool& woken) : woken_(woken) {}
+  void on_event(uint32_t) override { woken_ = true; }
 
  private:
-  Reactor& reactor_;
+  bool& woken_;
 };
 
 bool Reactor::uring_available(UringOptions uring, std::string* why) {
@@ -38,7 +41,7 @@ bool Reactor::uring_available(UringOptions uring, std::string* why) {
 
 Reactor::Reactor(IoBackend backend, UringOptions uring)
     : wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      waker_(std::make_unique<Waker>(*this)),
+      waker_(std::make_unique<Waker>(woken_)),
       now_ms_(monotonic_ms()) {
   if (backend == IoBackend::kUring) {
     std::string why;
@@ -162,6 +165,10 @@ void Reactor::run_once(int timeout_ms) {
   poller_->wait(timeout_ms);
   now_ms_ = monotonic_ms();
   poller_->dispatch();
+  if (woken_) {
+    woken_ = false;
+    run_posted_tasks();
+  }
   run_due_timers();
   running_soon_.swap(soon_);  // what these add runs on the next turn
   for (Task& task : running_soon_)

@@ -204,12 +204,15 @@ void Worker::close_connections(bool lock_service_only) {
     if (!lock_service_only || connection->kind() == PortKind::kLockService) {
       connection->close(core::CloseReason::kShutdown);
     }
-  free_retired();
+  // Not freed here: a posted task runs inside the poller's dispatch, and
+  // events of this very batch may still name these connections. They go
+  // before the reactor sleeps (free_retired), as every closed one does.
 }
 
 void Worker::shut_down() {
   listeners_.clear();
   close_connections();
+  free_retired();  // outside any dispatch now
   // io_uring: the cancelled receives and sends of closed connections end
   // within a turn or two; their connections are freed as they do.
   for (int turn = 0; turn < kMaxShutdownTurns && !retired_.empty(); ++turn)

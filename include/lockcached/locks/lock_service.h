@@ -70,8 +70,9 @@ struct Session {
   uint64_t detachments = 0;     // tells a stale grace timer from the current one
   bool empty_in_grace = false;  // counted in LockService::empty_in_grace_
   // The wait it has queued: one at a time, as its connection waits for one
-  // lock at a time (docs/lock-service.md, "Waiting").
-  std::shared_ptr<WaitTicket> wait;
+  // lock at a time (docs/lock-service.md, "Waiting"). Weak: the name's
+  // queue owns a queued ticket, and the ticket owns its session.
+  std::weak_ptr<WaitTicket> wait;
 };
 
 // One waiting `lock NAME SECONDS`. on_grant is called once, on the thread

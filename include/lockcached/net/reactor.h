@@ -130,6 +130,7 @@ class Reactor {
   std::unique_ptr<Poller> poller_;
   bool completes_io_ = false;
   int wake_fd_;  // eventfd: post() and stop() write, the loop reads
+  bool woken_ = false;  // the wake-up eventfd was readable in this batch
   std::unique_ptr<Waker> waker_;
   bool stopping_ = false;
   std::mutex posted_mutex_;
