@@ -2,15 +2,19 @@
 # network namespaces (test/ha/netns.py: TEST-NET-1 addresses on a private
 # bridge, no route out): the harness's own keepalived check
 # (test/ha/netns_selftest.py), the virtual IP moved by hand
-# (test/ha/replication_test.py), and a master killed with SIGKILL under
-# real keepalived running etc/keepalived.conf (test/ha/failover_test.py);
+# (test/ha/replication_test.py), a --virtual_ip master killed with SIGKILL
+# under real keepalived (test/ha/failover_test.py, the shipped
+# etc/keepalived.conf with the check a --virtual_ip node needs); the
+# virtual IP following a Raft cluster's leader under the shipped file as it
+# is, when the leader dies and when a partition heals
+# (test/ha/cluster_vip_test.py, about 40 s);
 # and a client whose link is cut while it holds locks, on both I/O
 # backends, plain and TLS (test/ha/dead_client_test.py, about 40 s); and
 # the Raft cluster under faults (test/ha/raft_faults.py: kills, partitions,
 # pauses, leader changes, restarts, clients on both sides of every cut,
 # about 2.5 minutes), then once against a build that answers before the
 # log commits (-DLOCKCACHED_TEST_EARLY_ANSWER=ON), which the same checks
-# must catch. Needs root, iproute2 and keepalived; takes about six minutes.
+# must catch. Needs root, iproute2 and keepalived; takes about seven minutes.
 missing=()
 for package in iproute2 keepalived; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
@@ -32,6 +36,7 @@ python3 test/ha/netns_selftest.py
 export LOCKCACHED_BINARY=build/lockcached LOCKCACHED_CLI=build/src/cli/lockcached-cli
 python3 -W error::ResourceWarning test/ha/replication_test.py
 python3 -W error::ResourceWarning test/ha/failover_test.py
+python3 -W error::ResourceWarning test/ha/cluster_vip_test.py
 python3 -W error::ResourceWarning test/ha/dead_client_test.py
 python3 test/ha/raft_faults.py
 # The checks must fail a build that answers before a majority has a change.

@@ -9,6 +9,7 @@ nothing routed out of the namespaces.
 
 import ctypes
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -24,6 +25,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 CACHE_PORT = 11211
 LOCK_PORT = 11400
+SHIPPED_KEEPALIVED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc",
+                                  "keepalived.conf")
 
 
 def connect(cluster, node, address, port, timeout=5.0):
@@ -180,6 +183,40 @@ class Servers:
             return c.stats("replication")
         finally:
             c.close()
+
+
+def keepalived_config(cluster, node, cli, changes=()):
+    """The shipped etc/keepalived.conf for `node`: its name, the test's
+    virtual IP, and the CLI from the build, run as root (the build tree may
+    not be reachable for nobody); then `changes`, (pattern, replacement)
+    pairs that must each match once."""
+    with open(SHIPPED_KEEPALIVED) as f:
+        config = f.read()
+    replacements = [
+        (r"(?m)^  router_id \S+$", "  router_id " + cluster.names[node]),
+        (r"(?m)^  script_user .*$", "  script_user root"),
+        (r"/usr/bin/lockcached-cli", cli),
+        (r"192\.0\.2\.100/24", "%s/%d" % (cluster.vip, netns.PREFIX)),
+    ] + list(changes)
+    for pattern, replacement in replacements:
+        config, count = re.subn(pattern, replacement, config)
+        assert count == 1, "etc/keepalived.conf no longer has " + pattern
+    return config
+
+
+def start_keepalived(cluster, node, config, work):
+    """keepalived in `node`, in the foreground, with `config`; its log and
+    pid files under `work`. Killed with the cluster."""
+    path = os.path.join(work, "keepalived%d.conf" % node)
+    with open(path, "w") as f:
+        f.write(config)
+    with open(os.path.join(work, "keepalived%d.log" % node), "ab") as log:
+        return cluster.run(node, [
+            "keepalived", "--dont-fork", "--log-console", "--use-file", path,
+            "--pid", os.path.join(work, "k%d.pid" % node),
+            "--vrrp_pid", os.path.join(work, "v%d.pid" % node),
+            "--checkers_pid", os.path.join(work, "c%d.pid" % node)],
+            stdout=log, stderr=log)
 
 
 def eventually(condition, timeout, what):

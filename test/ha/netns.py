@@ -10,6 +10,8 @@ the namespaces, with no route out. Needs root and iproute2.
         cluster.run(0, ["lockcached", ...])      # a process in node 0
         cluster.add_address(0, cluster.vip)      # move the virtual IP by hand
         cluster.take_down(0)                     # the machine is gone
+        cluster.split([0, 3])                    # nodes 0 and 3 apart from the rest
+        cluster.heal()
 
 Every namespace and process is removed on exit, also after a failure.
 Names carry the creating process's pid, so parallel runs do not collide.
@@ -38,6 +40,7 @@ class Cluster:
         self.addresses = ["%s.%d" % (SUBNET, 11 + i) for i in range(nodes)]
         self.vip = "%s.100" % SUBNET
         self._processes = []
+        self._bridge_ends = []  # each node's port on the bridge
 
     # --- lifetime -----------------------------------------------------------
 
@@ -65,6 +68,7 @@ class Cluster:
                 os.getpid() % 100000, i)
             _ip("link", "add", node_end, "type", "veth", "peer", "name", bridge_end)
             _ip("link", "set", node_end, "netns", name, "name", "eth0")
+            self._bridge_ends.append(bridge_end)
             _ip("link", "set", bridge_end, "netns", self.bridge_ns)
             _ip("link", "set", bridge_end, "master", "br0", netns=self.bridge_ns)
             _ip("link", "set", bridge_end, "up", netns=self.bridge_ns)
@@ -120,6 +124,21 @@ class Cluster:
 
     def bring_up(self, node):
         _ip("link", "set", "eth0", "up", netns=self.names[node])
+
+    def split(self, side):
+        """A partition: the nodes in `side` hear each other and nobody else.
+        Their ports move to a second bridge; no link goes down, so each node
+        keeps its ARP entries, as machines on either side of a broken switch
+        would (take_down's link loss would flush them)."""
+        if _ip("link", "show", "br1", netns=self.bridge_ns, check=False).returncode != 0:
+            _ip("link", "add", "br1", "type", "bridge", netns=self.bridge_ns)
+            _ip("link", "set", "br1", "up", netns=self.bridge_ns)
+        for node in side:
+            _ip("link", "set", self._bridge_ends[node], "master", "br1", netns=self.bridge_ns)
+
+    def heal(self):
+        for end in self._bridge_ends:
+            _ip("link", "set", end, "master", "br0", netns=self.bridge_ns)
 
     def wait_for(self, condition, timeout, interval=0.05):
         """Polls `condition` (a state only the kernel shows) until it holds;

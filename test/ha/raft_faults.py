@@ -331,8 +331,9 @@ class RaftCluster:
     """`nodes` lockcached nodes in namespaces 0..nodes-1, and one more
     namespace for clients of their own."""
 
-    def __init__(self, nodes, work):
+    def __init__(self, nodes, work, election_ms=ELECTION_MS):
         self.nodes = nodes
+        self.election_ms = election_ms  # None: the server's default
         self.net = netns.Cluster(nodes + 1).__enter__()
         self.addresses = self.net.addresses[:nodes]
         self.work = work
@@ -352,9 +353,10 @@ class RaftCluster:
         self.processes[node] = self.net.run(node, [
             BINARY, "--cluster=" + self.members, "--node_id=%d" % (node + 1),
             "--data_dir=" + data, "--cluster_secret_file=" + os.path.join(self.work, "secret"),
-            "--election_timeout_ms=%d" % ELECTION_MS, "--port=%d" % CACHE_PORT,
-            "--lock_port=%d" % LOCK_PORT, "--threads=2", "--memory_limit_mb=32",
-            "--tcp_keepalive=2", "--logtostderr"], stdout=log, stderr=subprocess.STDOUT)
+            "--port=%d" % CACHE_PORT, "--lock_port=%d" % LOCK_PORT, "--threads=2",
+            "--memory_limit_mb=32", "--tcp_keepalive=2", "--logtostderr"] +
+            (["--election_timeout_ms=%d" % self.election_ms] if self.election_ms else []),
+            stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
     def kill(self, node, sig=signal.SIGKILL):
@@ -366,9 +368,12 @@ class RaftCluster:
         # `ip netns exec` execs lockcached: the child is the server itself.
         os.kill(self.processes[node].pid, sig)
 
-    def cluster_stats(self, node):
+    def cluster_stats(self, node, asked_from=None):
+        """Node's `stats cluster`, asked from the clients' machine (or from
+        `asked_from`, a node's own, which a partition cannot cut off)."""
+        where = self.nodes if asked_from is None else asked_from
         try:
-            c = haclient.client(self.net, self.nodes, self.addresses[node], CACHE_PORT)
+            c = haclient.client(self.net, where, self.addresses[node], CACHE_PORT)
         except OSError:
             return {}
         try:
