@@ -110,6 +110,10 @@ DEFINE_string(data_dir, "",
 DEFINE_string(cluster_secret_file, "",
               "With --cluster: a file holding the secret (16 bytes or more) every member must "
               "prove it knows before the cluster port takes its messages");
+DEFINE_bool(cluster_join, false,
+            "With --cluster: this node joins a running cluster; with an empty --data_dir it "
+            "waits for the leader to add it (cluster add) instead of starting from the initial "
+            "voters");
 DEFINE_int32(election_timeout_ms, 1000,
              "With --cluster: a follower that hears no leader for 1-2 times this stands for "
              "election; a leader that hears no majority for this long steps down");
@@ -147,7 +151,8 @@ const std::vector<server::FlagGroup> kFlagGroups = {
       "uring_sqpoll"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
     {"Cluster (Raft)",
-     {"cluster", "node_id", "data_dir", "cluster_secret_file", "election_timeout_ms"}},
+     {"cluster", "node_id", "data_dir", "cluster_secret_file", "cluster_join",
+      "election_timeout_ms"}},
     {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
                      "repl_sync_timeout_ms"}},
     {"TLS", {"tls", "tls_port", "lock_tls_port", "tls_cert_file", "tls_key_file", "tls_ca_file",
@@ -234,7 +239,7 @@ FlagProblem check_cluster_flags() {
     return {"election_timeout_ms", "must be 100..60000"};
   }
   if (FLAGS_cluster.empty()) {
-    for (const char* name : {"node_id", "data_dir", "cluster_secret_file"}) {
+    for (const char* name : {"node_id", "data_dir", "cluster_secret_file", "cluster_join"}) {
       if (!gflags::GetCommandLineFlagInfoOrDie(name).is_default) {
         return {name, "is set, but --cluster is not"};
       }
@@ -384,6 +389,7 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   std::string ignored;
   settings.cluster = cluster_members(&ignored);  // checked at start
   settings.node_id = FLAGS_node_id;
+  settings.cluster_join = FLAGS_cluster_join;
   settings.data_dir = FLAGS_data_dir;
   read_cluster_secret(&settings.cluster_secret, &ignored);
   settings.election_timeout_ms = static_cast<unsigned>(FLAGS_election_timeout_ms);

@@ -12,5 +12,7 @@ int run_cache_command(const Options& options);
 int run_locked(const Options& options);
 // `locks [PREFIX]`: the lock service's held locks.
 int list_locks(const Options& options);
+// `cluster add|remove|transfer`, on the lock service (the leader's).
+int change_members(const Options& options);
 
 }  // namespace lockcached::cli

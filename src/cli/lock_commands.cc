@@ -113,4 +113,25 @@ int list_locks(const Options& options) {
   return EX_OK;
 }
 
+int change_members(const Options& options) {
+  const std::vector<std::string>& args = options.args;
+  bool shaped = (args[1] == "add" && args.size() == 4) ||
+                (args[1] == "remove" && args.size() == 3) ||
+                (args[1] == "transfer" && args.size() <= 3);
+  if (!shaped || options.program) {
+    throw UsageError("usage: lockcached-cli cluster add ID IPV4:PORT | cluster remove ID | "
+                     "cluster transfer [ID] [--lock-port P] [--host H]");
+  }
+  LockServiceClient client(options.host, options.lock_port, options.tls, options.timeout,
+                           options.login);
+  std::string request;
+  for (const std::string& word : args)
+    request += (request.empty() ? "" : " ") + word;
+  // No quit: after a transfer or a removal the server closes the connection.
+  std::string reply = client.change_members(request);
+  if (reply.starts_with("200 ")) return EX_OK;
+  // 503: no leader within the timeout; else the cluster or the server said no.
+  throw Failure(reply.starts_with("503 ") ? EX_UNAVAILABLE : kExitNo, request + ": " + reply);
+}
+
 }  // namespace lockcached::cli

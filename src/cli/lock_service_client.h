@@ -47,6 +47,9 @@ class LockServiceClient {
   // as idle and proves the server still answers.
   void ping();
   void quit();
+  // `cluster add|remove|transfer ...` at the leader (followed like a
+  // change); the server's reply, which waits for the cluster.
+  std::string change_members(const std::string& request);
 
   Connection& connection() { return *connection_; }
 

@@ -41,6 +41,12 @@ Named-lock service (--lock-port, default 11400):
                               with $LOCKCACHED_FENCING_TOKEN set, release it
                               when COMMAND ends; exit with COMMAND's status
   locks [PREFIX]              list held locks: NAME SESSION HELD_MS WAITERS TOKEN
+  cluster add ID IPV4:PORT    (from a member's machine) the leader adds node ID,
+                              whose cluster port is IPV4:PORT, and makes it a
+                              voter once it has caught up
+  cluster remove ID           the leader removes node ID
+  cluster transfer [ID]       the leader hands leadership to node ID (or to the
+                              most up-to-date voter)
 
 Options:
   --host H          server name or address (default $LOCKCACHED_HOST, else
@@ -100,6 +106,10 @@ int execute(const lockcached::cli::Options& options) {
   const std::string& command = options.args[0];
   if (command == "run") return lockcached::cli::run_locked(options);
   if (command == "locks") return lockcached::cli::list_locks(options);
+  if (command == "cluster" && options.args.size() > 1 && options.args[1] != "status" &&
+      options.args[1] != "leads") {
+    return lockcached::cli::change_members(options);
+  }
   return lockcached::cli::run_cache_command(options);
 }
 

@@ -211,6 +211,21 @@ struct RaftNode::Impl final : timing::Scheduler {
   uint64_t early_applied = 0;
 #endif
 
+  // ---- membership ----
+  struct MembershipRequest {
+    Impl* node;
+    MembershipChange change;
+    MembershipDone done;
+    bool promoting = false;  // kAdd: added as a spare, being made a voter
+    struct raft_change change_request {};
+    struct raft_transfer transfer_request {};
+  };
+  void start_change(MembershipRequest* request);
+  void assign_voter(MembershipRequest* request);
+  static void on_changed(struct raft_change* change, int status);
+  static void on_transferred(struct raft_transfer* transfer);
+  static void finish(MembershipRequest* request, const std::string& error);
+
   // ---- libraft's state machine hooks ----
   static int fsm_apply(struct raft_fsm* fsm, const struct raft_buffer* buffer, void** result);
   static int fsm_snapshot(struct raft_fsm* fsm, struct raft_buffer* buffers[], unsigned* count);
@@ -300,7 +315,9 @@ bool RaftNode::Impl::open(std::string* error) {
   raft_configuration_init(&configuration);
   for (const Member& member : settings.members)
     raft_configuration_add(&configuration, member.id, member.address.c_str(), RAFT_VOTER);
-  rv = raft_bootstrap(&raft, &configuration);
+  // A joining node starts with no configuration: the leader's entries
+  // bring it (raft_add), with everything before them.
+  rv = settings.join ? 0 : raft_bootstrap(&raft, &configuration);
   raft_configuration_close(&configuration);
   if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) return fail("bootstrap", rv, raft.errmsg);
   rv = raft_start(&raft);
@@ -357,9 +374,11 @@ void RaftNode::Impl::on_wake(uv_async_t* handle) {
     ready.swap(self->tasks);
     stop = self->stop_requested;
   }
-  if (stop) return self->close_all();
+  // Tasks first, also when stopping: each is started, and what libraft
+  // has started then ends (cancelled) as it closes, so every caller hears.
   for (auto& task : ready)
     task();
+  if (stop) return self->close_all();
   self->drain();
 }
 
@@ -439,6 +458,67 @@ void RaftNode::Impl::on_applied(struct raft_apply* request, int, void*) {
   // leader's state), and a raft_apply then corrupts its request queue
   // (found by test/ha/raft_faults.py: a SIGSEGV in raft_apply).
   uv_async_send(&self->wake);
+}
+
+void RaftNode::Impl::start_change(MembershipRequest* request) {
+  if (raft_state(&raft) != RAFT_LEADER) return finish(request, std::string(kNotLeader));
+  const MembershipChange& change = request->change;
+  request->change_request.data = request;
+  request->transfer_request.data = request;
+  int rv = 0;
+  switch (change.kind) {
+    case MembershipChange::Kind::kAdd:
+      // A spare first: it gets the log but does not vote, so a node that
+      // is slow to catch up never stalls the majority; then a voter.
+      rv = raft_add(&raft, &request->change_request, change.id, change.address.c_str(),
+                    on_changed);
+      break;
+    case MembershipChange::Kind::kRemove:
+      rv = raft_remove(&raft, &request->change_request, change.id, on_changed);
+      break;
+    case MembershipChange::Kind::kTransfer:
+      rv = raft_transfer(&raft, &request->transfer_request, change.id, on_transferred);
+      break;
+  }
+  if (rv != 0) finish(request, raft_strerror(rv));
+}
+
+void RaftNode::Impl::assign_voter(MembershipRequest* request) {
+  if (raft_state(&raft) != RAFT_LEADER) return finish(request, std::string(kNotLeader));
+  request->promoting = true;
+  int rv = raft_assign(&raft, &request->change_request, request->change.id, RAFT_VOTER,
+                       on_changed);
+  if (rv != 0) finish(request, std::string("added as a spare, not made a voter: ") + raft_strerror(rv));
+}
+
+void RaftNode::Impl::on_changed(struct raft_change* change, int status) {
+  auto* request = static_cast<MembershipRequest*>(change->data);
+  if (status != 0) return finish(request, raft_strerror(status));
+  if (request->change.kind != MembershipChange::Kind::kAdd || request->promoting) {
+    return finish(request, "");
+  }
+  // Not from inside libraft's callback (see on_applied): on the next turn.
+  Impl* self = request->node;
+  {
+    std::lock_guard lock(self->mutex);
+    self->tasks.push_back([self, request] { self->assign_voter(request); });
+  }
+  uv_async_send(&self->wake);
+}
+
+void RaftNode::Impl::on_transferred(struct raft_transfer* transfer) {
+  auto* request = static_cast<MembershipRequest*>(transfer->data);
+  // Called when the target's higher term reached this node, which then
+  // no longer leads (and may not yet know who does), or when the election
+  // timeout passed without that.
+  bool moved = raft_state(&request->node->raft) != RAFT_LEADER;
+  finish(request, moved ? "" : "leadership did not move within an election timeout");
+}
+
+void RaftNode::Impl::finish(MembershipRequest* request, const std::string& error) {
+  MembershipDone done = std::move(request->done);
+  delete request;
+  done(error);
 }
 
 int RaftNode::Impl::fsm_apply(struct raft_fsm* fsm, const struct raft_buffer* buffer, void** result) {
@@ -569,6 +649,11 @@ void RaftNode::post(std::function<void()> task) {
     impl_->tasks.push_back(std::move(task));
   }
   uv_async_send(&impl_->wake);
+}
+
+void RaftNode::change_members(MembershipChange change, MembershipDone done) {
+  auto* request = new Impl::MembershipRequest{impl_.get(), std::move(change), std::move(done)};
+  post([this, request] { impl_->start_change(request); });
 }
 
 RaftStatus RaftNode::status() const {

@@ -101,6 +101,7 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
     return out.append("401 Authentication required\r\n");
   }
   if (command == "stats") return stats(words, out);
+  if (command == "cluster") return cluster(words, out);
   if (command == "quit") {
     out.append("200 Bye\r\n");
     close_ = true;
@@ -143,6 +144,73 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   }
   if (command == "conn_id") return conn_id(words, out);
   set_timeout(words, out);
+}
+
+// `cluster add ID IPV4:PORT`, `cluster remove ID`, `cluster transfer [ID]`:
+// the leader changes its cluster's members; the reply comes once the new
+// configuration is committed (docs/high-availability.md, "Membership").
+void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
+  using Kind = consensus::MembershipChange::Kind;
+  if (!context_.change_members) return out.append("400 Not a cluster member\r\n");
+  consensus::MembershipChange change;
+  std::string_view verb = words.count >= 2 ? words[1] : "";
+  size_t arguments = verb == "add" ? 4 : verb == "remove" ? 3 : 2;
+  if (verb == "add") change.kind = Kind::kAdd;
+  if (verb == "remove") change.kind = Kind::kRemove;
+  if (verb == "transfer") change.kind = Kind::kTransfer;
+  bool shaped = (verb == "add" || verb == "remove" || verb == "transfer") &&
+                (words.count == arguments || (verb == "transfer" && words.count == 3));
+  if (!shaped) {
+    return out.append("400 Usage: cluster add ID IPV4:PORT | cluster remove ID | "
+                      "cluster transfer [ID]\r\n");
+  }
+  if (words.count >= 3) {
+    std::string_view id = words[2];
+    auto [end, error] = std::from_chars(id.data(), id.data() + id.size(), change.id);
+    if (error != std::errc() || end != id.data() + id.size() || change.id == 0) {
+      return out.append("400 A node id is a number from 1\r\n");
+    }
+  }
+  if (change.kind == Kind::kAdd) change.address = std::string(words[3]);
+  changing_members_ = true;
+  context_.change_members(
+      change, context_.client ? context_.client->address : sockaddr_in6{},
+      [reactor = &context_.reactor, self = std::weak_ptr(self_),
+       kind = change.kind](consensus::MembershipResult result) {
+        reactor->post([self, kind, result = std::move(result)] {
+          if (auto alive = self.lock()) (*alive)->on_members_changed(kind, result);
+        });
+      });
+}
+
+void LockServiceProtocol::on_members_changed(consensus::MembershipChange::Kind kind,
+                                             const consensus::MembershipResult& result) {
+  using Status = consensus::MembershipResult::Status;
+  using Kind = consensus::MembershipChange::Kind;
+  changing_members_ = false;
+  OutputQueue& out = context_.out;
+  switch (result.status) {
+    case Status::kDone:
+      out.append(kind == Kind::kAdd      ? "200 Added\r\n"
+                 : kind == Kind::kRemove ? "200 Removed\r\n"
+                                         : "200 Transferred\r\n");
+      break;
+    case Status::kNotLeader:
+      out.append("503 not leader: ");
+      out.append(result.detail.empty() ? "election" : result.detail);
+      out.append("\r\n");
+      break;
+    case Status::kRefused:
+      out.append("403 " + result.detail + "\r\n");
+      break;
+    case Status::kFailed:
+      out.append("409 " + result.detail + "\r\n");
+      break;
+  }
+  // A transfer or a removal may have ended this node's leadership, whose
+  // lock-service connections close; this one was spared for its reply.
+  if (kind != Kind::kAdd) close_ = true;
+  if (context_.on_async_reply) context_.on_async_reply();
 }
 
 // 401 as HTTP's Unauthorized; the third refusal closes the connection.

@@ -88,7 +88,8 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
         worker_.state().lock_coordinator(), worker_.reactor(), out_, [this] { resume_input(); },
         // In a Raft cluster a replica's lock service says who leads instead.
         worker_.state().settings.cluster.empty() ? &worker_.state().read_only : nullptr, &worker_.state().watch, &client_,
-        locks::ClientInfo{id, peer_}, worker_.state().settings.authenticator.get()});
+        locks::ClientInfo{id, peer_}, worker_.state().settings.authenticator.get(),
+        worker_.state().change_members});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }
   worker_.state().watch.conn_new(client_);

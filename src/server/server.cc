@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <unordered_map>
 
 #include <glog/logging.h>
@@ -179,8 +180,13 @@ bool Server::start_cluster(std::string* error) {
   raft.secret = settings.cluster_secret;
   raft.election_timeout_ms = settings.election_timeout_ms;
   raft.heartbeat_ms = std::max(settings.election_timeout_ms / 10, 10u);
+  raft.join = settings.cluster_join;
   raft_ = std::make_unique<consensus::RaftNode>(raft, *lock_machine_);
   lock_machine_->attach(raft_.get());
+  state_.change_members = [this](const consensus::MembershipChange& change,
+                                 const sockaddr_in6& peer, auto done) {
+    change_members(change, peer, std::move(done));
+  };
   state_.set_lock_coordinator(lock_machine_);
   // The cache follows the leader, replicated by the stream a virtual IP's
   // master sends (docs/high-availability.md).
@@ -204,6 +210,36 @@ bool Server::start_cluster(std::string* error) {
     return false;
   }
   return true;
+}
+
+// Only from a member's machine (its own address, or loopback): anyone who
+// may take a lock must not also be able to remove the cluster's members.
+// A node that is added must know the cluster's secret all the same.
+void Server::change_members(const consensus::MembershipChange& change, const sockaddr_in6& peer,
+                            std::function<void(consensus::MembershipResult)> done) {
+  using Status = consensus::MembershipResult::Status;
+  sockaddr_storage storage{};
+  std::memcpy(&storage, &peer, sizeof peer);
+  std::string host = host_of(net::address_text(storage));
+  bool member = host == "127.0.0.1" || host == "[::1]";
+  std::vector<consensus::Member> members = raft_->status().members;
+  members.insert(members.end(), state_.settings.cluster.begin(), state_.settings.cluster.end());
+  for (const consensus::Member& m : members)
+    member = member || host_of(m.address) == host;
+  if (!member) {
+    return done({Status::kRefused, "cluster changes come only from a member's machine"});
+  }
+  if (change.kind == consensus::MembershipChange::Kind::kAdd) {
+    std::string error;
+    std::vector<consensus::Member> parsed =
+        consensus::parse_members(std::to_string(change.id) + "@" + change.address, &error);
+    if (parsed.empty()) return done({Status::kFailed, error});
+  }
+  raft_->change_members(change, [machine = lock_machine_, done](const std::string& error) {
+    if (error.empty()) return done({Status::kDone, ""});
+    if (error == consensus::kNotLeader) return done({Status::kNotLeader, machine->leader_lock_address()});
+    done({Status::kFailed, error});
+  });
 }
 
 void Server::close_client_connections(bool lock_service_only) {

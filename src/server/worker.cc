@@ -200,10 +200,13 @@ void Worker::list_connections(std::vector<ConnectionStatus>& out) const {
 }
 
 void Worker::close_connections(bool lock_service_only) {
-  for (Connection* connection : connections_)
-    if (!lock_service_only || connection->kind() == PortKind::kLockService) {
-      connection->close(core::CloseReason::kShutdown);
-    }
+  for (Connection* connection : connections_) {
+    if (lock_service_only && connection->kind() != PortKind::kLockService) continue;
+    // Its `cluster transfer` made this node stop leading: it closes once
+    // it has told its client so.
+    if (connection->awaits_cluster_change()) continue;
+    connection->close(core::CloseReason::kShutdown);
+  }
   // Not freed here: a posted task runs inside the poller's dispatch, and
   // events of this very batch may still name these connections. They go
   // before the reactor sleeps (free_retired), as every closed one does.
@@ -211,7 +214,8 @@ void Worker::close_connections(bool lock_service_only) {
 
 void Worker::shut_down() {
   listeners_.clear();
-  close_connections();
+  for (Connection* connection : connections_)
+    connection->close(core::CloseReason::kShutdown);
   free_retired();  // outside any dispatch now
   // io_uring: the cancelled receives and sends of closed connections end
   // within a turn or two; their connections are freed as they do.

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <csignal>
@@ -38,7 +39,8 @@ using e2e::Client;
 using e2e::eventually;
 using e2e::ServerProcess;
 
-constexpr int kNodes = 3;
+constexpr int kNodes = 3;      // the initial voters
+constexpr int kMaxNodes = 4;   // and one a test may add
 // Short, so that elections are quick; the tests do not depend on it.
 constexpr const char* kElectionTimeout = "--election_timeout_ms=300";
 constexpr auto kElection = 20s;  // how long a test waits for a leader
@@ -97,13 +99,20 @@ class ClusterE2eTest : public ::testing::Test {
     fs::remove_all(root_);
   }
 
-  void start(int id) {
+  // `extra`: flags beside the common ones (`--cluster` among them
+  // replaces the initial voters').
+  void start(int id, std::vector<std::string> extra = {}) {
     auto node = std::make_unique<ServerProcess>();
-    ASSERT_TRUE(node->start({"--cluster=" + cluster_, "--node_id=" + std::to_string(id),
-                             "--data_dir=" + (root_ / std::to_string(id)).string(),
-                             "--cluster_secret_file=" + (root_ / "secret").string(),
-                             "--lock_port=-1", "--repl_port=" + std::to_string(repl_ports_[id]),
-                             kElectionTimeout}));
+    std::vector<std::string> flags = {
+        "--node_id=" + std::to_string(id), "--data_dir=" + (root_ / std::to_string(id)).string(),
+        "--cluster_secret_file=" + (root_ / "secret").string(), "--lock_port=-1",
+        "--repl_port=" + std::to_string(repl_ports_[id]), kElectionTimeout};
+    if (std::none_of(extra.begin(), extra.end(),
+                     [](const std::string& flag) { return flag.starts_with("--cluster="); })) {
+      flags.push_back("--cluster=" + cluster_);
+    }
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(node->start(flags));
     std::optional<uint16_t> lock_port = node->lock_port();
     ASSERT_TRUE(lock_port);
     lock_ports_[id] = *lock_port;
@@ -135,7 +144,7 @@ class ClusterE2eTest : public ::testing::Test {
         [&] {
           found = 0;
           std::string leader_id;
-          for (int id = 1; id <= kNodes; ++id) {
+          for (int id = 1; id <= kMaxNodes; ++id) {
             if (!nodes_[id - 1]) continue;
             std::map<std::string, std::string> stats = cluster_stats(id);
             if (stats["role"] == "leader") found = id;
@@ -163,6 +172,15 @@ class ClusterE2eTest : public ::testing::Test {
     return value;
   }
 
+  // lockcached-cli with `args` against node `id`'s lock service: its exit
+  // status.
+  int cli(int id, const std::string& args) {
+    std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
+                          std::to_string(lock_ports_[id]) + " " + args + " >&2";
+    int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
   Client lock_client(int id) {
     Client client;
     EXPECT_TRUE(client.connect(lock_ports_[id]));
@@ -171,7 +189,7 @@ class ClusterE2eTest : public ::testing::Test {
 
   fs::path root_;
   std::string cluster_;
-  std::unique_ptr<ServerProcess> nodes_[kNodes];
+  std::unique_ptr<ServerProcess> nodes_[kMaxNodes];
   std::map<int, uint16_t> lock_ports_;
   std::map<int, uint16_t> repl_ports_;  // each node's cache replication port
 };
@@ -391,6 +409,7 @@ TEST_F(ClusterE2eTest, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
     before = *token;
   }
   for (auto& node : nodes_) {
+    if (!node) continue;
     ASSERT_TRUE(node->stop(SIGTERM).has_value());
     node.reset();
   }
@@ -402,6 +421,77 @@ TEST_F(ClusterE2eTest, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
   std::optional<uint64_t> after = acquired_token(reader.request("lock fresh"));
   ASSERT_TRUE(after);
   EXPECT_GT(*after, before);
+}
+
+
+// `cluster transfer` hands leadership over, asked of any node: the CLI
+// follows the 503 to the leader.
+TEST_F(ClusterE2eTest, ATransferMovesLeadershipToTheNodeNamed) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  int target = lead % kNodes + 1;
+  int asked = target % kNodes + 1;  // neither: a follower that names the leader
+  ASSERT_NE(asked, target);
+  EXPECT_EQ(cli(asked, "cluster transfer " + std::to_string(target)), 0);
+  // The nodes' `stats cluster` may still show the old leader for a moment.
+  EXPECT_TRUE(eventually([&] { return leader() == target; }));
+  // Without an id, to the most up-to-date voter.
+  EXPECT_EQ(cli(target, "cluster transfer"), 0);
+  int next = 0;
+  EXPECT_TRUE(eventually([&] {
+    next = leader();
+    return next != 0 && next != target;
+  })) << next;
+}
+
+// A node that joins starts empty, is added by the leader, catches up (it
+// has the locks granted before it came) and votes: with one original
+// member removed and another dead, the leader and the new node are the
+// majority that commits a change.
+TEST_F(ClusterE2eTest, ANodeAddedCatchesUpAndVotesAndARemovedNodeLeaves) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client holder = lock_client(lead);
+  std::optional<uint64_t> token = acquired_token(holder.request("lock kept"));
+  ASSERT_TRUE(token);
+
+  std::vector<uint16_t> ports = free_ports(2);
+  std::string address = "127.0.0.1:" + std::to_string(ports[0]);
+  repl_ports_[4] = ports[1];
+  fs::create_directories(root_ / "4");
+  start(4, {"--cluster=4@" + address, "--cluster_join"});
+  EXPECT_EQ(cluster_stats(4)["members"], "0");  // it waits to be added
+  Client admin = lock_client(lead);
+  EXPECT_EQ(admin.request("cluster add 2 " + address).substr(0, 4), "409 ");  // id taken
+  EXPECT_EQ(cli(lead, "cluster add 4 " + address), 0);
+  EXPECT_TRUE(eventually([&] { return cluster_stats(lead)["members"] == "4"; }));
+  std::string seen;
+  EXPECT_TRUE(eventually([&] {
+    Client reader = lock_client(4);
+    reader.request("stats locks kept");
+    seen = reader.read_line();
+    return seen.find(" " + std::to_string(*token) + " ") != std::string::npos;
+  })) << seen;
+
+  int removed = lead % kNodes + 1;
+  int killed = removed % kNodes + 1;
+  ASSERT_NE(killed, lead);
+  EXPECT_EQ(cli(lead, "cluster remove " + std::to_string(removed)), 0);
+  EXPECT_TRUE(eventually([&] { return cluster_stats(lead)["members"] == "3"; }));
+  nodes_[removed - 1].reset();
+  nodes_[killed - 1].reset();
+  // The leader and node 4 are two of the three voters left.
+  EXPECT_EQ(holder.request("unlock kept"), "200 Released");
+}
+
+TEST_F(ClusterE2eTest, AServerWithoutAClusterHasNoMembersToChange) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--lock_port=-1"}));
+  Client client;
+  ASSERT_TRUE(client.connect(*server.lock_port()));
+  EXPECT_EQ(client.request("cluster transfer"), "400 Not a cluster member");
 }
 
 }  // namespace

@@ -35,18 +35,19 @@ class ManualBarrier final : public locks::ReplicationBarrier {
   std::vector<std::function<void(bool)>> pending;
 };
 
-class LockServiceProtocolTest : public ::testing::Test {
+// A protocol fed by hand, its reactor run by hand.
+class ProtocolTest : public ::testing::Test {
  protected:
-  LockServiceProtocolTest() { service_->set_replication_barrier(barrier_); }
+  virtual LockServiceProtocol& protocol() = 0;
 
   // Offers `bytes` (after what was left unconsumed) and returns the replies.
   std::string feed(std::string_view bytes) {
     pending_.append(bytes);
-    pending_.erase(0, protocol_.consume(pending_, out_));
+    pending_.erase(0, protocol().consume(pending_, out_));
     return out_.take_all();
   }
-  // Runs what was posted to the connection's reactor (the barrier's answer
-  // hops there) and returns the replies it queued. Once per test: a
+  // Runs what was posted to the connection's reactor (an answer that came
+  // later hops there) and returns the replies it queued. Once per test: a
   // reactor stops for good.
   std::string run_posted() {
     reactor_.post([this] { reactor_.stop(); });
@@ -55,15 +56,22 @@ class LockServiceProtocolTest : public ::testing::Test {
   }
 
   std::shared_ptr<locks::LockService> service_ = std::make_shared<locks::LockService>();
-  std::shared_ptr<ManualBarrier> barrier_ = std::make_shared<ManualBarrier>();
   net::Reactor reactor_;
   net::ReactorScheduler timers_{reactor_};
   OutputQueue out_;
+  std::string pending_;
+};
+
+class LockServiceProtocolTest : public ProtocolTest {
+ protected:
+  LockServiceProtocolTest() { service_->set_replication_barrier(barrier_); }
+  LockServiceProtocol& protocol() override { return protocol_; }
+
+  std::shared_ptr<ManualBarrier> barrier_ = std::make_shared<ManualBarrier>();
   int async_replies_ = 0;
   LockServiceProtocol protocol_{
       LockServiceContext{std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_,
                          out_, [this] { ++async_replies_; }}};
-  std::string pending_;
 };
 
 TEST_F(LockServiceProtocolTest, AGrantIsAnsweredOnceReplicatedAndLaterRequestsWait) {
@@ -107,6 +115,73 @@ TEST_F(LockServiceProtocolTest, ARetiredServiceConfirmsNothing) {
   EXPECT_EQ(feed("lock a\r\n"), "");
   EXPECT_TRUE(protocol_.wants_close());
   EXPECT_TRUE(service_->list("").empty());
+}
+
+// `cluster add|remove|transfer`: parsed here, made by whatever the server
+// gives the protocol (a cluster member's RaftNode), answered when it ends.
+class ClusterCommandsTest : public ProtocolTest {
+ protected:
+  LockServiceProtocol& protocol() override { return protocol_; }
+
+  std::vector<consensus::MembershipChange> asked_;
+  std::function<void(consensus::MembershipResult)> done_;
+  LockServiceProtocol protocol_{LockServiceContext{
+      std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_, out_, [] {},
+      nullptr, nullptr, nullptr, {}, nullptr,
+      [this](const consensus::MembershipChange& change, const sockaddr_in6&, auto done) {
+        asked_.push_back(change);
+        done_ = std::move(done);
+      }}};
+};
+
+TEST_F(ClusterCommandsTest, BadShapesAreRefusedAndNothingIsAsked) {
+  EXPECT_EQ(feed("cluster\r\n").substr(0, 10), "400 Usage:");
+  EXPECT_EQ(feed("cluster add 4\r\n").substr(0, 10), "400 Usage:");
+  EXPECT_EQ(feed("cluster remove\r\n").substr(0, 10), "400 Usage:");
+  EXPECT_EQ(feed("cluster transfer 1 2\r\n").substr(0, 10), "400 Usage:");
+  EXPECT_EQ(feed("cluster grow 4\r\n").substr(0, 10), "400 Usage:");
+  EXPECT_EQ(feed("cluster remove 0\r\n"), "400 A node id is a number from 1\r\n");
+  EXPECT_EQ(feed("cluster remove x\r\n"), "400 A node id is a number from 1\r\n");
+  EXPECT_TRUE(asked_.empty());
+  EXPECT_FALSE(protocol_.wants_close());
+}
+
+TEST_F(ClusterCommandsTest, AnAddIsAnsweredWhenTheClusterMadeItAndTheConnectionStays) {
+  EXPECT_EQ(feed("cluster add 4 192.0.2.14:11500\r\nstats\r\n"), "");
+  EXPECT_TRUE(protocol_.blocked());  // the stats waits behind it
+  ASSERT_EQ(asked_.size(), 1u);
+  EXPECT_EQ(asked_[0].kind, consensus::MembershipChange::Kind::kAdd);
+  EXPECT_EQ(asked_[0].id, 4u);
+  EXPECT_EQ(asked_[0].address, "192.0.2.14:11500");
+  done_({consensus::MembershipResult::Status::kDone, ""});
+  EXPECT_EQ(run_posted(), "200 Added\r\n");
+  EXPECT_FALSE(protocol_.blocked());
+  EXPECT_FALSE(protocol_.wants_close());
+}
+
+// Leadership may have gone with it: the reply, then the connection closes.
+TEST_F(ClusterCommandsTest, ATransferIsAnsweredThenTheConnectionCloses) {
+  EXPECT_EQ(feed("cluster transfer\r\n"), "");
+  ASSERT_EQ(asked_.size(), 1u);
+  EXPECT_EQ(asked_[0].kind, consensus::MembershipChange::Kind::kTransfer);
+  EXPECT_EQ(asked_[0].id, 0u);
+  EXPECT_TRUE(protocol_.awaits_cluster_change());
+  done_({consensus::MembershipResult::Status::kNotLeader, "192.0.2.12:11400"});
+  EXPECT_EQ(run_posted(), "503 not leader: 192.0.2.12:11400\r\n");
+  EXPECT_FALSE(protocol_.awaits_cluster_change());
+  EXPECT_TRUE(protocol_.wants_close());
+}
+
+TEST(ClusterCommandsSingleServerTest, ASingleServerHasNoMembers) {
+  auto service = std::make_shared<locks::LockService>();
+  net::Reactor reactor;
+  net::ReactorScheduler timers{reactor};
+  OutputQueue out;
+  LockServiceProtocol protocol{LockServiceContext{
+      std::make_shared<locks::LocalCoordinator>(service, timers), reactor, out, [] {}}};
+  std::string input = "cluster remove 2\r\n";
+  protocol.consume(input, out);
+  EXPECT_EQ(out.take_all(), "400 Not a cluster member\r\n");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockcached/consensus/membership.h"
 #include "lockcached/timing/scheduler.h"
 
 namespace lockcached::consensus {
@@ -53,7 +54,16 @@ struct RaftSettings {
   // behind it (a follower that lags less catches up from the log).
   unsigned snapshot_threshold = 4096;
   unsigned snapshot_trailing = 1024;
+  // A node that joins a running cluster: it starts with no configuration
+  // rather than the initial voters, and waits for the leader to add it
+  // (change_members). Only for an empty data directory; a node with a log
+  // has its configuration there.
+  bool join = false;
 };
+
+// How RaftNode::change_members ended: empty when the change took effect;
+// else why not, kNotLeader when this node did not lead.
+using MembershipDone = std::function<void(const std::string& error)>;
 
 enum class Role : uint8_t { kUnavailable, kFollower, kCandidate, kLeader };
 std::string_view role_name(Role role);
@@ -109,6 +119,11 @@ class RaftNode {
   bool propose(std::string_view command);
   // Thread-safe: runs `task` on the node's thread.
   void post(std::function<void()> task);
+  // Thread-safe. Makes `change` if this node leads; `done` is called once,
+  // on the node's thread, when the new configuration is committed (a
+  // transfer: when the target leads, or after an election timeout when it
+  // does not), or at once when the change cannot be made.
+  void change_members(MembershipChange change, MembershipDone done);
   RaftStatus status() const;
   // The node's thread's timers: for the application's (leader's) timers.
   timing::Scheduler& scheduler();

@@ -34,6 +34,10 @@ class ProtocolHandler {
   virtual bool blocked() const { return false; }
   // A storage command's data block is arriving (`stats conns`: conn_nread).
   virtual bool reading_data() const { return false; }
+  // Waiting for a change of the cluster's members (`cluster transfer`),
+  // which may make this node stop leading: the connection is not closed
+  // with the others then, and closes itself once it has the reply.
+  virtual bool awaits_cluster_change() const { return false; }
   // The connection is gone, for `reason` (called once, on its thread,
   // before destruction).
   virtual void connection_closed(core::CloseReason /*reason*/) {}

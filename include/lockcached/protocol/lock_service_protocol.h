@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockcached/consensus/membership.h"
 #include "lockcached/core/auth.h"
 #include "lockcached/core/watch.h"
 #include "lockcached/locks/coordinator.h"
@@ -44,6 +45,9 @@ struct LockServiceContext {
   locks::ClientInfo session_client = {};
   // When given, `auth USER PASSWORD` must succeed before anything else.
   const core::Authenticator* authenticator = nullptr;
+  // A cluster member's `cluster add|remove|transfer`; empty on a single
+  // server, which answers them 400.
+  consensus::MembershipRequester change_members = {};
 };
 
 class LockServiceProtocol final : public ProtocolHandler {
@@ -53,10 +57,13 @@ class LockServiceProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool blocked() const override { return pending_ || waiting_ || replicating_; }
+  bool blocked() const override {
+    return pending_ || waiting_ || replicating_ || changing_members_;
+  }
   // Blocked in a `lock NAME SECONDS` (else, when blocked, on a change being
   // decided or replicated).
   bool waiting_for_lock() const { return waiting_; }
+  bool awaits_cluster_change() const override { return changing_members_; }
   void connection_closed(core::CloseReason reason) override;
 
  private:
@@ -67,6 +74,9 @@ class LockServiceProtocol final : public ProtocolHandler {
   void conn_id(const Words& words, OutputQueue& out);
   void set_timeout(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);
+  void cluster(const Words& words, OutputQueue& out);
+  void on_members_changed(consensus::MembershipChange::Kind kind,
+                          const consensus::MembershipResult& result);
   // Hands `change` to the coordinator; its outcome is finished now or,
   // once it comes, on the reactor thread (the protocol blocked till then).
   void submit(locks::Change change, OutputQueue& out);
@@ -101,6 +111,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
   bool replicating_ = false;  // a reply waits for the replicas
+  bool changing_members_ = false;  // a `cluster` change waits for the cluster
   bool close_ = false;
   bool closed_ = false;
 };

@@ -89,6 +89,7 @@ class Connection final : public net::EventHandler {
   // frees a closed connection only once nothing is.
   bool referenced() const { return receiving_ || sending_ || next_turn_pending_; }
   PortKind kind() const { return kind_; }
+  bool awaits_cluster_change() const { return protocol_ && protocol_->awaits_cluster_change(); }
   // Safe from any thread while the worker's registry keeps the connection.
   ConnectionStatus status() const;
 

@@ -1,6 +1,7 @@
 // Wires it all together: the shared state, the listeners and the workers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,6 +72,9 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // A demoted master's clients go (or only the lock service's, from a
   // promoted replica): posted to every worker.
   void close_client_connections(bool lock_service_only);
+  // `cluster add|remove|transfer` from a client at `peer` (state_.change_members).
+  void change_members(const consensus::MembershipChange& change, const sockaddr_in6& peer,
+                      std::function<void(consensus::MembershipResult)> done);
   // A promoted replica's lock service: the old master's state, its
   // sessions in their grace period.
   std::shared_ptr<locks::LockService> take_over_locks(const locks::LockState& state);

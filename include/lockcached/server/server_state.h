@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "lockcached/consensus/membership.h"
 #include "lockcached/core/watch.h"
 #include "lockcached/locks/coordinator.h"
 #include "lockcached/locks/lock_service.h"
@@ -60,6 +61,9 @@ struct ServerState {
 
   const Settings settings;
   const store::Clock clock;
+  // A cluster member's `cluster add|remove|transfer`; set before the
+  // workers start (Server::start_cluster), empty on a single server.
+  consensus::MembershipRequester change_members;
   // `watch`'s streams: every thread reports to it, watchers read from it.
   core::WatchHub watch;
   store::Store store;

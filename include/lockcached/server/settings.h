@@ -50,6 +50,7 @@ struct Settings {
   uint64_t node_id = 0;
   std::string data_dir;
   std::string cluster_secret;  // from --cluster_secret_file
+  bool cluster_join = false;   // an empty data_dir waits to be added
   unsigned election_timeout_ms = 1000;
   // Replication (docs/high-availability.md); empty: none, a single server.
   std::string virtual_ip;

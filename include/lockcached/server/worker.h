@@ -45,9 +45,10 @@ class Worker {
   // scratch(); as large.
   char* ciphertext_scratch() { return ciphertext_scratch_.get(); }
 
-  // Closes every client connection of this thread (on its thread; post it),
-  // or only those of the lock service.
-  void close_connections(bool lock_service_only = false);
+  // This node's role changed: closes every client connection of this
+  // thread (on its thread; post it), or only those of the lock service,
+  // but for those waiting for a cluster change's reply, which close after it.
+  void close_connections(bool lock_service_only);
 
   // Called by a connection that closed itself; freed before the loop sleeps.
   void retire(Connection* connection);
