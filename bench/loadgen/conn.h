@@ -35,7 +35,9 @@ struct Worker::Conn {
   size_t count = 0;
   std::vector<uint64_t> multi;  // multi-get keys, `width` per ring slot
   uint32_t opaque = 0;
-  size_t step = 0;  // lock modes: the next step of the cycle
+  size_t step = 0;     // lock modes: the next step of the cycle
+  bool retry = false;  // the step's lock is sent again, on the same name
+  Session session;     // etcd and Redis
   uint64_t cycle_no = 0;
   uint64_t cycle_key = 0;
   int64_t cycle_start = 0;

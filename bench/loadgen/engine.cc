@@ -28,6 +28,7 @@ constexpr Op kServiceCycle[] = {Op::kSvcLock, Op::kSvcUnlock};
 void Stats::merge(const Stats& other) {
   ops += other.ops;
   cycles += other.cycles;
+  retries += other.retries;
   hits += other.hits;
   misses += other.misses;
   errors += other.errors;
@@ -93,6 +94,7 @@ bool Worker::connect(std::string& error) {
   for (int c = index_; c < options_.connections; c += options_.threads) {
     auto conn = std::make_unique<Conn>(depth, options_.multiget);
     conn->index = c;
+    conn->session.token = std::to_string(rng_.next());  // this connection's, for Redis
     conn->stream = Transport(connect_to(options_, error));
     const int fd = conn->stream.fd();
     if (fd < 0) return false;
@@ -144,6 +146,7 @@ void Worker::prime() {
 
 bool Worker::may_issue() const {
   if (phase_ == Phase::kPreload) return next_preload_key_ < options_.keys;
+  if (phase_ == Phase::kSetup) return issued_ < conns_.size();
   return quota_ == 0 || issued_ < quota_;
 }
 
@@ -270,7 +273,21 @@ void Worker::account(Conn& conn, const Request& request, const Reply& reply, int
     ++stats_.mismatches;
     stats_.problem("a reply with the wrong key, value or opaque");
   }
-  if (options_.mode == Mode::kKv || phase_ == Phase::kPreload) return;
+  if (!reply.token.empty()) {
+    (request.op == Op::kSetup ? conn.session.setup : conn.session.held) = reply.token;
+  }
+  if (options_.mode != Mode::kKv && phase_ == Phase::kMeasure) end_step(conn, reply, now);
+}
+
+// A lock cycle's step is answered: the cycle ends after its last step; a
+// lock refused for a held name (Redis) is its step again.
+void Worker::end_step(Conn& conn, const Reply& reply, int64_t now) {
+  if (reply.retry) {
+    ++stats_.retries;
+    conn.retry = true;
+    --conn.step;
+    return;
+  }
   const size_t steps = options_.mode == Mode::kLockService      ? std::size(kServiceCycle)
                        : options_.protocol == Protocol::kBinary ? std::size(kBinaryCycle)
                                                                 : std::size(kTextCycle);
@@ -291,6 +308,7 @@ void Worker::fill(Conn& conn, int64_t now) {
     request = Request();
     request.opaque = ++conn.opaque;
     request.sent_ns = now;
+    request.session = &conn.session;
     if (!next_request(conn, request, multi)) return;
     const size_t before = conn.out.size();
     codec_.write(request, multi, conn.out);
@@ -314,6 +332,10 @@ bool Worker::next_request(Conn& conn, Request& request, uint64_t* multi) {
   }
   // A cycle's next step goes out only once the previous step is answered.
   if (conn.count > 0) return false;
+  if (phase_ == Phase::kSetup) {
+    request.op = Op::kSetup;
+    return conn.session.setup.empty();
+  }
   next_cycle_step(conn, request, request.sent_ns);
   return true;
 }
@@ -336,7 +358,7 @@ void Worker::next_kv(Request& request, uint64_t* multi) {
 }
 
 void Worker::next_cycle_step(Conn& conn, Request& request, int64_t now) {
-  if (conn.step == 0) {
+  if (conn.step == 0 && !conn.retry) {
     conn.cycle_start = now;
     const auto connections = static_cast<uint64_t>(options_.connections);
     const uint64_t own_keys = std::max<uint64_t>(1, options_.keys / connections);
@@ -354,6 +376,7 @@ void Worker::next_cycle_step(Conn& conn, Request& request, int64_t now) {
     request.op = kTextCycle[conn.step];
   }
   request.key = conn.cycle_key;
+  conn.retry = false;
   ++conn.step;
 }
 

@@ -27,7 +27,8 @@ struct Stats {
   uint64_t cycles = 0;  // completed lock cycles (lock modes)
   uint64_t hits = 0;
   uint64_t misses = 0;
-  uint64_t errors = 0;  // refused or failed requests, lost connections, stalls
+  uint64_t retries = 0;  // Redis: locks refused because the name was held, sent again
+  uint64_t errors = 0;   // refused or failed requests, lost connections, stalls
   uint64_t mismatches = 0;
   uint64_t bytes_out = 0;
   uint64_t bytes_in = 0;
@@ -39,7 +40,8 @@ struct Stats {
   void problem(const std::string& what);
 };
 
-enum class Phase { kPreload, kMeasure };
+// kSetup: each connection's Op::kSetup (etcd, Redis), before the run.
+enum class Phase { kPreload, kSetup, kMeasure };
 
 int64_t now_ns();
 
@@ -60,7 +62,8 @@ class Worker {
   bool connect(std::string& error);
 
   // Runs until `deadline_ns` (when non-zero) or until `quota` requests are
-  // answered; preload stores this thread's share of the keys instead.
+  // answered; preload stores this thread's share of the keys instead, setup
+  // sends each connection's Op::kSetup.
   Stats run(Phase phase, int64_t deadline_ns, uint64_t quota);
 
   // The TLS version and cipher the first connection got ("" when plain).
@@ -80,6 +83,7 @@ class Worker {
   bool next_request(Conn& conn, Request& request, uint64_t* multi);
   void next_kv(Request& request, uint64_t* multi);
   void next_cycle_step(Conn& conn, Request& request, int64_t now);
+  void end_step(Conn& conn, const Reply& reply, int64_t now);
   void flush(Conn& conn);
   void watch(Conn& conn);
   void kill(Conn& conn, const std::string& why);

@@ -32,7 +32,6 @@ void raise_descriptor_limit() {
 
 // utime + stime of a process in seconds; negative when it cannot be read.
 double cpu_seconds(int pid) {
-  if (pid <= 0) return -1;
   std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   const size_t close_paren = text.rfind(')');
@@ -44,6 +43,18 @@ double cpu_seconds(int pid) {
     if (i == 11 || i == 12) ticks += std::stod(field);  // fields 14 and 15 of stat(5)
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The sum over the server's processes; negative when there are none or one
+// cannot be read.
+double cpu_seconds(const std::vector<int>& pids) {
+  double sum = pids.empty() ? -1 : 0;
+  for (const int pid : pids) {
+    const double seconds = cpu_seconds(pid);
+    if (seconds < 0) return -1;
+    sum += seconds;
+  }
+  return sum;
 }
 
 bool read_exactly(Transport& stream, std::string& into, size_t size) {
@@ -122,7 +133,7 @@ double own_cpu_seconds() {
 Run run_phase(std::vector<std::unique_ptr<Worker>>& workers, const Options& options, Phase phase) {
   const bool timed = phase == Phase::kMeasure && options.ops == 0;
   const auto threads = static_cast<uint64_t>(options.threads);
-  const double cpu_before = cpu_seconds(options.server_pid);
+  const double cpu_before = cpu_seconds(options.server_pids);
   const double own_before = own_cpu_seconds();
   const int64_t start = now_ns();
   const int64_t deadline = timed ? start + static_cast<int64_t>(options.duration_s * 1e9) : 0;
@@ -139,12 +150,12 @@ Run run_phase(std::vector<std::unique_ptr<Worker>>& workers, const Options& opti
   Run run;
   if (timed) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(deadline - now_ns()));
-    run.server_cpu = cpu_seconds(options.server_pid) - cpu_before;
+    run.server_cpu = cpu_seconds(options.server_pids) - cpu_before;
   }
   for (auto& thread : threads_running)
     thread.join();
   run.own_cpu = own_cpu_seconds() - own_before;
-  if (!timed) run.server_cpu = cpu_seconds(options.server_pid) - cpu_before;
+  if (!timed) run.server_cpu = cpu_seconds(options.server_pids) - cpu_before;
   run.seconds = static_cast<double>((timed ? deadline : now_ns()) - start) / 1e9;
   run.tls = workers.front()->tls_name();
   if (cpu_before < 0) run.server_cpu = -1;
@@ -167,6 +178,7 @@ void print_human(const Options& o, const Run& run) {
     std::printf("  cycles %" PRIu64 " (%.0f/s)", s.cycles,
                 static_cast<double>(s.cycles) / run.seconds);
   }
+  if (s.retries > 0) std::printf("  lock retries %" PRIu64, s.retries);
   std::printf("  hits %" PRIu64 " misses %" PRIu64 "  errors %" PRIu64 " mismatches %" PRIu64 "\n",
               s.hits, s.misses, s.errors, s.mismatches);
   std::printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n",
@@ -201,9 +213,9 @@ void print_json(const Options& o, const Run& run, bool preload) {
       "\"idle_connections\":%d,\"threads\":%d,\"depth\":%d,\"multiget\":%d,\"value_size\":%zu,"
       "\"keys\":%" PRIu64 ",\"seconds\":%.4f,\"ops\":%" PRIu64
       ",\"ops_per_s\":%.1f,"
-      "\"cycles\":%" PRIu64 ",\"cycles_per_s\":%.1f,\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
-      ",\"errors\":%" PRIu64 ",\"mismatches\":%" PRIu64 ",\"bytes_out\":%" PRIu64
-      ",\"bytes_in\":%" PRIu64
+      "\"cycles\":%" PRIu64 ",\"cycles_per_s\":%.1f,\"retries\":%" PRIu64 ",\"hits\":%" PRIu64
+      ",\"misses\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"mismatches\":%" PRIu64
+      ",\"bytes_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64
       ",\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,"
       "\"cycle_p50_us\":%.2f,\"cycle_p99_us\":%.2f,\"cycle_p999_us\":%.2f,\"cycle_mean_us\":%.2f,"
       "\"server_cpu_s\":%.4f,\"server_cpu_us_per_op\":%.4f,\"loadgen_cpu_s\":%.4f,"
@@ -211,12 +223,13 @@ void print_json(const Options& o, const Run& run, bool preload) {
       preload ? "preload" : "measure", to_string(o.mode), to_string(o.protocol), o.connections,
       o.idle_connections, o.threads, o.depth, o.multiget, o.value_size, o.keys, run.seconds, s.ops,
       static_cast<double>(s.ops) / run.seconds, s.cycles,
-      static_cast<double>(s.cycles) / run.seconds, s.hits, s.misses, s.errors, s.mismatches,
-      s.bytes_out, s.bytes_in, us(s.latency.percentile(0.5)), us(s.latency.percentile(0.99)),
-      us(s.latency.percentile(0.999)), us(s.latency.max()), s.latency.mean() / 1000,
-      us(s.cycle_latency.percentile(0.5)), us(s.cycle_latency.percentile(0.99)),
-      us(s.cycle_latency.percentile(0.999)), s.cycle_latency.mean() / 1000, run.server_cpu, per_op,
-      run.own_cpu, own_per_op, to_string(o.io), run.tls.c_str());
+      static_cast<double>(s.cycles) / run.seconds, s.retries, s.hits, s.misses, s.errors,
+      s.mismatches, s.bytes_out, s.bytes_in, us(s.latency.percentile(0.5)),
+      us(s.latency.percentile(0.99)), us(s.latency.percentile(0.999)), us(s.latency.max()),
+      s.latency.mean() / 1000, us(s.cycle_latency.percentile(0.5)),
+      us(s.cycle_latency.percentile(0.99)), us(s.cycle_latency.percentile(0.999)),
+      s.cycle_latency.mean() / 1000, run.server_cpu, per_op, run.own_cpu, own_per_op,
+      to_string(o.io), run.tls.c_str());
 }
 
 int fail(const std::string& message) {
@@ -247,6 +260,12 @@ int run_main(int argc, char** argv) {
     if (options.preload_only) {
       print_json(options, preload, true);
       return 0;
+    }
+  }
+  if (codec.needs_setup()) {
+    const Run setup = run_phase(workers, options, Phase::kSetup);
+    if (setup.stats.errors + setup.stats.mismatches > 0) {
+      return fail("setup failed: " + setup.stats.first_problem);
     }
   }
   std::vector<Transport> idle;

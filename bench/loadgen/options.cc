@@ -4,10 +4,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 DEFINE_string(host, "127.0.0.1", "server address (IPv4)");
 DEFINE_int32(port, 11211, "server port (the lock port for --mode=lockservice)");
-DEFINE_string(protocol, "text", "text or binary");
+DEFINE_string(protocol, "text",
+              "text or binary (memcached); with --mode=lockservice also etcd (v3 lock API with "
+              "a lease, HTTP/1.1 JSON gateway on the client port) or redis (SET NX PX + WAIT 1, "
+              "compare-and-delete script + WAIT 1)");
 DEFINE_string(io, "epoll",
               "epoll: each thread an epoll loop with read and write calls; uring: each thread "
               "an io_uring loop, all sends of a turn and multishot receives into provided "
@@ -35,9 +39,13 @@ DEFINE_int32(idle_connections, 0,
              "connections opened (each answers one version request) and held idle during the run");
 DEFINE_int32(hot_names, 0,
              "lockservice: 0 for distinct names per connection, else every cycle locks one of "
-             "this many names, waiting for it");
+             "this many names, waiting for it (text: lock NAME --lock_wait_s; etcd: its lock "
+             "call waits; redis: a refused SET NX is sent again at once)");
 DEFINE_double(lock_wait_s, 10, "lockservice with --hot_names: how long a lock request waits");
 DEFINE_int32(server_pid, 0, "report this process's CPU time (/proc/PID/stat) over the run");
+DEFINE_string(more_server_pids, "",
+              "with --server_pid: also these processes (comma-separated), their CPU time added "
+              "to its: every node of a cluster");
 DEFINE_uint64(seed, 1, "random seed");
 DEFINE_bool(quiet, false, "print only the RESULT line");
 DEFINE_bool(tls, false,
@@ -60,7 +68,9 @@ namespace {
 Protocol protocol_from_flag() {
   if (FLAGS_protocol == "text") return Protocol::kText;
   if (FLAGS_protocol == "binary") return Protocol::kBinary;
-  usage_error("--protocol must be text or binary");
+  if (FLAGS_protocol == "etcd") return Protocol::kEtcd;
+  if (FLAGS_protocol == "redis") return Protocol::kRedis;
+  usage_error("--protocol must be text, binary, etcd or redis");
 }
 
 Io io_from_flag() {
@@ -74,6 +84,20 @@ Mode mode_from_flag() {
   if (FLAGS_mode == "lock") return Mode::kLockCycle;
   if (FLAGS_mode == "lockservice") return Mode::kLockService;
   usage_error("--mode must be kv, lock or lockservice");
+}
+
+std::vector<int> server_pids_from_flags() {
+  std::vector<int> pids;
+  if (FLAGS_server_pid > 0) pids.push_back(FLAGS_server_pid);
+  std::istringstream list(FLAGS_more_server_pids);
+  for (std::string pid; std::getline(list, pid, ',');) {
+    pids.push_back(std::atoi(pid.c_str()));
+    if (pids.back() <= 0) usage_error("--more_server_pids must list process ids");
+  }
+  if (pids.size() > 1 && FLAGS_server_pid <= 0) {
+    usage_error("--more_server_pids needs --server_pid");
+  }
+  return pids;
 }
 
 void check(const Options& o) {
@@ -94,8 +118,15 @@ void check(const Options& o) {
     usage_error("--zipf_theta must be positive and not 1");
   }
   if (o.ops == 0 && o.duration_s <= 0) usage_error("give --duration_s > 0 or --ops");
-  if (o.mode == Mode::kLockService && o.protocol != Protocol::kText) {
+  const bool lock_api = o.protocol == Protocol::kEtcd || o.protocol == Protocol::kRedis;
+  if (o.mode == Mode::kLockService && o.protocol == Protocol::kBinary) {
     usage_error("the lock service speaks text only");
+  }
+  if (lock_api && o.mode != Mode::kLockService) {
+    usage_error("--protocol=etcd and redis need --mode=lockservice");
+  }
+  if (lock_api && (o.tls || o.idle_connections > 0)) {
+    usage_error("--protocol=etcd and redis run without --tls and --idle_connections");
   }
   if (!o.tls && !o.tls_ca_file.empty()) usage_error("--tls_ca_file needs --tls");
   if (o.tls && o.io == Io::kUring) {
@@ -135,7 +166,7 @@ Options parse_options(int* argc, char*** argv) {
   o.idle_connections = FLAGS_idle_connections;
   o.hot_names = FLAGS_hot_names;
   o.lock_wait_s = FLAGS_lock_wait_s;
-  o.server_pid = FLAGS_server_pid;
+  o.server_pids = server_pids_from_flags();
   o.seed = FLAGS_seed;
   o.quiet = FLAGS_quiet;
   o.tls = FLAGS_tls;
@@ -145,7 +176,17 @@ Options parse_options(int* argc, char*** argv) {
 }
 
 const char* to_string(Protocol protocol) {
-  return protocol == Protocol::kText ? "text" : "binary";
+  switch (protocol) {
+    case Protocol::kText:
+      return "text";
+    case Protocol::kBinary:
+      return "binary";
+    case Protocol::kEtcd:
+      return "etcd";
+    case Protocol::kRedis:
+      return "redis";
+  }
+  return "?";
 }
 
 const char* to_string(Io io) {

@@ -3,10 +3,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace loadgen {
 
-enum class Protocol { kText, kBinary };
+// kText and kBinary are memcached's; kEtcd and kRedis drive what users pick
+// instead of a lock service (--mode=lockservice only): etcd's v3 lock API
+// through its JSON gateway, Redis's SET NX PX with WAIT (lock_apis.h).
+enum class Protocol { kText, kBinary, kEtcd, kRedis };
 
 // How a worker thread moves bytes: an epoll loop with read and write calls,
 // or io_uring (one io_uring_enter per loop turn for all its sends and
@@ -42,7 +46,7 @@ struct Options {
   int idle_connections = 0;
   int hot_names = 0;
   double lock_wait_s = 0;
-  int server_pid = 0;
+  std::vector<int> server_pids;  // --server_pid and --more_server_pids: CPU time summed
   uint64_t seed = 0;
   bool quiet = false;
   bool tls = false;

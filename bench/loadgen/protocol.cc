@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "../common/value.h"
+#include "lock_apis.h"
 
 namespace loadgen {
 namespace {
@@ -79,6 +80,7 @@ Reply simple_text(const char* data, size_t size, std::string_view expected, bool
 
 Codec::Codec(const Options& options)
     : protocol_(options.protocol),
+      host_(options.host + ":" + std::to_string(options.port)),
       keys_(options.key_prefix, options.keys),
       hot_names_("hot:", static_cast<uint64_t>(std::max(options.hot_names, 1))),
       filler_(bench::make_filler(options.value_size)),
@@ -96,11 +98,24 @@ Codec::Codec(const Options& options)
 // Requests
 
 void Codec::write(const Request& request, const uint64_t* multi, Buffer& out) const {
-  if (protocol_ == Protocol::kBinary && request.op != Op::kSvcLock &&
-      request.op != Op::kSvcUnlock) {
+  if (needs_setup()) {
+    write_lock_api(request, out);
+  } else if (protocol_ == Protocol::kBinary && request.op != Op::kSvcLock &&
+             request.op != Op::kSvcUnlock) {
     write_binary(request, multi, out);
   } else {
     write_text(request, multi, out);
+  }
+}
+
+void Codec::write_lock_api(const Request& request, Buffer& out) const {
+  char name[kMaxKey];
+  svc_names_->write(request.key, name);
+  const std::string_view named(name, svc_names_->size());
+  if (protocol_ == Protocol::kEtcd) {
+    write_etcd(request.op, named, *request.session, host_, out);
+  } else {
+    write_redis(request.op, named, *request.session, out);
   }
 }
 
@@ -156,6 +171,8 @@ void Codec::write_text(const Request& request, const uint64_t* multi, Buffer& ou
     case Op::kVersion:
       out.append("version\r\n", 9);
       return;
+    case Op::kSetup:
+      return;  // etcd and Redis only (write_lock_api)
   }
 }
 
@@ -205,7 +222,8 @@ void Codec::write_binary(const Request& request, const uint64_t* multi, Buffer& 
       return;
     case Op::kSvcLock:
     case Op::kSvcUnlock:
-      return;  // text only; write() never gets here
+    case Op::kSetup:
+      return;  // text, etcd or Redis; write() never gets here
   }
 }
 
@@ -214,6 +232,8 @@ void Codec::write_binary(const Request& request, const uint64_t* multi, Buffer& 
 
 Reply Codec::parse(const Request& request, const uint64_t* multi, const char* data,
                    size_t size) const {
+  if (protocol_ == Protocol::kEtcd) return parse_etcd(request.op, data, size);
+  if (protocol_ == Protocol::kRedis) return parse_redis(request.op, data, size);
   if (protocol_ == Protocol::kBinary && request.op != Op::kSvcLock &&
       request.op != Op::kSvcUnlock) {
     return parse_binary(request, multi, data, size);
@@ -246,6 +266,8 @@ Reply Codec::parse_text(const Request& request, const uint64_t* multi, const cha
       return simple_text(data, size, "200 Released", false);
     case Op::kVersion:
       return simple_text(data, size, "VERSION ", true);
+    case Op::kSetup:
+      break;  // etcd and Redis only (parse)
   }
   return {0, 0, Verdict::kMalformed};
 }

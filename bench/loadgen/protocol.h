@@ -21,6 +21,16 @@ enum class Op : uint8_t {
   kSvcLock,    // named-lock service "lock NAME [SECONDS]"
   kSvcUnlock,  // named-lock service "unlock NAME"
   kVersion,
+  kSetup,  // once per connection before the run: etcd's lease grant, Redis's SCRIPT LOAD
+};
+
+// What a connection keeps between requests of the etcd and Redis lock APIs.
+// Its strings are assigned in place, so after the first cycle no request
+// allocates.
+struct Session {
+  std::string token;  // Redis: this connection's lock value (compare-and-delete checks it)
+  std::string setup;  // what kSetup's reply gave: etcd's lease ID, Redis's script SHA1
+  std::string held;   // etcd: the key its lock call returned, which unlock names
 };
 
 struct Request {
@@ -29,6 +39,7 @@ struct Request {
   uint64_t key = 0;     // the key, or the first key's slot for a multi-get
   uint32_t opaque = 0;  // binary: the opaque the reply must carry
   int64_t sent_ns = 0;
+  const Session* session = nullptr;  // etcd and Redis: the connection's
 };
 
 enum class Verdict : uint8_t {
@@ -44,6 +55,8 @@ struct Reply {
   Verdict verdict = Verdict::kOk;
   uint32_t hits = 0;
   uint32_t misses = 0;
+  bool retry = false;        // Redis: the name is held, send the lock again
+  std::string_view token{};  // etcd and Redis: what the session keeps (Session)
 };
 
 class Codec {
@@ -52,6 +65,9 @@ class Codec {
 
   const KeyFormat& keys() const { return keys_; }
   const KeyFormat& hot_names() const { return hot_names_; }
+
+  // True when every connection sends Op::kSetup once before the run.
+  bool needs_setup() const { return protocol_ == Protocol::kEtcd || protocol_ == Protocol::kRedis; }
 
   // Appends the request; `multi` holds the keys of a multi-get.
   void write(const Request& request, const uint64_t* multi, Buffer& out) const;
@@ -63,6 +79,7 @@ class Codec {
   void write_text(const Request& request, const uint64_t* multi, Buffer& out) const;
   void write_binary(const Request& request, const uint64_t* multi, Buffer& out) const;
   void write_key(const KeyFormat& format, uint64_t key, Buffer& out) const;
+  void write_lock_api(const Request& request, Buffer& out) const;
   void write_value(uint64_t key, Buffer& out) const;
   void write_header(uint8_t opcode, uint64_t key, uint8_t extras, size_t value, uint32_t opaque,
                     Buffer& out) const;
@@ -80,6 +97,7 @@ class Codec {
   static constexpr size_t kMaxKey = 256;
 
   Protocol protocol_;
+  std::string host_;  // etcd: the Host header
   KeyFormat keys_;
   KeyFormat hot_names_;
   std::string filler_;
