@@ -116,6 +116,17 @@ def process_cpu_us(pid):
     return (int(fields[11]) + int(fields[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
 
 
+def disk_counts(path):
+    """Writes and flushes the block device under `path` completed
+    (/sys/dev/block/M:m/stat, fields 5 and 16): every durable write of
+    every node, whether by fsync, O_DSYNC or O_DIRECT with FUA, is one or
+    more of them; so is anything else written to that disk meanwhile."""
+    device = os.stat(path).st_dev
+    with open("/sys/dev/block/%d:%d/stat" % (os.major(device), os.minor(device))) as f:
+        fields = [int(v) for v in f.read().split()]
+    return {"disk_writes": fields[4], "disk_flushes": fields[15] if len(fields) > 15 else 0}
+
+
 def context_switches(pid):
     """Voluntary and involuntary context switches of all threads of a process."""
     total = 0
@@ -172,10 +183,12 @@ class System:
 
     def counters(self):
         """What the system counts of its own work (for per-op figures):
-        context switches of all its threads, and the CPU time of the process
-        the load generator talks to and of the others, in microseconds
-        (/proc, read around the run)."""
-        switches = {"switches": sum(context_switches(pid) for pid in self.pids)}
+        context switches of all its threads, the CPU time of the process the
+        load generator talks to and of the others, in microseconds (/proc),
+        and the writes and cache flushes of the disk its data is on, read
+        around the run."""
+        switches = dict(disk_counts(self.work),
+                        switches=sum(context_switches(pid) for pid in self.pids))
         cpu = [process_cpu_us(pid) for pid in self.pids]
         if len(cpu) == 1:
             return switches
