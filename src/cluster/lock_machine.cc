@@ -243,8 +243,17 @@ void LockMachine::on_status(const consensus::RaftStatus& status) {
     status_ = status;
   }
   bool leads = status.role == consensus::Role::kLeader;
+  // Led before, leads again in a later term, and the status poll missed the
+  // step-down between: what the old term left must end all the same, and
+  // the new term needs its own first entry.
+  if (leads && leading_ && status.term != leading_term_) {
+    leading_ = false;
+    cancel_timers();
+    fail_pending();
+  }
   if (leads && !leading_) {
     leading_ = true;
+    leading_term_ = status.term;
     locks::Change start;
     start.kind = locks::ChangeKind::kTermStart;
     start.id = addresses_.lock;

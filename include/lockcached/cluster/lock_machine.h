@@ -125,6 +125,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
 
   // The Raft thread's only.
   bool leading_ = false;
+  uint64_t leading_term_ = 0;  // the term it leads in, while leading_
   std::set<timing::Scheduler::TimerId> timers_;
   std::unordered_map<uint64_t, timing::Scheduler::TimerId> wait_timers_;  // by request
 };
