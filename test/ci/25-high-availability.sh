@@ -11,10 +11,11 @@
 # and a client whose link is cut while it holds locks, on both I/O
 # backends, plain and TLS (test/ha/dead_client_test.py, about 40 s); and
 # the Raft cluster under faults (test/ha/raft_faults.py: kills, partitions,
-# pauses, leader changes, restarts, clients on both sides of every cut,
-# about 2.5 minutes), then once against a build that answers before the
+# pauses, leader changes, restarts, a client machine that vanishes holding a
+# lock, clients on both sides of every cut, a cache writer, about 3
+# minutes), then once against a build that answers before the
 # log commits (-DLOCKCACHED_TEST_EARLY_ANSWER=ON), which the same checks
-# must catch. Needs root, iproute2 and keepalived; takes about seven minutes.
+# must catch. Needs root, iproute2 and keepalived; takes about eight minutes.
 missing=()
 for package in iproute2 keepalived; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
