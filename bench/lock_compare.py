@@ -415,11 +415,13 @@ def describe(result):
                ", %d retries" % result["retries"] if result["retries"] else "", extra))
 
 
-def run_rounds(net, build, work, workload, rounds, duration):
-    """Every system of `workload` once per round, in turn; results by system."""
-    results = {name: [] for name in WORKLOADS[workload][1]}
+def run_rounds(net, build, work, workload, rounds, duration, only=()):
+    """Every system of `workload` (or of `only`) once per round, in turn;
+    results by system."""
+    names = [name for name in WORKLOADS[workload][1] if not only or name in only]
+    results = {name: [] for name in names}
     for round_number in range(rounds):
-        for name in WORKLOADS[workload][1]:
+        for name in names:
             system = SYSTEMS[name](net, build, work)
             try:
                 system.start()
@@ -514,7 +516,7 @@ def targets(all_results):
         results = all_results.get(workload)
         if not results:
             continue
-        p99 = median([r["p99_us"] / 1000 for r in results[LC3]])
+        p99 = median([r["p99_us"] / 1000 for r in results.get(LC3, [])])
         row("%s: raft / single lock+unlock/s >= 0.5" % workload,
             paired_ratio(results, LC3, LC1), lambda v: v >= 0.5)
         row("%s: raft p99 latency (ms) <= 5" % workload, p99, lambda v: v <= 5)
@@ -553,8 +555,14 @@ def parse_args():
     parser.add_argument("--duration", type=float, default=5, help="seconds per run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default="a,b,w1", help="of a, b, w1 (default: all)")
+    parser.add_argument("--systems", default="",
+                        help="only these, e.g. lockcached-raft (default: every one of a "
+                             "workload)")
     parser.add_argument("--no-redis-benchmark", action="store_true")
     args = parser.parse_args()
+    args.systems = [name for name in args.systems.split(",") if name]
+    if any(name not in SYSTEMS for name in args.systems):
+        parser.error("systems are: " + ", ".join(SYSTEMS))
     args.workloads = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in args.workloads if w not in WORKLOADS]
     if unknown:
@@ -576,7 +584,7 @@ def main():
             log("%s: %s, %d rounds of %g s" % (workload, WORKLOADS[workload][0], args.rounds,
                                                args.duration))
             all_results[workload] = run_rounds(net, build, work, workload, args.rounds,
-                                               args.duration)
+                                               args.duration, args.systems)
         if not args.no_redis_benchmark:
             cross_check = redis_benchmark(net, build, work, args.duration)
     log("")

@@ -569,7 +569,7 @@ def restart_all(cluster, note):
 
 
 # A leader frozen and thawed takes cache writes until it hears of the new
-# term: 12 ms measured here. They are lost; later ones must not be.
+# term: 12 to 30 ms measured here. They are lost; later ones must not be.
 STALE_LEADER_S = 0.1
 
 # Runs after which every node's cache is empty by design.
