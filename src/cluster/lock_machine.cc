@@ -52,17 +52,22 @@ std::optional<locks::Outcome> LockMachine::submit(locks::Change change, locks::A
   if (change.kind == locks::ChangeKind::kOpen && logged.change.id.empty()) {
     logged.change.id = locks::make_session_secret();
   }
-  // A grace's end is not told in a cluster: its answer is dropped.
-  bool answered = answer && change.kind != locks::ChangeKind::kDetach;
+  // A detach is answered only when its grace runs out (grace_ends_).
+  bool detach = change.kind == locks::ChangeKind::kDetach;
+  bool answered = answer && !detach;
   if (answered) {
     logged.origin.request = next_request_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mutex_);
     pending_[logged.origin.request] = {std::move(answer), change.wait_ms > 0};
+  } else if (answer) {
+    std::lock_guard lock(mutex_);
+    grace_ends_[logged.change.serial] = std::move(answer);
   }
   if (!node_ || !node_->propose(encode(logged))) {
-    if (answered) {
+    {
       std::lock_guard lock(mutex_);
-      pending_.erase(logged.origin.request);
+      if (answered) pending_.erase(logged.origin.request);
+      if (detach) grace_ends_.erase(logged.change.serial);
     }
     locks::Outcome refused;
     refused.status = locks::OutcomeStatus::kNotLeader;
@@ -119,6 +124,7 @@ void LockMachine::apply_change(const LoggedChange& logged) {
     };
   }
   locks::Outcome outcome = service_->apply(change, std::move(on_grant));
+  end_grace(change, outcome);
   if (change.kind == locks::ChangeKind::kTermStart) {
     std::lock_guard lock(mutex_);
     announced_ = logged.origin;
@@ -154,6 +160,28 @@ void LockMachine::apply_change(const LoggedChange& logged) {
     return;
   }
   answer(request, outcome, outcome.status != locks::OutcomeStatus::kQueued);
+}
+
+// On every member, so that the member whose connection detached the
+// session tells its watchers, whoever leads when the grace runs out.
+void LockMachine::end_grace(const locks::Change& change, const locks::Outcome& outcome) {
+  using Kind = locks::ChangeKind;
+  bool done = outcome.status == locks::OutcomeStatus::kDone;
+  std::string serial;
+  if (change.kind == Kind::kExpire && done) serial = change.serial;
+  if (change.kind == Kind::kResume && done) serial = locks::public_session_id(change.id);
+  // A session that kept no grace ended with its connection.
+  if (change.kind == Kind::kDetach && outcome.grace_ms <= 0) serial = change.serial;
+  if (serial.empty()) return;
+  locks::Answer told;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = grace_ends_.find(serial);
+    if (found == grace_ends_.end()) return;
+    told = std::move(found->second);
+    grace_ends_.erase(found);
+  }
+  if (change.kind == Kind::kExpire) told(outcome);
 }
 
 void LockMachine::answer(uint64_t request, const locks::Outcome& outcome, bool last) {

@@ -486,6 +486,34 @@ TEST_F(ClusterE2eTest, ANodeAddedCatchesUpAndVotesAndARemovedNodeLeaves) {
   EXPECT_EQ(holder.request("unlock kept"), "200 Released");
 }
 
+// The grace runs out on the leader, as a change in the log; the member whose
+// connection detached the session tells its `watch locks` watchers, as a
+// single server does.
+TEST_F(ClusterE2eTest, AGraceThatRunsOutIsReportedToWatchers) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client watcher;
+  ASSERT_TRUE(watcher.connect(nodes_[lead - 1]->port()));
+  ASSERT_EQ(watcher.request("watch locks"), "OK");
+  Client holder = lock_client(lead);
+  ASSERT_EQ(holder.request("set_timeout 200"), "200 Timeout set");
+  ASSERT_TRUE(acquired_token(holder.request("lock job")));
+  holder.close();
+  // Watch lines end with "\n" alone, as memcached's do.
+  std::string line;
+  while (line.find("grace_expired") == std::string::npos) {
+    std::optional<std::string> next = watcher.read_until("\n", 5s);
+    if (!next) break;
+    line = *next;
+  }
+  EXPECT_NE(line.find("type=lock_release name=job status=released reason=grace_expired"),
+            std::string::npos)
+      << line;
+  Client other = lock_client(lead);
+  EXPECT_TRUE(acquired_token(other.request("lock job")));
+}
+
 TEST_F(ClusterE2eTest, AServerWithoutAClusterHasNoMembersToChange) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--lock_port=-1"}));

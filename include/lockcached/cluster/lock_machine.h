@@ -102,6 +102,9 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   // Hands `outcome` to the connection waiting for `request` (0: none);
   // `last`: it waits for nothing more.
   void answer(uint64_t request, const locks::Outcome& outcome, bool last);
+  // Tells a detach's answer that the session's grace ran out (or forgets it:
+  // resumed, or no grace at all).
+  void end_grace(const locks::Change& change, const locks::Outcome& outcome);
   // The leader's own change (a timer's, its first), answered to `request`.
   void propose(const locks::Change& change, uint64_t request = 0);
   void arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms);
@@ -116,8 +119,11 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   EntryClock clock_;
   consensus::RaftNode* node_ = nullptr;
 
-  mutable std::mutex mutex_;  // guards pending_, status_ and announced_
+  mutable std::mutex mutex_;  // guards pending_, grace_ends_, status_ and announced_
   std::unordered_map<uint64_t, Pending> pending_;
+  // By session serial: the answer of a detach from here, told when the
+  // session's grace runs out (`watch locks`).
+  std::unordered_map<std::string, locks::Answer> grace_ends_;
   consensus::RaftStatus status_;
   Origin announced_;  // the last leader that announced itself (kTermStart)
   Addresses announced_addresses_;
