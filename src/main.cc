@@ -261,6 +261,13 @@ FlagProblem check_cluster_flags() {
     return {"cluster_secret_file", "is needed with --cluster: the cluster port must let only "
                                    "members in"};
   }
+  if (!FLAGS_user.empty() && lockcached::server::user_exists(FLAGS_user)) {
+    std::string stranger = lockcached::server::not_owned_by(FLAGS_user, FLAGS_data_dir);
+    if (!stranger.empty()) {
+      return {"data_dir", stranger + " is not owned by --user " + FLAGS_user + ": chown -R " +
+                              FLAGS_user + " " + FLAGS_data_dir};
+    }
+  }
   // One way to run a cluster: the leader is the master.
   if (!FLAGS_virtual_ip.empty()) return {"virtual_ip", "cannot be used with --cluster"};
   if (FLAGS_lock_port == 0) return {"lock_port", "cannot be 0 with --cluster"};

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace lockcached::server {
 
@@ -101,6 +103,20 @@ bool PidFile::write(const std::string& path, std::string* error) {
 
 bool user_exists(const std::string& user) {
   return getpwnam(user.c_str()) != nullptr;
+}
+
+std::string not_owned_by(const std::string& user, const std::string& dir) {
+  const passwd* entry = getpwnam(user.c_str());
+  if (entry == nullptr) return dir;
+  auto owned = [uid = entry->pw_uid](const std::filesystem::path& path) {
+    struct stat info{};
+    return lstat(path.c_str(), &info) == 0 && info.st_uid == uid;
+  };
+  if (!owned(dir)) return dir;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(dir, error))
+    if (!owned(file.path())) return file.path().string();
+  return error ? dir : "";
 }
 
 bool drop_privileges(const std::string& user, std::string* error) {

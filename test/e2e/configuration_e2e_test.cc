@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <poll.h>
+#include <pwd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -218,6 +219,24 @@ TEST(ConfigurationE2e, ClusterFlagsAreChecked) {
   expect_configuration_error({"--port=0", cluster, "--node_id=1",
                               "--data_dir=" + dir.path().string()},
                              "--cluster_secret_file: is needed with --cluster");
+
+  // --user: the server opens its log as root and writes it as that user.
+  fs::path data = dir.path() / "data";
+  fs::create_directories(data / "raft");
+  std::vector<std::string> as_nobody = {"--port=0", cluster, "--node_id=1",
+                                        "--data_dir=" + data.string(), "--user=nobody",
+                                        "--cluster_secret_file=" + short_secret.string()};
+  expect_configuration_error(as_nobody, "--data_dir: " + data.string() +
+                                            " is not owned by --user nobody: chown -R nobody " +
+                                            data.string());
+  ASSERT_EQ(chown(data.c_str(), getpwnam("nobody")->pw_uid, 0), 0);
+  expect_configuration_error(as_nobody, "--data_dir: " + (data / "raft").string() +
+                                            " is not owned by --user nobody: chown -R nobody " +
+                                            data.string());
+  ASSERT_EQ(chown((data / "raft").c_str(), getpwnam("nobody")->pw_uid, 0), 0);
+  // Past the check: the next problem is the secret's.
+  expect_configuration_error(as_nobody, "--cluster_secret_file: " + short_secret.string() +
+                                            ": the secret must be 16 bytes or more");
 }
 
 TEST(ConfigurationE2e, AMissingFlagfileStopsTheStart) {

@@ -50,6 +50,10 @@ class PidFile {
 bool user_exists(const std::string& user);
 // Becomes `user` (after the ports are bound); empty: stays, warning as root.
 bool drop_privileges(const std::string& user, std::string* error);
+// The first of `dir` and the files in it that `user` does not own; empty
+// when it owns them all. A server that drops to --user after it opened its
+// Raft data directory as root could not write its next log segment there.
+std::string not_owned_by(const std::string& user, const std::string& dir);
 // Every connection is a descriptor: raise the soft limit towards `wanted`.
 // Returns the limit in force.
 unsigned long raise_descriptor_limit(unsigned long wanted);
