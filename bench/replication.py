@@ -8,39 +8,22 @@
                load generator this project did not write, in workload 1's
                shape (32 concurrent, 16-byte keys, 32 B values, 10% sets):
                the cross-check of workload1's ratio;
-  lockservice  lock-service lock + unlock (`lock NAME`, `unlock NAME` on the
-               lock port, lockcached-loadgen --mode=lockservice) with one
-               synchronous replica and with none: every grant and release is
-               answered only once the replica acked it, so this is where a
-               replica costs the most;
   sync         how long a new replica takes to receive one million items.
 
-The first three run in paired rounds (both setups back to back, the order
+Only the cache is replicated (--virtual_ip does not replicate the lock
+service since issue 30; bench/lock_compare.py measures a Raft cluster's).
+
+The first two run in paired rounds (both setups back to back, the order
 alternating) and report medians, and as the ratio the median of the
 per-round ratios (one replica / none), as bench/compare does: on a machine
 whose speed drifts, a ratio within a round is steadier than a ratio of two
 medians.
 
-The lock service runs with 32 connections, depth 1, each connection on
-names of its own (no lock is ever contended), as bench/compare's workload
-6a, so the two results can be set side by side. Depth 1 is how a lock
-client works (it waits for the grant before it does anything), and 32 busy
-connections keep the master busy: with one connection the run would only
-measure one master-replica round trip per request, while with 32 the
-master's replication thread can send the frames of many changes at once and
-one ack confirms them all, which is the throughput a loaded lock server
-keeps. `--lock-connections 1` measures the unloaded latency instead. Every
-lock-service run starts a fresh master: the load generator's last locks stay
-held for their sessions' 30 s grace period after it disconnects, and would
-answer the next run's first locks of the same names with 409.
-
 Before every "one replica" run the script waits until the master reports
 `replicas 1` and `replica:0:state streaming` and the replica holds as many
 items as the master; after it, it checks that the replica is still attached
-and streaming, that the master dropped no replica and timed out no lock
-change (`replicas_dropped`, `sync_timeouts`), and, for the lock service,
-that the replica applied at least two frames (grant, release) per lock +
-unlock. A "none" run checks `replicas 0`. Any error reply the load
+and streaming, and that the master dropped no replica
+(`replicas_dropped`). A "none" run checks `replicas 0`. Any error reply the load
 generators saw fails the run.
 
 As root (network namespaces, as test/ha does: the master holds the virtual
@@ -48,7 +31,7 @@ IP in one, the replica runs in another, the load generator in a third),
 after building build/lockcached and build/bench/lockcached-loadgen:
 
     python3 bench/replication.py [--rounds 5] [--duration 10] [--items 1000000]
-                                 [--only workload1,memcaslap,lockservice,sync]
+                                 [--only workload1,memcaslap,sync]
 
 The master (`--threads=1`) is pinned to CPU 0; with 3 CPUs or more the
 replica gets CPU 1 and the load generator the rest, on 2 CPUs they share
@@ -73,7 +56,7 @@ import netns  # noqa: E402
 
 MASTER, REPLICA, LOADGEN = 0, 1, 2
 NONE, ONE = "none", "one replica"
-PARTS = ("workload1", "memcaslap", "lockservice", "sync")
+PARTS = ("workload1", "memcaslap", "sync")
 # memcaslap's config: 16-byte keys, 32 B values, 10% sets, 90% gets (as bench/compare).
 MEMCASLAP_CONFIG = "key\n16 16 1\nvalue\n32 32 1\ncmd\n0 0.1\n1 0.9\n"
 
@@ -115,7 +98,7 @@ class Bench:
         self.servers.start(node, prefix=["taskset", "-c", self.pin[node]])
 
     def fresh_master(self):
-        """A new master with an empty store and lock service, no replica."""
+        """A new master with an empty store, no replica."""
         if REPLICA in self.servers.processes:
             self.servers.kill(REPLICA)
         if MASTER in self.servers.processes:
@@ -196,8 +179,7 @@ class Bench:
     def counters(self, setup):
         """The master's replication counters before a run of `setup`, checked."""
         master = self.servers.replication(MASTER)
-        counters = {"dropped": int(master["replicas_dropped"]),
-                    "sync_timeouts": int(master["sync_timeouts"])}
+        counters = {"dropped": int(master["replicas_dropped"])}
         if setup == NONE:
             if master["replicas"] != "0":
                 raise AssertionError("a replica is attached in a 'none' run: %s" % master)
@@ -205,29 +187,25 @@ class Bench:
         if master["replicas"] != "1" or master["replica:0:state"] != "streaming":
             raise AssertionError("the replica is not streaming: %s" % master)
         counters["bytes_acked"] = int(master["replica:0:bytes_acked"])
-        counters["frames_applied"] = int(self.servers.replication(REPLICA)["frames_applied"])
         return counters
 
     def check_after(self, setup, before):
         """The setup held through the run: returns the replica's progress."""
         after = self.counters(setup)  # raises when the replica left or a replica came
-        if after["dropped"] != before["dropped"] or after["sync_timeouts"] != before[
-                "sync_timeouts"]:
-            raise AssertionError("the master dropped a replica or timed out a lock change "
-                                 "during the run: before %s, after %s" % (before, after))
+        if after["dropped"] != before["dropped"]:
+            raise AssertionError("the master dropped a replica during the run: before %s, "
+                                 "after %s" % (before, after))
         if setup == NONE:
             return {}
-        return {"bytes_acked": after["bytes_acked"] - before["bytes_acked"],
-                "frames_applied": after["frames_applied"] - before["frames_applied"]}
+        return {"bytes_acked": after["bytes_acked"] - before["bytes_acked"]}
 
 
-def paired_rounds(bench, rounds, run, describe, check=None, fresh_master=False,
-                  catch_up=True):
+def paired_rounds(bench, rounds, run, describe, fresh_master=False):
     """Runs both setups each round, the order alternating: run() gives a
-    result, check(setup, result, progress) may refuse it, describe(result,
-    progress) is the round's line. Before each run the setup is checked
-    (bench.counters), after it that it held (bench.check_after); with
-    `catch_up` the replica must then hold what the master holds."""
+    result, describe(result, progress) is the round's line. Before each run
+    the setup is checked (bench.counters), after it that it held
+    (bench.check_after), and the replica must then hold what the master
+    holds."""
     results = {NONE: [], ONE: []}
     for round_number in range(rounds):
         for setup in setups(round_number):
@@ -238,12 +216,9 @@ def paired_rounds(bench, rounds, run, describe, check=None, fresh_master=False,
             before = bench.counters(setup)
             result = run()
             progress = bench.check_after(setup, before)
-            if check:
-                check(setup, result, progress)
             if setup == ONE:
-                if catch_up:
-                    haclient.eventually(lambda: bench.replica_streaming(), 30,
-                                        "the replica caught up after the run")
+                haclient.eventually(lambda: bench.replica_streaming(), 30,
+                                    "the replica caught up after the run")
                 bench.detach_replica()
             results[setup].append(result)
             print("  round %d, %s: %s" % (round_number + 1, setup, describe(result, progress)),
@@ -283,33 +258,6 @@ def memcaslap_rounds(bench, rounds, duration):
         fresh_master=True)
 
 
-def lock_service(bench, rounds, duration, connections):
-    flags = ["--mode=lockservice", "--connections=%d" % connections, "--depth=1",
-             "--duration_s=%g" % duration]
-
-    def check(setup, result, progress):
-        if result["cycles"] == 0:
-            raise AssertionError("no lock + unlock completed: %s" % result)
-        result["server_cpu_us_per_cycle"] = result["server_cpu_s"] * 1e6 / result["cycles"]
-        if setup == ONE and progress["frames_applied"] < 2 * result["cycles"]:
-            raise AssertionError("the replica applied %d frames for %d lock + unlock cycles"
-                                 % (progress["frames_applied"], result["cycles"]))
-
-    def describe(result, progress):
-        return ("%.0f lock+unlock/s, p50 %.0f us, p99 %.0f us, master %.2f us CPU per "
-                "lock+unlock, load generator %.0f%% busy%s"
-                % (result["cycles_per_s"], result["cycle_p50_us"], result["cycle_p99_us"],
-                   result["server_cpu_us_per_cycle"],
-                   100 * result["loadgen_cpu_s"] / result["seconds"],
-                   ", replica applied %d frames (%.1f per lock+unlock)"
-                   % (progress["frames_applied"], progress["frames_applied"] / result["cycles"])
-                   if progress else ""))
-
-    # A fresh master every run: see the docstring (locks in their grace period).
-    return paired_rounds(bench, rounds, lambda: bench.loadgen(*flags, port=haclient.LOCK_PORT),
-                         describe, check, fresh_master=True, catch_up=False)
-
-
 def time_to_sync(bench, items):
     bench.fresh_master()  # an empty store to fill
     bench.loadgen("--preload_only", "--keys=%d" % items, "--value_size=32")
@@ -341,8 +289,6 @@ def main():
     parser.add_argument("--duration", type=float, default=10)
     parser.add_argument("--items", type=int, default=1000000,
                         help="items for the sync part (default 1,000,000)")
-    parser.add_argument("--lock-connections", type=int, default=32,
-                        help="lock-service connections (default 32)")
     parser.add_argument("--only", type=parse_parts, default=list(PARTS),
                         help="comma-separated parts to run: %s (default: all)" % ",".join(PARTS))
     parser.add_argument("--build-dir", default=os.path.join(HERE, "..", "build"))
@@ -371,19 +317,6 @@ def main():
                              paired(results, "ops_per_s")))
                 rows.append(("workload 1, memcaslap: master CPU per request (us)", "%.2f",
                              paired(results, "server_cpu_us_per_op")))
-            if "lockservice" in args.only:
-                print("lock service, %d connections, distinct names, %d paired rounds of %g s:"
-                      % (args.lock_connections, args.rounds, args.duration))
-                results = lock_service(bench, args.rounds, args.duration, args.lock_connections)
-                label = "lock service (%d conns, distinct names)" % args.lock_connections
-                rows.append((label + ": lock+unlock/s", "%.0f",
-                             paired(results, "cycles_per_s")))
-                rows.append((label + ": lock+unlock p50 (us)", "%.0f",
-                             paired(results, "cycle_p50_us")))
-                rows.append((label + ": lock+unlock p99 (us)", "%.0f",
-                             paired(results, "cycle_p99_us")))
-                rows.append((label + ": master CPU per lock+unlock (us)", "%.2f",
-                             paired(results, "server_cpu_us_per_cycle")))
             if "sync" in args.only:
                 sync_seconds = time_to_sync(bench, args.items)
         finally:

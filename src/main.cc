@@ -65,8 +65,10 @@ DEFINE_uint64(lock_service_max_locks_per_session, 10000,
 DEFINE_uint64(lock_service_max_names, 1000000,
               "Named locks that may exist in the lock service at once (0: no limit)");
 DEFINE_string(virtual_ip, "",
-              "Replication (docs/high-availability.md): the address keepalived moves; the node "
-              "holding it is the master, the others read-only replicas (empty: no replication)");
+              "Cache replication (docs/high-availability.md): the address keepalived moves; the "
+              "node holding it is the master, the others read-only replicas (empty: no "
+              "replication). The lock service is not replicated: a new master starts it empty; "
+              "for a replicated one, use --cluster");
 DEFINE_int32(repl_port, 11213, "TCP port, on the virtual IP, where replicas connect to the master");
 DEFINE_int32(repl_buffer_size, 30,
              "Megabytes of changes the master keeps for one replica; a replica further behind is "
@@ -117,9 +119,6 @@ DEFINE_bool(cluster_join, false,
 DEFINE_int32(election_timeout_ms, 1000,
              "With --cluster: a follower that hears no leader for 1-2 times this stands for "
              "election; a leader that hears no majority for this long steps down");
-DEFINE_int32(repl_sync_timeout_ms, 1000,
-             "Milliseconds a lock-service change waits for a replica's ack; a replica that "
-             "misses it is dropped and resyncs, and the change is confirmed without it");
 
 #ifdef LOCKCACHED_WITH_JEMALLOC
 // jemalloc reads this at start-up. Freed pages stay for reuse about a
@@ -153,8 +152,7 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"Cluster (Raft)",
      {"cluster", "node_id", "data_dir", "cluster_secret_file", "cluster_join",
       "election_timeout_ms"}},
-    {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout",
-                     "repl_sync_timeout_ms"}},
+    {"Replication", {"virtual_ip", "repl_port", "repl_buffer_size", "repl_timeout"}},
     {"TLS", {"tls", "tls_port", "lock_tls_port", "tls_cert_file", "tls_key_file", "tls_ca_file",
              "tls_verify_client", "tls_min_version", "tls_ciphers", "tls_handshake_timeout"}},
     {"Authentication", {"auth_file", "enable_sasl"}},
@@ -309,9 +307,6 @@ FlagProblem check_flags() {
   if (FLAGS_repl_timeout < 2 || FLAGS_repl_timeout > 3600) {
     return {"repl_timeout", "must be 2..3600"};
   }
-  if (FLAGS_repl_sync_timeout_ms < 1 || FLAGS_repl_sync_timeout_ms > 60000) {
-    return {"repl_sync_timeout_ms", "must be 1..60000"};
-  }
   if (FlagProblem problem = check_cluster_flags(); !problem.flag.empty()) return problem;
   if (FlagProblem problem = check_tls_flags(); !problem.flag.empty()) return problem;
   if (FLAGS_enable_sasl && FLAGS_auth_file.empty()) {
@@ -404,7 +399,6 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.repl_port = static_cast<uint16_t>(FLAGS_repl_port);
   settings.repl_buffer_size = static_cast<size_t>(FLAGS_repl_buffer_size) << 20;
   settings.repl_timeout_seconds = FLAGS_repl_timeout;
-  settings.repl_sync_timeout_ms = FLAGS_repl_sync_timeout_ms;
   settings.tls = FLAGS_tls;
   settings.tls_port = FLAGS_tls_port;
   settings.lock_tls_port = FLAGS_lock_tls_port;

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <functional>
 
-#include <glog/logging.h>
-
 #include "lockcached/locks/lock_change.h"
 
 namespace lockcached::locks {
@@ -95,17 +93,10 @@ std::shared_ptr<Session> LockService::find_session(std::string_view serial) cons
 std::shared_ptr<Session> LockService::create_session(ClientInfo client, std::string secret) {
   if (secret.empty()) secret = make_session_secret();  // a system call: outside the lock
   std::lock_guard lock(sessions_mutex_);
-  // A serial can be taken already by a session adopted from another master.
-  std::string serial;
-  do {
-    serial = session_serial(++next_session_);
-  } while (sessions_.contains(serial));
+  std::string serial = session_serial(++next_session_);
   auto session = std::make_shared<Session>(serial + '-' + secret);
   session->client = std::move(client);  // nobody else sees it yet
   sessions_.emplace(std::move(serial), session);
-  if (LockChangeListener* listener = this->listener()) {
-    listener->on_session(session->id, session->grace_ms);
-  }
   return session;
 }
 
@@ -116,7 +107,7 @@ std::shared_ptr<Session> LockService::resume_session(std::string_view id, Client
   auto found = sessions_.find(std::string(asked->serial));
   if (found == sessions_.end()) return nullptr;
   std::shared_ptr<Session> session = found->second;
-  // An adopted id of another shape has no secret, and cannot be resumed.
+  // An id of another shape (from a broken snapshot) has no secret to match.
   std::optional<SessionIdParts> own = split_session_id(session->id);
   if (!own || !constant_time_equal(own->secret, asked->secret)) return nullptr;
   std::lock_guard session_lock(session->mutex);
@@ -131,8 +122,7 @@ std::shared_ptr<Session> LockService::resume_session(std::string_view id, Client
 
 void LockService::discard_session(const std::shared_ptr<Session>& session) {
   std::lock_guard lock(sessions_mutex_);
-  if (!unregister_locked(*session)) return;
-  if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
+  unregister_locked(*session);
 }
 
 int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* detachment) {
@@ -172,7 +162,6 @@ std::vector<std::string> LockService::expire(const std::shared_ptr<Session>& ses
     released.assign(session->held.begin(), session->held.end());
     ++session->detachments;  // expired once: a repeated call finds nothing to do
     unregister_locked(*session);
-    if (LockChangeListener* listener = this->listener()) listener->on_session_end(session->id);
     --in_grace_;
     leave_empty_in_grace(*session);
   }
@@ -180,30 +169,17 @@ std::vector<std::string> LockService::expire(const std::shared_ptr<Session>& ses
   return released;
 }
 
-// Under sessions_mutex_ like every change of the registry, so that its
-// report is ordered against the session's creation and end.
 void LockService::set_grace(const std::shared_ptr<Session>& session, int64_t grace_ms) {
-  std::lock_guard lock(sessions_mutex_);
   std::lock_guard session_lock(session->mutex);
   session->grace_ms = grace_ms;
-  LockChangeListener* listener = this->listener();
-  if (!listener) return;
-  // An ended session must stay ended on a replica.
-  if (registered_locked(*session)) listener->on_session(session->id, grace_ms);
 }
 
-bool LockService::registered_locked(const Session& session) const {
+// Only the session itself, never whatever has its serial now: replace_state
+// registers new objects under the serials of old ones that a connection may
+// still hold.
+void LockService::unregister_locked(const Session& session) {
   auto found = sessions_.find(std::string(session.public_id()));
-  return found != sessions_.end() && found->second.get() == &session;
-}
-
-// Only the session itself, never whatever has its serial now: a serial
-// names one live session, but an ended session's serial can be handed out
-// again (create_session skips only the serials in use).
-bool LockService::unregister_locked(const Session& session) {
-  if (!registered_locked(session)) return false;
-  sessions_.erase(std::string(session.public_id()));
-  return true;
+  if (found != sessions_.end() && found->second.get() == &session) sessions_.erase(found);
 }
 
 void LockService::leave_empty_in_grace(Session& session) {
@@ -215,13 +191,8 @@ void LockService::leave_empty_in_grace(Session& session) {
 void LockService::take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
                        bool was_waiting) {
   grants_.fetch_add(1, std::memory_order_relaxed);
-  hold(entry, session, name, next_token_.fetch_add(1, std::memory_order_relaxed) + 1, was_waiting);
-}
-
-void LockService::hold(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
-                       uint64_t token, bool was_waiting) {
   entry.owner = session;
-  entry.token = token;
+  entry.token = next_token_.fetch_add(1, std::memory_order_relaxed) + 1;
   entry.acquired_ms = clock_.now_ms();
   held_.fetch_add(1, std::memory_order_relaxed);
   {
@@ -232,7 +203,6 @@ void LockService::hold(Entry& entry, const std::shared_ptr<Session>& session, st
       session->wait.reset();
     }
   }
-  if (LockChangeListener* listener = this->listener()) listener->on_grant(name, session->id, token);
 }
 
 bool LockService::session_full(const Session& session) const {
@@ -324,8 +294,10 @@ bool LockService::cancel_session_wait(const std::shared_ptr<Session>& session, b
 }
 
 void LockService::raise_token_floor(uint64_t token) {
-  std::lock_guard lock(sessions_mutex_);
-  raise_floor_locked(token);
+  uint64_t current = next_token_.load(std::memory_order_relaxed);
+  while (current < token &&
+         !next_token_.compare_exchange_weak(current, token, std::memory_order_relaxed)) {
+  }
 }
 
 void LockService::pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
@@ -355,7 +327,6 @@ bool LockService::release_locked(const std::shared_ptr<Session>& session, std::s
     std::lock_guard session_lock(session->mutex);
     session->held.erase(std::string(name));
   }
-  if (LockChangeListener* listener = this->listener()) listener->on_release(name, session->id);
   pass_on(shard, entry, grants);
   return true;
 }
@@ -428,109 +399,6 @@ std::unordered_map<uint64_t, size_t> LockService::locks_by_connection() const {
     }
   }
   return counts;
-}
-
-void LockService::set_change_listener(LockChangeListener* listener) {
-  listener_.store(listener, std::memory_order_release);
-  // Every call reads the listener under sessions_mutex_ or a shard lock and
-  // returns before releasing it: once each has been taken once, none is in
-  // progress.
-  { std::lock_guard lock(sessions_mutex_); }
-  for (size_t i = 0; i < kShards; ++i)
-    std::lock_guard lock(shards_[i].mutex);
-}
-
-void LockService::set_replication_barrier(std::shared_ptr<ReplicationBarrier> barrier) {
-  std::lock_guard lock(barrier_mutex_);
-  has_barrier_.store(barrier != nullptr, std::memory_order_release);
-  barrier_ = std::move(barrier);
-}
-
-std::shared_ptr<ReplicationBarrier> LockService::replication_barrier() const {
-  if (!has_barrier_.load(std::memory_order_acquire)) return nullptr;
-  std::lock_guard lock(barrier_mutex_);
-  return barrier_;
-}
-
-uint64_t LockService::snapshot(uint64_t cursor, LockChangeListener& out) const {
-  if (cursor == 0) {
-    send_sessions(out);
-    return 1;
-  }
-  if (cursor > kShards) return kSnapshotDone;
-  const Shard& shard = shards_[cursor - 1];
-  {
-    std::lock_guard lock(shard.mutex);
-    for (const auto& [name, entry] : shard.entries)
-      out.on_grant(name, entry.owner->id, entry.token);
-  }
-  return cursor == kShards ? kSnapshotDone : cursor + 1;
-}
-
-// The high-water mark is read after set_change_listener took every shard
-// lock, so it covers every token drawn (under a shard lock) before that.
-void LockService::send_sessions(LockChangeListener& out) const {
-  std::lock_guard lock(sessions_mutex_);
-  out.on_token_floor(next_token_.load(std::memory_order_relaxed));
-  for (const auto& [serial, session] : sessions_) {
-    int64_t grace_ms;
-    {
-      std::lock_guard session_lock(session->mutex);
-      grace_ms = session->grace_ms;
-    }
-    out.on_session(session->id, grace_ms);  // whole: a resume on a new master needs it
-  }
-}
-
-bool LockService::adopt(const LockState& state, std::vector<Adopted>* in_grace) {
-  uint64_t floor = state.token_high_water;
-  for (const auto& [name, owner] : state.locks)
-    floor = std::max(floor, owner.token);
-  {
-    std::lock_guard lock(sessions_mutex_);
-    if (!sessions_.empty() || names_.load(std::memory_order_relaxed) != 0) return false;
-    raise_floor_locked(floor);
-  }
-  for (const auto& [id, saved] : state.sessions) {
-    std::shared_ptr<Session> session = adopt_session(id, saved);
-    if (!session) continue;
-    for (const std::string& name : saved.held) {
-      auto owner = state.locks.find(name);
-      if (owner != state.locks.end() && owner->second.session == id) {
-        adopt_lock(session, name, owner->second.token);
-      }
-    }
-    // As if its connection had just dropped: the same rules as any detach.
-    uint64_t detachment;
-    int64_t grace_ms = detach(session, &detachment);
-    if (grace_ms > 0) in_grace->push_back({std::move(session), detachment, grace_ms});
-  }
-  return true;
-}
-
-std::shared_ptr<Session> LockService::adopt_session(const std::string& id,
-                                                    const SessionState& saved) {
-  auto session = std::make_shared<Session>(id);
-  session->grace_ms = saved.grace_ms;
-  std::lock_guard lock(sessions_mutex_);
-  // One master gives every live session its own serial; two adopted ids
-  // with one serial mean a broken stream, and the registry keeps one.
-  if (!sessions_.emplace(std::string(session->public_id()), session).second) {
-    LOG(ERROR) << "lock service: two adopted sessions share a serial; one dropped";
-    return nullptr;
-  }
-  if (LockChangeListener* listener = this->listener()) listener->on_session(id, saved.grace_ms);
-  return session;
-}
-
-void LockService::adopt_lock(const std::shared_ptr<Session>& session, const std::string& name,
-                             uint64_t token) {
-  Shard& shard = shard_for(name);
-  std::lock_guard lock(shard.mutex);
-  auto [entry, created] = shard.entries.try_emplace(name);
-  if (!created) return;  // a LockState has one owner per name
-  names_.fetch_add(1, std::memory_order_relaxed);
-  hold(entry->second, session, name, token, false);
 }
 
 // Called with no change in progress (a cluster's thread applies them all).
@@ -667,16 +535,6 @@ void LockService::start_term(std::vector<Adopted>* in_grace) {
       grace_ms = session->grace_ms;
     }
     in_grace->push_back({session, detachment, grace_ms});
-  }
-}
-
-void LockService::raise_floor_locked(uint64_t token) {
-  uint64_t current = next_token_.load(std::memory_order_relaxed);
-  while (current < token &&
-         !next_token_.compare_exchange_weak(current, token, std::memory_order_relaxed)) {
-  }
-  if (LockChangeListener* listener = this->listener()) {
-    listener->on_token_floor(next_token_.load(std::memory_order_relaxed));
   }
 }
 

@@ -313,18 +313,18 @@ void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out
       return;
     case locks::ChangeKind::kRelease:
       if (!done) return out.append("403 Not held\r\n");
-      answer_change("200 Released\r\n", out);
+      confirm("200 Released\r\n", out);
       return;
     case locks::ChangeKind::kReleaseAll:
-      answer_change("200 Released\r\n", out);
+      confirm("200 Released\r\n", out);
       return;
     case locks::ChangeKind::kResume:
       if (!done) return out.append("403 Cannot resume\r\n");
       session_ = outcome.session;
-      answer_change("200 Resumed\r\n", out);
+      confirm("200 Resumed\r\n", out);
       return;
     case locks::ChangeKind::kSetGrace:
-      answer_change("200 Timeout set\r\n", out);
+      confirm("200 Timeout set\r\n", out);
       return;
     default:
       return;
@@ -344,52 +344,27 @@ void LockServiceProtocol::finish_acquire(const locks::Outcome& outcome, OutputQu
       break;
     case locks::OutcomeStatus::kBusy:
       report(waiting_ ? "lock_timeout" : "lock_busy", name, "");
-      out.append("409 Unavailable\r\n");  // nothing changed: nothing to replicate
+      out.append("409 Unavailable\r\n");
       break;
     default:
       report("lock_grant", name, token_field(outcome.token));
       pending_.reset();
       waiting_ = false;
-      answer_change(acquired_reply(outcome.token), out);
+      confirm(acquired_reply(outcome.token), out);
       return;
   }
   pending_.reset();
   waiting_ = false;
 }
 
-// The replicas must have a grant, a release or a session's change before
-// its client hears of it: a client that saw "200" keeps what it saw when
-// the master dies (docs/high-availability.md). Without replicas (a single
-// server, or a master alone) there is nothing to wait for.
-bool LockServiceProtocol::answer_change(std::string reply, OutputQueue& out) {
+// A demoted node retired the service the change was made on: its client
+// must not count on it, and reconnects to find the new master.
+void LockServiceProtocol::confirm(std::string_view reply, OutputQueue& out) {
   if (service().retired()) {
-    close_ = true;  // a demoted master: the change may exist nowhere else
-    return true;
-  }
-  std::shared_ptr<locks::ReplicationBarrier> barrier = service().replication_barrier();
-  if (barrier) {
-    replicating_ = true;
-    bool waits = barrier->after_replicated(
-        [reactor = &context_.reactor, self = std::weak_ptr(self_), reply](bool replicated) {
-          reactor->post([self, replicated, reply = std::move(reply)] {
-            if (auto alive = self.lock()) (*alive)->on_replicated(replicated, reply);
-          });
-        });
-    if (waits) return false;
-    replicating_ = false;
+    close_ = true;
+    return;
   }
   out.append(reply);
-  return true;
-}
-
-void LockServiceProtocol::on_replicated(bool replicated, const std::string& reply) {
-  replicating_ = false;
-  if (replicated) {
-    context_.out.append(reply);
-  } else {
-    close_ = true;  // this node is no longer the master: its client must find the new one
-  }
-  context_.on_async_reply();
 }
 
 void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
@@ -413,8 +388,7 @@ void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
 
 void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
   if (words.count == 1) {
-    // The id is worth something only once the replicas know the session.
-    answer_change("200 " + session_->id + "\r\n", out);
+    confirm("200 " + session_->id + "\r\n", out);
     return;
   }
   if (words.count != 2) return out.append("400 Too many arguments\r\n");

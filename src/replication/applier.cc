@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "lockcached/replication/encoder.h"
-#include "lockcached/replication/lock_stream.h"
 
 namespace lockcached::replication {
 namespace {
@@ -15,6 +14,21 @@ uint32_t u32_at(const char* bytes) {
   uint32_t big;
   std::memcpy(&big, bytes, sizeof big);
   return be32toh(big);
+}
+
+// Masters before issue 30 also streamed their lock service, under these
+// opcodes (which memcached leaves unassigned), each frame at most 8 bytes
+// of extras, a lock name and a session id. Such a master still sends them
+// during a rolling upgrade: a replica skips them, so that it keeps the
+// cache it follows (refusing them would make it resync from the old master
+// forever), and counts their bytes in the position it acks, as the old
+// master counts them.
+constexpr uint8_t kOldLockFirst = 0xe0;
+constexpr uint8_t kOldLockLast = 0xe4;
+constexpr size_t kOldLockMaxBody = 8 + 2 * store::kMaxKeyLength;
+
+bool is_old_lock_frame(uint8_t opcode) {
+  return opcode >= kOldLockFirst && opcode <= kOldLockLast;
 }
 
 // What the body holds beyond extras and key; call once they fit in it.
@@ -39,19 +53,19 @@ const char* check_shape(const protocol::binary::Header& h) {
     case wire::kNoop:
       return h.body_length == 0 ? nullptr : "malformed Noop";
     default:
-      return "opcode not in a replication stream";
+      if (!is_old_lock_frame(h.opcode)) return "opcode not in a replication stream";
+      return h.body_length <= kOldLockMaxBody ? nullptr : "malformed lock frame";
   }
 }
 
 }  // namespace
 
 // The largest valid body: SetQ extras, the longest key, the largest value
-// (or a lock frame's, should the store's items be smaller).
-Applier::Applier(store::Store& store, locks::LockChangeListener* locks)
+// (or an old lock frame's, should the store's items be smaller).
+Applier::Applier(store::Store& store)
     : store_(store),
-      locks_(locks),
       max_body_(std::max(wire::kSetExtras + store::kMaxKeyLength + store.max_item_size(),
-                         wire::kLockMaxBody)) {}
+                         kOldLockMaxBody)) {}
 
 bool Applier::feed(std::string_view bytes) {
   if (*error_) return false;
@@ -102,8 +116,7 @@ size_t Applier::check_header(const char* header) {
   if (size_t{h.extras_length} + h.key_length > h.body_length) {
     return reject("key and extras exceed body");
   }
-  bool lock_frame = locks_ && wire::is_lock_frame(h.opcode);
-  if (const char* why = lock_frame ? check_lock_header(h) : check_shape(h)) return reject(why);
+  if (const char* why = check_shape(h)) return reject(why);
   if (value_length(h) > store_.max_item_size()) return reject("value larger than the largest item");
   return wire::kHeaderSize + h.body_length;
 }
@@ -125,11 +138,7 @@ void Applier::apply(std::string_view frame) {
     case wire::kFlushQ:
       apply_flush(extras);
       break;
-    case wire::kNoop:
-      break;
-    default:  // a lock frame: check_header let it in only with locks_
-      if (const char* why = apply_lock_frame(h, extras, key, value, *locks_)) fail(why);
-      ++lock_frames_applied_;
+    default:  // a Noop, or an old master's lock frame (check_shape): nothing to do
       break;
   }
   if (*error_) return;

@@ -34,9 +34,8 @@ constexpr size_t kMaxLagSamples = 4096;
 
 // Hands every change to each follower's buffer. Immutable: a replica that
 // comes or goes gets a new FanOut (install_fan_out_locked), so a change
-// takes no lock beyond the shard's (or the lock service's) and the
-// buffers' own.
-class Master::FanOut final : public store::ChangeListener, public locks::LockChangeListener {
+// takes no lock beyond the shard's and the buffers' own.
+class Master::FanOut final : public store::ChangeListener {
  public:
   explicit FanOut(std::vector<ReplicaBuffer*> buffers) : buffers_(std::move(buffers)) {}
   void on_store(const store::Item& item) override {
@@ -51,58 +50,9 @@ class Master::FanOut final : public store::ChangeListener, public locks::LockCha
     for (ReplicaBuffer* buffer : buffers_)
       buffer->on_flush(moment);
   }
-  void on_session(std::string_view id, int64_t grace_ms) override {
-    for (ReplicaBuffer* buffer : buffers_)
-      buffer->on_session(id, grace_ms);
-  }
-  void on_session_end(std::string_view id) override {
-    for (ReplicaBuffer* buffer : buffers_)
-      buffer->on_session_end(id);
-  }
-  void on_grant(std::string_view name, std::string_view session_id, uint64_t token) override {
-    for (ReplicaBuffer* buffer : buffers_)
-      buffer->on_grant(name, session_id, token);
-  }
-  void on_release(std::string_view name, std::string_view session_id) override {
-    for (ReplicaBuffer* buffer : buffers_)
-      buffer->on_release(name, session_id);
-  }
-  void on_token_floor(uint64_t token) override {
-    for (ReplicaBuffer* buffer : buffers_)
-      buffer->on_token_floor(token);
-  }
 
  private:
   const std::vector<ReplicaBuffer*> buffers_;
-};
-
-// What the lock service's clients wait on. Shared with the callers in the
-// middle of a call, so it outlives the Master, which detaches it first:
-// a call that comes later fails at once.
-class Master::Barrier final : public locks::ReplicationBarrier {
- public:
-  explicit Barrier(Master& master) : master_(&master) {}
-  bool after_replicated(std::function<void(bool)> done) override {
-    std::lock_guard lock(mutex_);
-    if (!master_) {
-      done(false);
-      return true;
-    }
-    return master_->sync(std::move(done));
-  }
-  void detach() {
-    std::lock_guard lock(mutex_);
-    master_ = nullptr;
-  }
-  // On the replication thread, where the Master lives and dies.
-  void send_now() {
-    std::lock_guard lock(mutex_);
-    if (master_) master_->pump_all();
-  }
-
- private:
-  std::mutex mutex_;
-  Master* master_;
 };
 
 class Master::Acceptor final : public net::EventHandler {
@@ -118,9 +68,8 @@ class Master::Acceptor final : public net::EventHandler {
 // bytes taken from the buffer that the socket has not accepted yet.
 class Master::Follower final : public net::EventHandler {
  public:
-  Follower(Master& master, int fd, uint64_t id)
+  Follower(Master& master, int fd)
       : master_(master),
-        id_(id),
         fd_(fd),
         address_(net::peer_name(fd)),
         buffer_(master.store_.clock(), master.settings_.buffer_limit),
@@ -131,7 +80,6 @@ class Master::Follower final : public net::EventHandler {
   ~Follower() override { close_socket(); }
 
   bool start() { return master_.reactor_.add(fd_, EPOLLIN | EPOLLOUT, this); }
-  uint64_t id() const { return id_; }
   ReplicaBuffer& buffer() { return buffer_; }
   uint64_t acked() const { return bytes_acked_.load(std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
@@ -232,7 +180,6 @@ class Master::Follower final : public net::EventHandler {
     }
     bytes_acked_.store(answers_.bytes_applied(), std::memory_order_relaxed);
     forget_acked_samples();
-    master_.complete_syncs();
   }
 
   // Every kLagSampleMs while changes come: the stream position and when it
@@ -264,7 +211,6 @@ class Master::Follower final : public net::EventHandler {
   }
 
   Master& master_;
-  const uint64_t id_;
   int fd_;
   const std::string address_;
   ReplicaBuffer buffer_;
@@ -285,38 +231,24 @@ class Master::Follower final : public net::EventHandler {
   std::atomic<int64_t> behind_since_ms_{-1};
 };
 
-Master::Master(net::Reactor& reactor, store::Store& store, locks::LockService* locks,
-               MasterSettings settings)
+Master::Master(net::Reactor& reactor, store::Store& store, MasterSettings settings)
     : reactor_(reactor),
       store_(store),
-      locks_(locks),
       settings_(std::move(settings)),
       // A piece must fit in a buffer with room to spare, even of the
       // largest items: at most a quarter of it.
       piece_items_(std::clamp<size_t>(settings_.buffer_limit / 4 / store.max_item_size(), 1,
-                                      Snapshot::kPieceItems)),
-      barrier_(std::make_shared<Barrier>(*this)) {
-  if (locks_) locks_->set_replication_barrier(barrier_);
-}
+                                      Snapshot::kPieceItems)) {}
 
 Master::~Master() {
-  if (locks_) locks_->set_replication_barrier(nullptr);
-  barrier_->detach();  // returns once no call is in progress
   store_.set_change_listener(nullptr);
-  if (locks_) locks_->set_change_listener(nullptr);
   if (listen_fd_ >= 0) {
     reactor_.remove(listen_fd_);
     ::close(listen_fd_);
   }
-  std::vector<PendingSync> failed;
-  {
-    std::lock_guard lock(mutex_);
-    followers_.clear();
-    dropped_.clear();
-    failed.swap(syncs_);
-  }
-  for (PendingSync& sync : failed)
-    sync.done(false);
+  std::lock_guard lock(mutex_);
+  followers_.clear();
+  dropped_.clear();
 }
 
 bool Master::listen(std::string* error) {
@@ -345,17 +277,11 @@ void Master::accept() {
     Follower* raw;
     {
       std::lock_guard lock(mutex_);
-      followers_.push_back(std::make_unique<Follower>(*this, fd, next_follower_id_++));
+      followers_.push_back(std::make_unique<Follower>(*this, fd));
       raw = followers_.back().get();
       // The rule of replication/snapshot.h: its buffer hears every change
       // from here on, before the snapshot's first piece is taken.
       install_fan_out_locked();
-      // The lock service's state goes whole, before a lock change can wait
-      // for this replica (sync() looks under mutex_): once a change waits
-      // for it, the change is in its buffer, by the stream or this walk.
-      uint64_t cursor = locks_ ? 0 : locks::LockService::kSnapshotDone;
-      while (cursor != locks::LockService::kSnapshotDone)
-        cursor = locks_->snapshot(cursor, raw->buffer());
     }
     LOG(INFO) << "replication: replica " << raw->address() << " connected; sending a snapshot";
     if (!raw->start()) drop(raw, "epoll refused the connection");
@@ -369,7 +295,6 @@ void Master::install_fan_out_locked() {
   auto fan_out = buffers.empty() ? nullptr : std::make_unique<FanOut>(std::move(buffers));
   // They return once no change is still being handed to the old one.
   store_.set_change_listener(fan_out.get());
-  if (locks_) locks_->set_change_listener(fan_out.get());
   fan_out_ = std::move(fan_out);
 }
 
@@ -387,77 +312,6 @@ void Master::drop(Follower* follower, const std::string& why) {
     ++dropped_total_;
     install_fan_out_locked();  // then nothing writes into its buffer any more
   }
-  complete_syncs();  // those that waited only for it
-}
-
-Master::Follower* Master::owing_locked(uint64_t id, uint64_t position) const {
-  for (const auto& follower : followers_)
-    if (follower->id() == id) return follower->acked() < position ? follower.get() : nullptr;
-  return nullptr;  // dropped: it owes nothing any more
-}
-
-bool Master::sync(std::function<void(bool)> done) {
-  {
-    std::lock_guard lock(mutex_);
-    PendingSync sync{{}, std::move(done), net::monotonic_ms() + settings_.sync_timeout_ms};
-    for (const auto& follower : followers_) {
-      uint64_t position = follower->buffer().lock_appended();
-      // Acked already (the change wrote no frame: a lock the session held).
-      if (follower->acked() < position) sync.targets.emplace_back(follower->id(), position);
-    }
-    if (sync.targets.empty()) return false;
-    syncs_.push_back(std::move(sync));
-  }
-  // Sent now rather than at the next millisecond's pump: the client waits.
-  reactor_.post([barrier = barrier_] { barrier->send_now(); });
-  return true;
-}
-
-void Master::complete_syncs() {
-  std::vector<std::function<void(bool)>> confirmed;
-  {
-    std::lock_guard lock(mutex_);
-    auto met = [this](const PendingSync& sync) {
-      for (const auto& [id, position] : sync.targets)
-        if (owing_locked(id, position)) return false;
-      return true;
-    };
-    for (auto it = syncs_.begin(); it != syncs_.end();) {
-      if (!met(*it)) {
-        ++it;
-        continue;
-      }
-      confirmed.push_back(std::move(it->done));
-      it = syncs_.erase(it);
-    }
-  }
-  for (auto& done : confirmed)
-    done(true);
-}
-
-void Master::expire_syncs() {
-  int64_t now = net::monotonic_ms();
-  std::vector<Follower*> late;
-  {
-    std::lock_guard lock(mutex_);
-    for (const PendingSync& sync : syncs_) {
-      if (sync.deadline_ms > now) continue;
-      for (const auto& [id, position] : sync.targets) {
-        Follower* follower = owing_locked(id, position);
-        if (follower && std::find(late.begin(), late.end(), follower) == late.end()) {
-          late.push_back(follower);
-        }
-      }
-    }
-    sync_timeouts_ += late.size();
-  }
-  for (Follower* follower : late)
-    drop(follower, "did not ack a lock change within --repl_sync_timeout_ms; it must resync");
-}
-
-uint64_t Master::sync_timeouts() const {
-  std::lock_guard lock(mutex_);
-  return sync_timeouts_;
 }
 
 void Master::free_dropped() {

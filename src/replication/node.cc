@@ -6,11 +6,9 @@
 
 namespace lockcached::replication {
 
-Node::Node(NodeSettings settings, store::Store& store, std::shared_ptr<locks::LockService> locks,
-           std::atomic<bool>& read_only, Hooks hooks)
+Node::Node(NodeSettings settings, store::Store& store, std::atomic<bool>& read_only, Hooks hooks)
     : settings_(std::move(settings)),
       store_(store),
-      locks_(std::move(locks)),
       read_only_(read_only),
       hooks_(std::move(hooks)) {
   reactor_.set_before_sleep([this] {
@@ -78,10 +76,7 @@ void Node::schedule_send() {
   reactor_.add_timer(kSendIntervalMs, [this] {
     {
       std::lock_guard lock(mutex_);
-      if (master_) {
-        master_->pump_all();
-        master_->expire_syncs();
-      }
+      if (master_) master_->pump_all();
     }
     schedule_send();
   });
@@ -161,12 +156,11 @@ void Node::keep_linked(int64_t now_ms, const MasterPlace& place) {
                     "to resync from the new master";
     lost_master_ms_ = -1;
     store_.flush_all(0);
-    mirror_ = LockMirror();
   }
   if (place.where != MasterPlace::kElsewhere) return;  // no master known yet
   LinkSettings link_settings{place.host, place.port ? place.port : settings_.repl_port,
                              settings_.timeout_ms};
-  link_ = std::make_unique<ReplicaLink>(reactor_, store_, mirror_, link_settings);
+  link_ = std::make_unique<ReplicaLink>(reactor_, store_, link_settings);
   link_host_ = target;
   if (link_->start()) ++resyncs_;
 }
@@ -185,15 +179,7 @@ void Node::promote() {
   lost_master_ms_ = -1;
   role_ = Role::kMaster;
   ++promotions_;
-  // Before writes are taken: the old master's sessions and locks are back,
-  // each session in its grace period, for its client to resume.
-  if (hooks_.promoted) {
-    locks_ = hooks_.promoted(mirror_.state());
-    LOG(WARNING) << "replication: took over " << mirror_.state().sessions.size()
-                 << " lock-service sessions holding " << mirror_.state().locks.size()
-                 << " locks";
-  }
-  mirror_ = LockMirror();
+  if (hooks_.promoted) hooks_.promoted();
   // Release: whoever sees writes allowed sees the replica's service retired.
   read_only_.store(false, std::memory_order_release);
   retry_open_master();
@@ -209,18 +195,12 @@ void Node::demote(const MasterPlace& place) {
   }
   read_only_.store(true, std::memory_order_relaxed);
   // Its clients' cache locks and lock-service sessions belonged to the
-  // master this node was; they must find the new one. The lock service is
-  // retired before the master goes, so that a grant a waiter gets now is
-  // never confirmed without the replicas.
+  // master this node was; they must find the new one.
   hooks_.demoted();
   {
     std::lock_guard lock(mutex_);
-    if (master_) {
-      dropped_before_ += master_->dropped_total();
-      sync_timeouts_before_ += master_->sync_timeouts();
-    }
-    master_.reset();  // lock changes still waiting for replicas fail
-    locks_.reset();
+    if (master_) dropped_before_ += master_->dropped_total();
+    master_.reset();
     role_ = Role::kReplica;
     ++demotions_;
   }
@@ -230,9 +210,8 @@ void Node::demote(const MasterPlace& place) {
 // With mutex_ held.
 bool Node::open_master(std::string* error) {
   MasterSettings master_settings{settings_.listen_host, settings_.repl_port,
-                                 settings_.buffer_limit, settings_.timeout_ms,
-                                 settings_.sync_timeout_ms};
-  auto master = std::make_unique<Master>(reactor_, store_, locks_.get(), master_settings);
+                                 settings_.buffer_limit, settings_.timeout_ms};
+  auto master = std::make_unique<Master>(reactor_, store_, master_settings);
   if (!master->listen(error)) return false;
   master_ = std::move(master);
   return true;
@@ -259,13 +238,11 @@ NodeStatus Node::status() const {
   status.demotions = demotions_;
   status.resyncs = resyncs_;
   status.replicas_dropped = dropped_before_;
-  status.sync_timeouts = sync_timeouts_before_;
   if (role_ == Role::kMaster) {
     status.state = "master";
     if (master_) {
       status.replicas = master_->followers();
       status.replicas_dropped += master_->dropped_total();
-      status.sync_timeouts += master_->sync_timeouts();
     }
   } else if (link_ && !link_->ended()) {
     status.link = link_->status();

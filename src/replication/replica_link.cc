@@ -18,9 +18,8 @@ constexpr size_t kChunkSize = 256 * 1024;
 
 }  // namespace
 
-ReplicaLink::ReplicaLink(net::Reactor& reactor, store::Store& store, LockMirror& locks,
-                         LinkSettings settings)
-    : reactor_(reactor), store_(store), locks_(locks), settings_(std::move(settings)) {}
+ReplicaLink::ReplicaLink(net::Reactor& reactor, store::Store& store, LinkSettings settings)
+    : reactor_(reactor), store_(store), settings_(std::move(settings)) {}
 
 ReplicaLink::~ReplicaLink() {
   if (ack_timer_ != 0) reactor_.cancel_timer(ack_timer_);
@@ -63,8 +62,7 @@ void ReplicaLink::on_connected() {
   // Whatever this node held came from an earlier master or its own time as
   // master: the snapshot must land in an empty store.
   store_.flush_all(0);
-  locks_ = LockMirror();
-  applier_ = std::make_unique<Applier>(store_, &locks_);
+  applier_ = std::make_unique<Applier>(store_);
   chunk_ = std::make_unique<char[]>(kChunkSize);
   heard_ms_ = net::monotonic_ms();
   connected_.store(true, std::memory_order_relaxed);
@@ -86,12 +84,6 @@ void ReplicaLink::read_stream() {
   }
   bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
-  if (applier_->lock_frames_applied() != lock_frames_acked_) {
-    lock_frames_acked_ = applier_->lock_frames_applied();
-    lock_sessions_.store(locks_.state().sessions.size(), std::memory_order_relaxed);
-    locks_held_.store(locks_.state().locks.size(), std::memory_order_relaxed);
-    return ack();
-  }
   if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
     ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
       ack_timer_ = 0;
@@ -146,8 +138,6 @@ LinkStatus ReplicaLink::status() const {
   status.connected = connected_.load(std::memory_order_relaxed);
   status.bytes_applied = bytes_applied_.load(std::memory_order_relaxed);
   status.frames_applied = frames_applied_.load(std::memory_order_relaxed);
-  status.lock_sessions = lock_sessions_.load(std::memory_order_relaxed);
-  status.locks = locks_held_.load(std::memory_order_relaxed);
   return status;
 }
 

@@ -133,15 +133,23 @@ bool Server::start_replication(std::string* error) {
   node_settings.listen_host = settings.virtual_ip;
   replication::Node::Hooks hooks;
   hooks.demoted = [this] {
-    // The sessions and locks now live on the new master; a later
-    // promotion starts from what this node will have learnt from it.
-    use_lock_service(std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros()));
+    // Its clients' sessions and cache locks belonged to the master this
+    // node was: the service is retired and they go, to find the new one.
+    start_lock_service();
     close_client_connections(false);
   };
-  hooks.promoted = [this](const locks::LockState& state) { return take_over_locks(state); };
+  hooks.promoted = [this] {
+    // The old master's lock service is not replicated: a session resumed
+    // here is refused (403 Cannot resume), and the service starts empty.
+    // Connections of the one this node had as a replica close before the
+    // node takes writes, so that none is served by it meanwhile.
+    LOG(WARNING) << "replication: the lock service starts empty on this new master; the old "
+                    "master's sessions cannot be resumed (--cluster replicates them)";
+    start_lock_service();
+    close_client_connections(true);
+  };
   replication_ = std::make_unique<replication::Node>(node_settings, state_.store,
-                                                     state_.lock_service(), state_.read_only,
-                                                     std::move(hooks));
+                                                     state_.read_only, std::move(hooks));
   if (!replication_->start(error)) {
     *error = "--virtual_ip: " + *error;
     return false;
@@ -155,7 +163,6 @@ replication::NodeSettings Server::replication_settings() const {
   node_settings.repl_port = settings.repl_port;
   node_settings.buffer_limit = settings.repl_buffer_size;
   node_settings.timeout_ms = int64_t{settings.repl_timeout_seconds} * 1000;
-  node_settings.sync_timeout_ms = settings.repl_sync_timeout_ms;
   return node_settings;
 }
 
@@ -203,7 +210,7 @@ bool Server::start_cluster(std::string* error) {
   replication::Node::Hooks hooks;
   // The clients' cache locks belonged to the master this node was.
   hooks.demoted = [this] { close_client_connections(false); };
-  replication_ = std::make_unique<replication::Node>(node_settings, state_.store, nullptr,
+  replication_ = std::make_unique<replication::Node>(node_settings, state_.store,
                                                      state_.read_only, std::move(hooks));
   if (!raft_->start(error) || !replication_->start(error)) {
     *error = "--cluster: " + *error;
@@ -249,32 +256,13 @@ void Server::close_client_connections(bool lock_service_only) {
   }
 }
 
-// The old master's tokens started at its own start time in microseconds
-// and grew by one per grant: far slower than the clock. Tokens from the
-// moment of promotion on are greater than that and than every token the
-// replica saw (adopt), with clocks in sync (NTP), as for a restart
-// (docs/lock-service.md, "Fencing tokens").
-std::shared_ptr<locks::LockService> Server::take_over_locks(const locks::LockState& state) {
-  auto service = std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros());
-  std::vector<locks::LockService::Adopted> in_grace;
-  service->adopt(state, &in_grace);  // a new service is empty: it cannot refuse
-  // An adopted session nobody resumes ends after its grace, as on the old
-  // master; the timers run on the first worker.
-  Worker* timers = workers_.front().get();
-  timers->reactor().post([timers, service, in_grace = std::move(in_grace)] {
-    for (const locks::LockService::Adopted& adopted : in_grace) {
-      timers->reactor().add_timer(adopted.grace_ms,
-                                  [service, session = adopted.session,
-                                   detachment = adopted.detachment] {
-                                    service->expire(session, detachment);
-                                  });
-    }
-  });
-  // Connections of the service this node had as a replica close: before
-  // the node takes writes, so that none is served by it meanwhile.
-  use_lock_service(service);
-  close_client_connections(true);
-  return service;
+// Tokens start at the wall clock in microseconds, as a single server's at
+// its start (docs/lock-service.md, "Fencing tokens"): the old master's
+// started at its own start time and grew by one per grant, far slower than
+// the clock, so with clocks in sync (NTP) a new master's tokens are above
+// every token the old one handed out.
+void Server::start_lock_service() {
+  use_lock_service(std::make_shared<locks::LockService>(state_.lock_limits(), unix_micros()));
 }
 
 void Server::use_lock_service(std::shared_ptr<locks::LockService> service) {
@@ -464,13 +452,10 @@ void Server::collect_replication(core::StatList& out) const {
   add("demotions", status.demotions);
   add("resyncs", status.resyncs);
   add("replicas_dropped", status.replicas_dropped);
-  add("sync_timeouts", status.sync_timeouts);
   if (status.role == replication::Role::kReplica) {
     out.emplace_back("master", status.master);
     add("bytes_applied", status.link.bytes_applied);
     add("frames_applied", status.link.frames_applied);
-    add("lock_sessions", status.link.lock_sessions);
-    add("locks", status.link.locks);
     return;
   }
   add("replicas", status.replicas.size());
@@ -613,7 +598,6 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("repl_port", std::to_string(settings.repl_port));
   out.emplace_back("repl_buffer_size", std::to_string(settings.repl_buffer_size));
   out.emplace_back("repl_timeout", std::to_string(settings.repl_timeout_seconds));
-  out.emplace_back("repl_sync_timeout_ms", std::to_string(settings.repl_sync_timeout_ms));
 }
 
 }  // namespace lockcached::server

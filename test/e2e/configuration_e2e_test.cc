@@ -181,8 +181,6 @@ TEST(ConfigurationE2e, ReplicationFlagsAreChecked) {
                              "lockcached.example (command line)");
   expect_configuration_error({"--port=0", "--repl_port=0"}, "--repl_port: must be 1..65535");
   expect_configuration_error({"--port=0", "--repl_timeout=1"}, "--repl_timeout: must be 2..3600");
-  expect_configuration_error({"--port=0", "--repl_sync_timeout_ms=0"},
-                             "--repl_sync_timeout_ms: must be 1..60000");
   expect_configuration_error(
       {"--port=0", "--virtual_ip=192.0.2.100", "--max_item_size=16777216"},
       "--repl_buffer_size: must hold at least 4 x --max_item_size with --virtual_ip");

@@ -46,7 +46,6 @@ struct Frame {
   std::string extras;
   std::string key;
   std::string value;
-  size_t size = 0;  // header and body
 };
 
 constexpr uint8_t kNoop = 0x0a;
@@ -70,44 +69,27 @@ std::optional<Frame> read_frame(Client& replica) {
   frame.extras = body.substr(0, extras_length);
   frame.key = body.substr(extras_length, key_length);
   frame.value = body.substr(extras_length + key_length);
-  frame.size = 24 + body_length;
   return frame;
 }
 
-// A raw follower: counts the stream bytes it read, Noops (keep-alives, not
-// part of the stream) aside, and acks them as a lockcached replica does.
+// A raw follower, which reads the stream and never acks.
 class RawReplica {
  public:
   bool connect(uint16_t port) { return client_.connect(port); }
-  // The next frame other than a Noop, and other than a lock-service frame
-  // (opcodes 0xe0..0xe4) unless `locks`.
-  std::optional<Frame> next(bool locks) {
+  // The next frame other than a Noop (a keep-alive, not part of the stream).
+  std::optional<Frame> next() {
     for (;;) {
       std::optional<Frame> frame = read_frame(client_);
-      if (!frame) return frame;
-      if (frame->opcode == kNoop) continue;
-      position_ += frame->size;
-      if (locks || frame->opcode < 0xe0 || frame->opcode > 0xe4) return frame;
+      if (!frame || frame->opcode != kNoop) return frame;
     }
-  }
-  // A Noop response whose CAS is the position applied.
-  bool ack() {
-    std::string response(24, '\0');
-    response[0] = static_cast<char>(0x81);
-    response[1] = static_cast<char>(kNoop);
-    for (int i = 0; i < 8; ++i)
-      response[16 + i] = static_cast<char>(position_ >> (56 - 8 * i));
-    return client_.send(response);
   }
 
  private:
   Client client_;
-  uint64_t position_ = 0;
 };
 
 // The stream is memcached binary requests (yrmcds's design): the data as
-// SetQ, then each change, with Noops to answer; the lock service's state
-// travels in it too, under opcodes memcached leaves unassigned.
+// SetQ, then each change, with Noops to answer.
 TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   uint16_t repl_port = free_port();
   ServerProcess server;
@@ -120,7 +102,7 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
 
   RawReplica replica;
   ASSERT_TRUE(replica.connect(repl_port));
-  std::optional<Frame> set = replica.next(false);
+  std::optional<Frame> set = replica.next();
   ASSERT_TRUE(set);
   EXPECT_EQ(set->opcode, 0x11);  // SetQ
   EXPECT_EQ(set->key, "key");
@@ -129,25 +111,25 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   EXPECT_TRUE(e2e::eventually([&] { return client.stats("replication")["replicas"] == "1"; }));
   // A change after the snapshot follows.
   ASSERT_EQ(client.request("delete key"), "DELETED");
-  std::optional<Frame> deleted = replica.next(false);
+  std::optional<Frame> deleted = replica.next();
   ASSERT_TRUE(deleted);
   EXPECT_EQ(deleted->opcode, 0x14);  // DeleteQ
   EXPECT_EQ(deleted->key, "key");
 }
 
-// A lock-service change is answered only once every replica acked it; a
-// replica that does not ack within --repl_sync_timeout_ms is dropped, and
-// the change is confirmed without it.
-TEST(ReplicationE2e, ALockGrantWaitsForTheReplicasAck) {
+// The lock service is not replicated (--cluster replicates it): a master's
+// lock changes are answered at once, whatever its replicas ack, and the
+// stream carries the cache alone.
+TEST(ReplicationE2e, AMastersLockServiceIsNotInTheStream) {
   uint16_t repl_port = free_port();
   ServerProcess server;
   ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", "--repl_port=" + std::to_string(repl_port),
-                            "--repl_sync_timeout_ms=500", "--lock_port=-1"}));
+                            "--lock_port=-1"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   // Served once every listener is open, the replication port's too.
   ASSERT_EQ(client.stats("replication")["role"], "master");
-  RawReplica replica;
+  RawReplica replica;  // never acks
   ASSERT_TRUE(replica.connect(repl_port));
   ASSERT_TRUE(e2e::eventually([&] { return client.stats("replication")["replicas"] == "1"; }));
   std::optional<uint16_t> lock_port = server.lock_port();
@@ -155,32 +137,16 @@ TEST(ReplicationE2e, ALockGrantWaitsForTheReplicasAck) {
   Client locks;
   ASSERT_TRUE(locks.connect(*lock_port));
 
-  ASSERT_TRUE(locks.send("lock door\r\n"));
-  std::optional<Frame> frame;
-  do {
-    frame = replica.next(true);
-    ASSERT_TRUE(frame);
-  } while (frame->opcode != 0xe2);  // the grant
-  EXPECT_EQ(frame->key, "door");
-  // Not answered before the ack: the replica may not have applied it yet.
-  EXPECT_EQ(locks.read_line(std::chrono::milliseconds(100)).substr(0, 10), "<no reply:");
-  ASSERT_TRUE(replica.ack());
-  std::string granted = locks.read_line();
-  EXPECT_EQ(granted.substr(0, 13), "200 Acquired ") << granted;
-  // Nothing new to ack (the session and its lock are acked): answered at
-  // once, never held up until the replica is dropped for not acking.
-  EXPECT_EQ(locks.request("conn_id").substr(0, 4), "200 ");
-  EXPECT_EQ(locks.request("lock door"), granted);
-  EXPECT_EQ(client.stats("replication")["replicas"], "1");
-
-  // Without an ack, the replica is dropped after the timeout.
-  EXPECT_EQ(locks.request("unlock door", std::chrono::seconds(10)), "200 Released");
-  std::map<std::string, std::string> replication = client.stats("replication");
-  EXPECT_EQ(replication["sync_timeouts"], "1");
-  EXPECT_EQ(replication["replicas"], "0");
-  EXPECT_EQ(replication["replicas_dropped"], "1");
-  // Alone, the master answers at once.
   EXPECT_EQ(locks.request("lock door").substr(0, 13), "200 Acquired ");
+  EXPECT_EQ(locks.request("conn_id").substr(0, 4), "200 ");
+  EXPECT_EQ(locks.request("set_timeout 5"), "200 Timeout set");
+  EXPECT_EQ(locks.request("unlock door"), "200 Released");
+  ASSERT_EQ(client.store("set", "after", "locks"), "STORED");
+  std::optional<Frame> frame = replica.next();
+  ASSERT_TRUE(frame);
+  EXPECT_EQ(frame->opcode, 0x11);  // the SetQ, and nothing of the lock service before it
+  EXPECT_EQ(frame->key, "after");
+  EXPECT_EQ(client.stats("replication")["replicas"], "1");
 }
 
 TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {

@@ -1,6 +1,6 @@
-// The lock-service protocol on a replicated master (issue 16): a change is
-// answered once the replicas have it (locks::ReplicationBarrier), and a
-// service the node no longer serves (after a role change) confirms nothing.
+// The lock-service protocol's parts that depend on where the node stands: a
+// service the node no longer serves (after a role change) confirms nothing,
+// and a cluster member's `cluster` commands.
 #include "lockcached/protocol/lock_service_protocol.h"
 
 #include "lockcached/net/reactor_scheduler.h"
@@ -14,26 +14,6 @@
 
 namespace lockcached::protocol {
 namespace {
-
-// A barrier the test answers by hand.
-class ManualBarrier final : public locks::ReplicationBarrier {
- public:
-  bool after_replicated(std::function<void(bool)> done) override {
-    if (!waits) return false;
-    pending.push_back(std::move(done));
-    return true;
-  }
-  // Answers the oldest waiting change.
-  void answer(bool replicated) {
-    ASSERT_FALSE(pending.empty());
-    auto done = std::move(pending.front());
-    pending.erase(pending.begin());
-    done(replicated);
-  }
-
-  bool waits = true;  // false: as if every replica had every change
-  std::vector<std::function<void(bool)>> pending;
-};
 
 // A protocol fed by hand, its reactor run by hand.
 class ProtocolTest : public ::testing::Test {
@@ -62,55 +42,17 @@ class ProtocolTest : public ::testing::Test {
   std::string pending_;
 };
 
-class LockServiceProtocolTest : public ProtocolTest {
+class RetiredServiceTest : public ProtocolTest {
  protected:
-  LockServiceProtocolTest() { service_->set_replication_barrier(barrier_); }
   LockServiceProtocol& protocol() override { return protocol_; }
 
-  std::shared_ptr<ManualBarrier> barrier_ = std::make_shared<ManualBarrier>();
-  int async_replies_ = 0;
-  LockServiceProtocol protocol_{
-      LockServiceContext{std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_,
-                         out_, [this] { ++async_replies_; }}};
+  LockServiceProtocol protocol_{LockServiceContext{
+      std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_, out_, [] {}}};
 };
-
-TEST_F(LockServiceProtocolTest, AGrantIsAnsweredOnceReplicatedAndLaterRequestsWait) {
-  EXPECT_EQ(feed("lock a\r\nunlock a\r\n"), "");
-  EXPECT_TRUE(protocol_.blocked());
-  ASSERT_EQ(barrier_->pending.size(), 1u);  // the unlock was not read yet
-  barrier_->answer(true);
-  std::string granted = run_posted();
-  EXPECT_EQ(granted.substr(0, 13), "200 Acquired ");
-  EXPECT_EQ(async_replies_, 1);
-  EXPECT_FALSE(protocol_.blocked());
-  EXPECT_EQ(feed(""), "");  // the connection offers the rest again: the unlock
-  EXPECT_EQ(barrier_->pending.size(), 1u);
-  EXPECT_TRUE(protocol_.blocked());
-}
-
-TEST_F(LockServiceProtocolTest, RefusalsAndAlreadyReplicatedChangesAreAnsweredAtOnce) {
-  auto other = service_->create_session();
-  ASSERT_TRUE(service_->try_acquire(other, "taken").granted);
-  EXPECT_EQ(feed("lock taken\r\n"), "409 Unavailable\r\n");
-  EXPECT_EQ(feed("unlock never\r\n"), "403 Not held\r\n");
-  barrier_->waits = false;
-  EXPECT_EQ(feed("lock mine\r\n").substr(0, 13), "200 Acquired ");
-  EXPECT_TRUE(barrier_->pending.empty());
-}
-
-// A master that lost the virtual IP while the change waited: the client
-// hears nothing and is disconnected, since the change may exist nowhere else.
-TEST_F(LockServiceProtocolTest, AChangeTheReplicasMayLackIsNeverConfirmed) {
-  EXPECT_EQ(feed("lock a\r\n"), "");
-  barrier_->answer(false);
-  EXPECT_EQ(run_posted(), "");
-  EXPECT_TRUE(protocol_.wants_close());
-  EXPECT_EQ(async_replies_, 1);
-}
 
 // After a role change the node serves another service: a connection still
 // on the old one is closed at its next request, unanswered.
-TEST_F(LockServiceProtocolTest, ARetiredServiceConfirmsNothing) {
+TEST_F(RetiredServiceTest, ARetiredServiceConfirmsNothing) {
   service_->retire();
   EXPECT_EQ(feed("lock a\r\n"), "");
   EXPECT_TRUE(protocol_.wants_close());

@@ -356,6 +356,26 @@ TEST_F(ReplicationApplierTest, MalformedFramesAreRefusedAndStayRefused) {
   }
 }
 
+// A master older than issue 30 also streamed its lock service (opcodes
+// 0xe0..0xe4): a replica skips those frames, keeps the cache around them,
+// and counts them in the position it acks, as that master does.
+TEST_F(ReplicationApplierTest, AnOlderMastersLockFramesAreSkipped) {
+  std::string token(8, '\0');
+  token[7] = 9;
+  std::string grant = frame(0xe2, 4, 8, token + "door" + "1-secret");
+  std::string session_end = frame(0xe1, 8, 0, "1-secret");
+  std::string stream = set_frame("a", "1") + grant + set_frame("b", "2") + session_end;
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(stream)) << applier.error();
+  EXPECT_EQ(contents(replica_), contents(master_));
+  EXPECT_EQ(applier.bytes_applied(), stream.size());
+
+  std::string too_long = frame(0xe2, 250, 8, token + std::string(250, 'n') + std::string(251, 's'));
+  Applier refusing(replica_);
+  EXPECT_FALSE(refusing.feed(too_long));
+  EXPECT_FALSE(refusing.error().empty());
+}
+
 TEST_F(ReplicationApplierTest, HugeBodyIsRefusedFromTheHeaderAlone) {
   std::string header = frame(0x11, 1, 8, "");
   uint32_t huge = htobe32(0x7fffffff);

@@ -18,8 +18,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "lockcached/locks/lock_change_listener.h"
-#include "lockcached/locks/replication_barrier.h"
 #include "lockcached/locks/session_id.h"
 #include "lockcached/timing/scheduler.h"
 
@@ -206,93 +204,20 @@ class LockService {
   // (sessions without one left out). For `stats conns`.
   std::unordered_map<uint64_t, size_t> locks_by_connection() const;
 
-  // ---- Replication (docs/architecture.md, "Replication", the lock service's part) ----
-
-  // Reports every change from now on to `listener` (nullptr: to nobody, the
-  // default). Returns once no call to the previous listener is in progress,
-  // so the caller may then destroy it. Without a listener a change pays one
-  // pointer test. Each call is made under the lock that orders what it
-  // reports:
-  // - on_grant and on_release: the name's shard lock, which every change
-  //   of that name holds (a grant's token is drawn under it too), so the
-  //   calls for a name come in the order of its changes; a release handed
-  //   on to a waiter reports on_release, then the waiter's on_grant, both
-  //   in one hold.
-  // - on_session and on_session_end: sessions_mutex_, which every change of
-  //   the registry and of a session's grace holds (create_session,
-  //   set_grace, discard_session, expire, adopt), so a session's calls come
-  //   in the order of its changes. on_session_end is reported the moment
-  //   the session leaves the registry, which is when it ends: the releases
-  //   of its locks come after it (from release_all, each on_release under
-  //   its shard lock) and change nothing more on a replica, which dropped
-  //   them with the session; a waiter's grant of such a name comes after
-  //   that release.
-  // - Between a session and its names: a session is reported (under
-  //   sessions_mutex_) before create_session returns, so before any grant
-  //   to it. No grant to a session follows its end: a session leaves the
-  //   registry once no connection uses it, so with no wait queued (a
-  //   connection cancels its wait before it detaches, and reads no
-  //   conn_id while it waits).
-  // - on_token_floor (adopt): sessions_mutex_; it is a maximum, so its
-  //   order against grants does not matter.
-  void set_change_listener(LockChangeListener* listener);
-
-  // What a client's change waits on before it is confirmed (nullptr: no
-  // replica can be waited for, the default). Thread-safe; a caller keeps
-  // the barrier it got for as long as it waits on it.
-  void set_replication_barrier(std::shared_ptr<ReplicationBarrier> barrier);
-  std::shared_ptr<ReplicationBarrier> replication_barrier() const;
-
   // This node changed role and serves another service now: a connection
   // still on this one must confirm nothing more and close, so that its
   // client reconnects to the right one. Thread-safe, for good.
   void retire() { retired_.store(true, std::memory_order_release); }
   bool retired() const { return retired_.load(std::memory_order_acquire); }
 
-  // The whole state for a new replica, a piece at a time, sent to `out`
-  // under the same locks as the changes: call with 0, then with what it
-  // returns until kSnapshotDone. The rule is the store's (replication/
-  // snapshot.h): set `out` as the listener BEFORE the first piece, so that
-  // every frame about a name or a session is added under its lock in the
-  // order of its changes; a state sent twice (by the stream, then by the
-  // walk) is harmless, since a replica applies each call as "this is now
-  // so". Piece 0 sends the token high-water mark (every token handed out
-  // before the listener was set is at most it; later ones travel in their
-  // grants) and every session, in one hold of sessions_mutex_ (sessions
-  // are few: connected clients and those in grace); then one piece per
-  // shard sends its locks as grants. Sessions come first because a replica
-  // ignores a grant to a session it does not know (one that ended before
-  // the walk while the release of its locks was still on its way): a lock
-  // of a live session granted before the session's piece is sent again by
-  // its shard's piece.
-  static constexpr uint64_t kSnapshotDone = ~uint64_t{0};
-  uint64_t snapshot(uint64_t cursor, LockChangeListener& out) const;
-
-  // What the server needs to end an adopted session that nobody resumes:
-  // as detach() gives it, call expire(session, detachment) after grace_ms.
+  // What the server needs to end a session in its grace period that nobody
+  // resumes (start_term): as detach() gives it, call expire(session,
+  // detachment) after grace_ms.
   struct Adopted {
     std::shared_ptr<Session> session;
     uint64_t detachment;
     int64_t grace_ms;
   };
-  // Promotion of a replica: installs `state` (a replica's LockMirror) into
-  // this service, which must be empty (no session, no lock; false and no
-  // change otherwise), before any client uses it. Each session comes back
-  // with its id, grace and locks (with their tokens), detached as if its
-  // connection had just dropped: its grace counts from now, and a client
-  // that sends `conn_id ID` in time gets it back with resume_session. A
-  // session whose grace is 0 ends at once and its locks are released,
-  // exactly as detach() does (it could not have outlived a disconnect on
-  // the old master either); an empty one past
-  // LockLimits::max_empty_sessions_in_grace too. The others are appended
-  // to *in_grace. Limits do not refuse adopted locks: they were admitted
-  // once. Tokens from now on are above the adopted high-water mark and
-  // every adopted token, and above this service's own floor. A listener
-  // set now is told every adopted session and lock and the new floor.
-  // Sessions are registered by their public id, as create_session's are,
-  // so a resume finds them the same way; of two that share one (only a
-  // broken stream could send them), the second is dropped with its locks.
-  bool adopt(const LockState& state, std::vector<Adopted>* in_grace);
 
   // The whole state, and back: replace_state drops everything the service
   // holds and takes `state` instead (false when `state` is inconsistent:
@@ -330,30 +255,17 @@ class LockService {
   bool session_full(const Session& session) const;
   // With sessions_mutex_ and the session's mutex held.
   void leave_empty_in_grace(Session& session);
-  // With sessions_mutex_ held: is `session` the one registered under its
-  // public id? Takes it out of the registry when so (unregister_locked).
-  bool registered_locked(const Session& session) const;
-  bool unregister_locked(const Session& session);
+  // With sessions_mutex_ held: takes `session` out of the registry.
+  void unregister_locked(const Session& session);
   // For a name nobody holds: checks both limits and reserves the name.
   Limit admit_new_name(Session& session);
   Acquired refuse(Limit limit);
   // Under the shard lock, for a name without an entry: creates it, held by
   // `session`, unless a limit refuses.
   Acquired create(Shard& shard, std::string name, const std::shared_ptr<Session>& session);
-  // Under the shard lock: a grant with a new token.
+  // Under the shard lock: `session` now holds the entry, with a new token.
   void take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
             bool was_waiting);
-  // Under the shard lock: `session` now holds the entry, with `token`.
-  void hold(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
-            uint64_t token, bool was_waiting);
-  LockChangeListener* listener() const { return listener_.load(std::memory_order_acquire); }
-  // Snapshot piece 0, under sessions_mutex_.
-  void send_sessions(LockChangeListener& out) const;
-  // adopt(): a registered, attached session holding `saved`'s locks.
-  std::shared_ptr<Session> adopt_session(const std::string& id, const SessionState& saved);
-  void adopt_lock(const std::shared_ptr<Session>& session, const std::string& name, uint64_t token);
-  // With sessions_mutex_ held, which orders its report.
-  void raise_floor_locked(uint64_t token);
   // replace_state's halves, with sessions_mutex_ held.
   void clear_locked();
   bool load_locked(const FullState& state);
@@ -368,12 +280,7 @@ class LockService {
   const LockLimits limits_;
   const timing::Clock& clock_;
   std::unique_ptr<Shard[]> shards_;
-  // A single server never takes barrier_mutex_: has_barrier_ says there is
-  // nothing to take.
-  std::atomic<bool> has_barrier_{false};
   std::atomic<bool> retired_{false};
-  mutable std::mutex barrier_mutex_;
-  std::shared_ptr<ReplicationBarrier> barrier_;
   std::atomic<uint64_t> names_{0};    // entries in all shards; reserved before creating one
   std::atomic<uint64_t> next_token_;  // the last token handed out
   std::atomic<uint64_t> grants_{0};
@@ -389,10 +296,6 @@ class LockService {
   uint64_t next_session_ = 0;    // guarded by sessions_mutex_
   uint64_t in_grace_ = 0;        // guarded by sessions_mutex_
   uint64_t empty_in_grace_ = 0;  // guarded by sessions_mutex_
-  // Read under the lock that orders the change it reports (see
-  // set_change_listener): a change either sees a listener set before a
-  // snapshot piece took that lock, or the piece sees the change.
-  std::atomic<LockChangeListener*> listener_{nullptr};
 };
 
 }  // namespace lockcached::locks

@@ -58,10 +58,10 @@ class LockServiceProtocol final : public ProtocolHandler {
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
   bool blocked() const override {
-    return pending_ || waiting_ || replicating_ || changing_members_;
+    return pending_ || waiting_ || changing_members_;
   }
   // Blocked in a `lock NAME SECONDS` (else, when blocked, on a change being
-  // decided or replicated).
+  // decided, or on a `cluster` command).
   bool waiting_for_lock() const { return waiting_; }
   bool awaits_cluster_change() const override { return changing_members_; }
   void connection_closed(core::CloseReason reason) override;
@@ -86,11 +86,8 @@ class LockServiceProtocol final : public ProtocolHandler {
   // The reply to the pending change (or wait), from its outcome.
   void finish(const locks::Outcome& outcome, OutputQueue& out);
   void finish_acquire(const locks::Outcome& outcome, OutputQueue& out);
-  // Answers a change once the replicas have it (locks::ReplicationBarrier):
-  // true when `reply` went to `out` at once (no replica to wait for);
-  // false when it goes to context_.out later, the protocol blocked till then.
-  bool answer_change(std::string reply, OutputQueue& out);
-  void on_replicated(bool replicated, const std::string& reply);
+  // Answers a change made, unless this node changed role meanwhile.
+  void confirm(std::string_view reply, OutputQueue& out);
   locks::LockService& service() { return context_.coordinator->service(); }
   bool watched() const {
     return context_.watch && context_.client && context_.watch->watching(core::kWatchLocks);
@@ -110,7 +107,6 @@ class LockServiceProtocol final : public ProtocolHandler {
   std::string not_leader_;  // set once a change was refused as not the leader's
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
-  bool replicating_ = false;  // a reply waits for the replicas
   bool changing_members_ = false;  // a `cluster` change waits for the cluster
   bool close_ = false;
   bool closed_ = false;

@@ -1,7 +1,7 @@
 // The replica's side of the stream: parses memcached binary SetQ, DeleteQ
 // and Flush(Q) requests (and Noop, for keep-alives) from a byte stream cut
-// anywhere, and applies them to a Store; and, given a listener for them,
-// the lock service's frames (lock_stream.h).
+// anywhere, and applies them to a Store. The lock-service frames an older
+// master sends (opcodes 0xe0..0xe4) are skipped: see applier.cc.
 #pragma once
 
 #include <cstddef>
@@ -9,17 +9,14 @@
 #include <string>
 #include <string_view>
 
-#include "lockcached/locks/lock_change_listener.h"
 #include "lockcached/store/store.h"
 
 namespace lockcached::replication {
 
 class Applier {
  public:
-  // Frames whose value exceeds store.max_item_size() are refused. Lock
-  // frames are told to `locks` (a LockMirror); without it they are refused
-  // like any opcode a replication stream does not carry.
-  explicit Applier(store::Store& store, locks::LockChangeListener* locks = nullptr);
+  // Frames whose value exceeds store.max_item_size() are refused.
+  explicit Applier(store::Store& store);
 
   // Applies every complete frame in `bytes` and keeps an incomplete one for
   // the next call. Returns false once a frame is malformed (error() says
@@ -32,7 +29,6 @@ class Applier {
   // Why feed failed; empty while it has not.
   std::string_view error() const { return error_; }
   uint64_t frames_applied() const { return frames_applied_; }
-  uint64_t lock_frames_applied() const { return lock_frames_applied_; }
   // Stream bytes of the frames applied so far, Noops (keep-alives) not
   // counted: the position the master's ReplicaBuffer::appended gives, what
   // the replica acks.
@@ -58,12 +54,10 @@ class Applier {
   }
 
   store::Store& store_;
-  locks::LockChangeListener* const locks_;
   const size_t max_body_;
   std::string pending_;
   const char* error_ = "";
   uint64_t frames_applied_ = 0;
-  uint64_t lock_frames_applied_ = 0;
   uint64_t bytes_applied_ = 0;
 };
 

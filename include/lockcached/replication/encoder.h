@@ -24,7 +24,7 @@ constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
 
 // Appends a request header: data type raw, vbucket and opaque 0. `cas` is 0
 // in every frame of the stream (a replica assigns its own); only the
-// replica's ack (lock_stream.h) carries a number there.
+// replica's ack (heartbeat.h) carries a number there.
 void append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
                            size_t body_length, std::string& out, uint64_t cas = 0);
 }  // namespace wire

@@ -1,6 +1,6 @@
-// One server's part in replication (yrmcds's model, docs/high-availability.md):
-// the master streams every change to the replicas that connect to it; the
-// others are read-only replicas of it. Who the master is, is the node that
+// One server's part in replicating the cache (yrmcds's model,
+// docs/high-availability.md): the master streams every change to the
+// replicas that connect to it; the others are read-only replicas of it. Who the master is, is the node that
 // holds the virtual IP, or, in a Raft cluster, the leader
 // (NodeSettings::locate). A thread of its own looks once a tick, and when
 // told to (recheck), and changes role when the master moves.
@@ -15,9 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "lockcached/locks/lock_service.h"
 #include "lockcached/net/reactor.h"
-#include "lockcached/replication/lock_mirror.h"
 #include "lockcached/replication/master.h"
 #include "lockcached/replication/replica_link.h"
 #include "lockcached/store/store.h"
@@ -43,9 +41,6 @@ struct NodeSettings {
   // A peer silent this long is gone; a replica that lost its master waits
   // as long for the virtual IP before it resyncs from whoever has it.
   int64_t timeout_ms = 10000;
-  // How long a lock change waits for a replica's ack before the replica is
-  // dropped (MasterSettings::sync_timeout_ms).
-  int64_t sync_timeout_ms = 1000;
   int64_t tick_ms = 1000;  // how often the virtual IP is looked at
 };
 
@@ -61,7 +56,6 @@ struct NodeStatus {
   uint64_t demotions = 0;
   uint64_t resyncs = 0;  // connections to a master, each starting from empty
   uint64_t replicas_dropped = 0;
-  uint64_t sync_timeouts = 0;  // replicas dropped for a lock change they did not ack in time
 };
 
 class Node {
@@ -71,17 +65,14 @@ class Node {
     // Closes every client connection (on demotion: their cache locks and
     // sessions belonged to the master this node was).
     std::function<void()> demoted;
-    // Returns the lock service the new master serves and replicates, made
-    // from the old master's state as this replica knew it. Not set in a
-    // Raft cluster, whose log replicates the lock service.
-    std::function<std::shared_ptr<locks::LockService>(const locks::LockState&)> promoted;
+    // Called before the new master takes writes (optional): a --virtual_ip
+    // node starts a lock service of its own then, since the old master's is
+    // not replicated.
+    std::function<void()> promoted;
   };
 
   // While a replica, *read_only is true: the protocols then refuse writes.
-  // `locks` is the lock service a node that starts as master replicates
-  // (null in a Raft cluster).
-  Node(NodeSettings settings, store::Store& store, std::shared_ptr<locks::LockService> locks,
-       std::atomic<bool>& read_only, Hooks hooks);
+  Node(NodeSettings settings, store::Store& store, std::atomic<bool>& read_only, Hooks hooks);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -115,7 +106,6 @@ class Node {
 
   const NodeSettings settings_;
   store::Store& store_;
-  std::shared_ptr<locks::LockService> locks_;  // the one a master replicates
   std::atomic<bool>& read_only_;
   const Hooks hooks_;
   net::Reactor reactor_;
@@ -125,7 +115,6 @@ class Node {
   Role role_ = Role::kReplica;
   std::unique_ptr<Master> master_;
   std::unique_ptr<ReplicaLink> link_;
-  LockMirror mirror_;  // filled by link_; kept past it for a promotion
   bool link_was_streaming_ = false;
   std::string link_host_;  // where link_ connects, "HOST:PORT"
   int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since
@@ -133,7 +122,6 @@ class Node {
   uint64_t demotions_ = 0;
   uint64_t resyncs_ = 0;
   uint64_t dropped_before_ = 0;  // replicas dropped by earlier Master objects
-  uint64_t sync_timeouts_before_ = 0;
 };
 
 }  // namespace lockcached::replication

@@ -1,7 +1,7 @@
 // The bytes waiting for one replica: the frames of every change the store
-// and the lock service report, and of their snapshots, in the order their
-// locks let them in, as one stream (one TCP connection per replica). The
-// later server step sends them; this class only collects.
+// reports, and of its snapshot, in the order its shard locks let them in,
+// as one stream (one TCP connection per replica). Master sends them; this
+// class only collects.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,6 @@
 #include <string>
 #include <string_view>
 
-#include "lockcached/locks/lock_change_listener.h"
 #include "lockcached/replication/encoder.h"
 #include "lockcached/store/change_listener.h"
 
@@ -23,9 +22,7 @@ namespace lockcached::replication {
 // instructions per change, and the references would pin deleted items'
 // memory for as long as the replica lags; a copy of a typical item is
 // cheaper than all that, and the frame is what must be buffered anyway.
-// Also a locks::LockChangeListener: lock frames (lock_stream.h) go into the
-// same buffer, so cache and lock changes reach the replica in one order.
-class ReplicaBuffer final : public store::ChangeListener, public locks::LockChangeListener {
+class ReplicaBuffer final : public store::ChangeListener {
  public:
   // A replica too slow to keep `limit` bytes or fewer waiting is dropped:
   // the buffer then discards its bytes, collects nothing more, and take()
@@ -36,12 +33,6 @@ class ReplicaBuffer final : public store::ChangeListener, public locks::LockChan
   void on_delete(std::string_view key) override;
   void on_flush(store::RelTime moment) override;
 
-  void on_session(std::string_view id, int64_t grace_ms) override;
-  void on_session_end(std::string_view id) override;
-  void on_grant(std::string_view name, std::string_view session_id, uint64_t token) override;
-  void on_release(std::string_view name, std::string_view session_id) override;
-  void on_token_floor(uint64_t token) override;
-
   // Replaces `out` with the waiting bytes, leaving none; false (and no
   // bytes) once the buffer has overflowed.
   bool take(std::string& out);
@@ -51,27 +42,20 @@ class ReplicaBuffer final : public store::ChangeListener, public locks::LockChan
   // the last frame. Read after a change returned (its frame added under the
   // change's lock), it is at or past the end of that change's frame, so a
   // replica whose ack (Applier::bytes_applied) reached it has applied the
-  // change. It stops growing once the buffer overflowed.
+  // change (the master's lag, FollowerStatus::lag_ms). It stops growing
+  // once the buffer overflowed.
   uint64_t appended() const;
-  // The stream position of the end of the last lock frame added: what a
-  // lock change waits for the replica to ack. A replica acks as soon as it
-  // applied a lock frame (ReplicaLink), so this is acked promptly, where
-  // the end of a cache frame after it may be acked only a tick later.
-  uint64_t lock_appended() const;
 
  private:
   // Appends one frame; `size` is an upper bound of its length.
   template <typename Append>
-  void add(size_t size, Append&& append, bool lock_frame = false);
-  template <typename Append>
-  void add_lock(size_t size, Append&& append);
+  void add(size_t size, Append&& append);
 
   const Encoder encoder_;
   const size_t limit_;
   mutable std::mutex mutex_;  // taken under a shard lock, never the reverse
   std::string bytes_;
   uint64_t appended_ = 0;
-  uint64_t lock_appended_ = 0;
   bool overflowed_ = false;
 };
 

@@ -1,8 +1,7 @@
 // A replica's connection to its master: connects to the virtual IP's
-// replication port, empties the store and the lock mirror once connected (a
-// replica must start empty, replication/snapshot.h), then applies the
-// stream as it comes, and acks what it applied: at once after a lock
-// change (the master's client waits for it), else within kAckDelayMs.
+// replication port, empties the store once connected (a replica must start
+// empty, replication/snapshot.h), then applies the stream as it comes, and
+// acks what it applied within kAckDelayMs.
 // Runs on the replication thread (replication::Node), which polls ended()
 // once a tick and decides what follows: promotion or a resync.
 #pragma once
@@ -14,7 +13,6 @@
 
 #include "lockcached/net/reactor.h"
 #include "lockcached/replication/applier.h"
-#include "lockcached/replication/lock_mirror.h"
 #include "lockcached/store/store.h"
 
 namespace lockcached::replication {
@@ -30,16 +28,11 @@ struct LinkStatus {
   bool connected = false;
   uint64_t bytes_applied = 0;
   uint64_t frames_applied = 0;
-  // The master's lock service as applied here.
-  uint64_t lock_sessions = 0;
-  uint64_t locks = 0;
 };
 
 class ReplicaLink final : public net::EventHandler {
  public:
-  // `locks` is the master's lock service as this node knows it: the node
-  // keeps it past the link, for a promotion.
-  ReplicaLink(net::Reactor& reactor, store::Store& store, LockMirror& locks, LinkSettings settings);
+  ReplicaLink(net::Reactor& reactor, store::Store& store, LinkSettings settings);
   ~ReplicaLink() override;
   ReplicaLink(const ReplicaLink&) = delete;
   ReplicaLink& operator=(const ReplicaLink&) = delete;
@@ -64,18 +57,16 @@ class ReplicaLink final : public net::EventHandler {
   // Queues an ack of what is applied now and sends it.
   void ack();
   void send_pending();
-  // How stale a cache change's ack may be: the master's measure of the lag.
+  // How stale an ack may be: the master's measure of the lag.
   static constexpr int64_t kAckDelayMs = 10;
   void end(const std::string& why);
 
   net::Reactor& reactor_;
   store::Store& store_;
-  LockMirror& locks_;
   const LinkSettings settings_;
   int fd_ = -1;
   int64_t started_ms_ = 0;
   int64_t heard_ms_ = 0;
-  uint64_t lock_frames_acked_ = 0;
   uint64_t bytes_acked_ = 0;           // the last ack queued
   net::Reactor::TimerId ack_timer_ = 0;  // a delayed ack is due
   std::unique_ptr<Applier> applier_;
@@ -85,8 +76,6 @@ class ReplicaLink final : public net::EventHandler {
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> bytes_applied_{0};  // the applier's, for status()
   std::atomic<uint64_t> frames_applied_{0};
-  std::atomic<uint64_t> lock_sessions_{0};
-  std::atomic<uint64_t> locks_held_{0};
 };
 
 }  // namespace lockcached::replication

@@ -75,9 +75,9 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // `cluster add|remove|transfer` from a client at `peer` (state_.change_members).
   void change_members(const consensus::MembershipChange& change, const sockaddr_in6& peer,
                       std::function<void(consensus::MembershipResult)> done);
-  // A promoted replica's lock service: the old master's state, its
-  // sessions in their grace period.
-  std::shared_ptr<locks::LockService> take_over_locks(const locks::LockState& state);
+  // A --virtual_ip node that changed role: a new, empty lock service
+  // whose tokens start above the wall clock now.
+  void start_lock_service();
   // New connections use `service`, through a coordinator on lock_timers_.
   void use_lock_service(std::shared_ptr<locks::LockService> service);
   void collect_replication(core::StatList& out) const;

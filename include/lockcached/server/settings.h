@@ -57,7 +57,6 @@ struct Settings {
   uint16_t repl_port = 11213;
   size_t repl_buffer_size = size_t{30} << 20;  // per replica, on the master
   int repl_timeout_seconds = 10;
-  int repl_sync_timeout_ms = 1000;
   // TLS (docs/security.md). `tls`: `port` and `lock_port` speak TLS;
   // `tls_port`, `lock_tls_port`: further ports that do, next to plain ones
   // (kPortOff: none; kAnyFreePort).
