@@ -250,6 +250,7 @@ struct RaftNode::Impl final : timing::Scheduler {
   bool io_ready = false;
   bool raft_ready = false;
   bool closing = false;
+  bool fresh = false;  // bootstrapped by this start (set before start() returns)
 
   std::unordered_map<TimerId, Timer*> timers;
   TimerId next_timer = 1;
@@ -317,9 +318,10 @@ bool RaftNode::Impl::open(std::string* error) {
     raft_configuration_add(&configuration, member.id, member.address.c_str(), RAFT_VOTER);
   // A joining node starts with no configuration: the leader's entries
   // bring it (raft_add), with everything before them.
-  rv = settings.join ? 0 : raft_bootstrap(&raft, &configuration);
+  rv = settings.join ? RAFT_CANTBOOTSTRAP : raft_bootstrap(&raft, &configuration);
   raft_configuration_close(&configuration);
   if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) return fail("bootstrap", rv, raft.errmsg);
+  fresh = rv == 0;
   rv = raft_start(&raft);
   if (rv != 0) return fail("start", rv, raft.errmsg);
   uv_timer_start(&poll, on_poll, kStatusPollMs, kStatusPollMs);
@@ -654,6 +656,10 @@ void RaftNode::post(std::function<void()> task) {
 void RaftNode::change_members(MembershipChange change, MembershipDone done) {
   auto* request = new Impl::MembershipRequest{impl_.get(), std::move(change), std::move(done)};
   post([this, request] { impl_->start_change(request); });
+}
+
+bool RaftNode::started_fresh() const {
+  return impl_->fresh;
 }
 
 RaftStatus RaftNode::status() const {

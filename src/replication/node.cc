@@ -32,6 +32,7 @@ bool Node::start(std::string* error) {
     role_ = place.where == MasterPlace::kHere ? Role::kMaster : Role::kReplica;
   }
   read_only_.store(role_ == Role::kReplica, std::memory_order_relaxed);
+  if (role_ == Role::kMaster) holds_data_.store(true, std::memory_order_release);
   if (!settings_.locate) {
     LOG(INFO) << "replication: virtual IP " << settings_.virtual_ip
               << (role_ == Role::kMaster ? " is here: starting as master"
@@ -125,9 +126,16 @@ void Node::keep_linked(int64_t now_ms, const MasterPlace& place) {
   std::string target = place.host + ":" + std::to_string(place.port ? place.port : settings_.repl_port);
   bool moved = link_ && place.where == MasterPlace::kElsewhere && target != link_host_;
   if (link_ && !link_->ended() && !moved) {
-    link_was_streaming_ = link_was_streaming_ || link_->status().connected;
+    bool connected = link_->status().connected;
+    link_was_streaming_ = link_was_streaming_ || connected;
+    if (!connected) streaming_since_ms_ = -1;
+    if (connected && streaming_since_ms_ < 0) streaming_since_ms_ = now_ms;
+    if (connected && now_ms - streaming_since_ms_ >= kCaughtUpMs) {
+      holds_data_.store(true, std::memory_order_release);
+    }
     return;
   }
+  streaming_since_ms_ = -1;
   if (moved) {
     LOG(INFO) << "replication: the master is at " << target << " now";
   } else if (link_) {
@@ -179,6 +187,7 @@ void Node::promote() {
   lost_master_ms_ = -1;
   role_ = Role::kMaster;
   ++promotions_;
+  holds_data_.store(true, std::memory_order_release);  // what it has is the data now
   if (hooks_.promoted) hooks_.promoted();
   // Release: whoever sees writes allowed sees the replica's service retired.
   read_only_.store(false, std::memory_order_release);

@@ -199,9 +199,12 @@ bool Server::start_cluster(std::string* error) {
   // master sends (docs/high-availability.md).
   replication::NodeSettings node_settings = replication_settings();
   node_settings.listen_host = host;
-  node_settings.locate = [raft = raft_.get(), machine = lock_machine_.get()] {
+  node_settings.locate = [this, machine = lock_machine_.get()] {
     using Place = replication::MasterPlace;
-    if (raft->status().role == consensus::Role::kLeader) return Place{Place::kHere, "", 0};
+    if (raft_->status().role == consensus::Role::kLeader) {
+      if (cache_may_lead()) return Place{Place::kHere, "", 0};
+      return Place{Place::kUnknown, "", 0};  // handing leadership over first
+    }
     std::string address = machine->leader_addresses().replication;
     if (address.empty()) return Place{Place::kUnknown, "", 0};  // an election, or not announced yet
     return Place{Place::kElsewhere, host_of(address),
@@ -247,6 +250,43 @@ void Server::change_members(const consensus::MembershipChange& change, const soc
     if (error == consensus::kNotLeader) return done({Status::kNotLeader, machine->leader_lock_address()});
     done({Status::kFailed, error});
   });
+}
+
+// A member that restarted has an empty cache. As the cache's master it
+// would send that emptiness to every replica, which empties its store for a
+// new master's snapshot: the whole cache lost. So a leader whose cache has
+// not the data yet asks libraft to hand leadership to the most up-to-date
+// voter (once a term, kMaxHandOvers times at most) and meanwhile is
+// nobody's master: its cache refuses writes. When no one takes over (the
+// others are down, or as cold: every node restarted), it serves with what
+// it has. On the replication thread (locate).
+bool Server::cache_may_lead() {
+  if (raft_->started_fresh() || replication_->holds_data()) return true;
+  uint64_t term = raft_->status().term;
+  {
+    std::lock_guard lock(hand_over_mutex_);
+    if (hand_overs_ >= kMaxHandOvers) return true;
+    // Asked in this term (the status may still say "leader" for a moment
+    // after leadership went), or an answer is on its way.
+    if (hand_over_term_ == term || hand_over_pending_) return false;
+    hand_over_term_ = term;
+    hand_over_pending_ = true;
+    ++hand_overs_;
+  }
+  LOG(WARNING) << "cluster: leading with a cache that does not have the data yet (restarted); "
+                  "handing leadership to a member that has it";
+  raft_->change_members({consensus::MembershipChange::Kind::kTransfer, 0, ""},
+                        [this](const std::string& error) {
+                          {
+                            std::lock_guard lock(hand_over_mutex_);
+                            hand_over_pending_ = false;
+                            if (!error.empty()) hand_over_term_ = 0;  // may ask again
+                          }
+                          LOG_IF(WARNING, !error.empty())
+                              << "cluster: leadership was not handed over: " << error;
+                          replication_->recheck();
+                        });
+  return false;
 }
 
 void Server::close_client_connections(bool lock_service_only) {

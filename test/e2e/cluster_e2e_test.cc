@@ -349,6 +349,46 @@ TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
   }
 }
 
+// A member restarted has an empty cache; made leader at once, it must not
+// become the master whose snapshot would empty every replica: it hands
+// leadership to a member that has the data, and the cache keeps it.
+TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderHandsLeadershipToOneWithTheCache) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client writer;
+  ASSERT_TRUE(writer.connect(nodes_[lead - 1]->port()));
+  ASSERT_EQ(writer.store("set", "greeting", "hello"), "STORED");
+  int cold = lead % kNodes + 1;
+  Client follower;
+  ASSERT_TRUE(follower.connect(nodes_[cold - 1]->port()));
+  ASSERT_TRUE(eventually([&] { return follower.get("greeting") == "hello"; }));
+  follower.close();
+  ASSERT_TRUE(nodes_[cold - 1]->stop(SIGKILL).has_value());
+  start(cold);
+  // libraft hands over only to a voter that has caught up with its log.
+  ASSERT_TRUE(eventually([&] {
+    Client admin = lock_client(lead);
+    return admin.request("cluster transfer " + std::to_string(cold)) == "200 Transferred";
+  }));
+
+  int next = 0;
+  EXPECT_TRUE(eventually([&] {
+    next = leader();
+    return next != 0 && next != cold;
+  })) << "leader " << next;
+  EXPECT_TRUE(eventually([&] {
+    return nodes_[cold - 1]->log().find("handing leadership to a member that has it") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(nodes_[cold - 1]->log().find("promoting this replica to master"), std::string::npos)
+      << "the cold member was the cache's master";
+  Client reader;
+  ASSERT_TRUE(reader.connect(nodes_[next - 1]->port()));
+  EXPECT_EQ(reader.get("greeting"), "hello");
+  EXPECT_TRUE(eventually([&] { return reader.store("set", "after", "1") == "STORED"; }));
+}
+
 TEST_F(ClusterE2eTest, AWaitTimesOutOnTheLeadersClock) {
   start_all();
   int lead = leader();

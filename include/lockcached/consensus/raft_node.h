@@ -125,6 +125,9 @@ class RaftNode {
   // does not), or at once when the change cannot be made.
   void change_members(MembershipChange change, MembershipDone done);
   RaftStatus status() const;
+  // This start made the cluster: its data directory was empty and it
+  // bootstrapped the initial voters (after start()).
+  bool started_fresh() const;
   // The node's thread's timers: for the application's (leader's) timers.
   timing::Scheduler& scheduler();
 

@@ -1,6 +1,7 @@
 // Wires it all together: the shared state, the listeners and the workers.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,8 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // A demoted master's clients go (or only the lock service's, from a
   // promoted replica): posted to every worker.
   void close_client_connections(bool lock_service_only);
+  // Whether this Raft leader may be the cache's master now (server.cc).
+  bool cache_may_lead();
   // `cluster add|remove|transfer` from a client at `peer` (state_.change_members).
   void change_members(const consensus::MembershipChange& change, const sockaddr_in6& peer,
                       std::function<void(consensus::MembershipResult)> done);
@@ -98,6 +101,12 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // With --cluster: the lock service replicated by Raft.
   std::shared_ptr<cluster::LockMachine> lock_machine_;
   std::unique_ptr<consensus::RaftNode> raft_;
+  // A leader with a cold cache handing leadership over (cache_may_lead).
+  static constexpr int kMaxHandOvers = 3;
+  std::mutex hand_over_mutex_;  // guards what follows
+  uint64_t hand_over_term_ = 0;  // the term it last asked in
+  bool hand_over_pending_ = false;
+  int hand_overs_ = 0;
   uint16_t port_ = 0;
   uint16_t lock_port_ = 0;
   uint16_t tls_port_ = 0;
