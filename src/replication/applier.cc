@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "lockcached/replication/encoder.h"
+#include "lockcached/replication/heartbeat.h"
 
 namespace lockcached::replication {
 namespace {
@@ -143,6 +144,7 @@ void Applier::apply(std::string_view frame) {
   }
   if (*error_) return;
   ++frames_applied_;
+  if (h.opcode == wire::kDeleteQ && key == kSnapshotEndKey) snapshot_received_ = true;
   // A Noop is the master's keep-alive, sent beside the buffered stream
   // (Master::heartbeat): the position an ack names counts the stream only.
   if (h.opcode != wire::kNoop) bytes_applied_ += frame.size();

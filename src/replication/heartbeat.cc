@@ -20,6 +20,12 @@ void append_noop_request(std::string& out) {
   wire::append_request_header(wire::kNoop, 0, 0, 0, out);
 }
 
+void append_snapshot_end(std::string& out) {
+  wire::append_request_header(wire::kDeleteQ, kSnapshotEndKey.size(), 0, kSnapshotEndKey.size(),
+                              out);
+  out.append(kSnapshotEndKey);
+}
+
 // A request header with the response's magic: the two differ in nothing
 // else when there is no status, key or body.
 void append_noop_response(uint64_t bytes_applied, std::string& out) {

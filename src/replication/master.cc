@@ -162,6 +162,7 @@ class Master::Follower final : public net::EventHandler {
 
   void finish_snapshot() {
     syncing_.store(false, std::memory_order_relaxed);
+    buffer_.on_snapshot_end();
     LOG(INFO) << "replication: snapshot of " << snapshot_.items_sent() << " items sent to "
               << address_ << " in " << net::monotonic_ms() - connected_ms_ << " ms";
   }

@@ -100,6 +100,13 @@ MasterPlace Node::locate() const {
 }
 
 void Node::tick() {
+  // Before locate(): a Raft leader asks whether its cache has the data.
+  {
+    std::lock_guard lock(mutex_);
+    if (link_ && link_->status().snapshot_received) {
+      holds_data_.store(true, std::memory_order_release);
+    }
+  }
   MasterPlace place = locate();
   // A virtual IP nobody can check changes nothing; a Raft cluster without a
   // leader has no master, and a master that no longer leads steps down.
@@ -126,16 +133,9 @@ void Node::keep_linked(int64_t now_ms, const MasterPlace& place) {
   std::string target = place.host + ":" + std::to_string(place.port ? place.port : settings_.repl_port);
   bool moved = link_ && place.where == MasterPlace::kElsewhere && target != link_host_;
   if (link_ && !link_->ended() && !moved) {
-    bool connected = link_->status().connected;
-    link_was_streaming_ = link_was_streaming_ || connected;
-    if (!connected) streaming_since_ms_ = -1;
-    if (connected && streaming_since_ms_ < 0) streaming_since_ms_ = now_ms;
-    if (connected && now_ms - streaming_since_ms_ >= kCaughtUpMs) {
-      holds_data_.store(true, std::memory_order_release);
-    }
+    link_was_streaming_ = link_was_streaming_ || link_->status().connected;
     return;
   }
-  streaming_since_ms_ = -1;
   if (moved) {
     LOG(INFO) << "replication: the master is at " << target << " now";
   } else if (link_) {

@@ -1,5 +1,7 @@
 #include "lockcached/replication/replica_buffer.h"
 
+#include "lockcached/replication/heartbeat.h"
+
 namespace lockcached::replication {
 
 template <typename Append>
@@ -27,6 +29,11 @@ void ReplicaBuffer::on_delete(std::string_view key) {
 void ReplicaBuffer::on_flush(store::RelTime moment) {
   add(wire::kHeaderSize + wire::kFlushExtras,
       [&](std::string& out) { encoder_.append_flush(moment, out); });
+}
+
+void ReplicaBuffer::on_snapshot_end() {
+  add(wire::kHeaderSize + kSnapshotEndKey.size(),
+      [](std::string& out) { append_snapshot_end(out); });
 }
 
 bool ReplicaBuffer::take(std::string& out) {

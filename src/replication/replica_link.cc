@@ -84,6 +84,7 @@ void ReplicaLink::read_stream() {
   }
   bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
+  if (applier_->snapshot_received()) snapshot_received_.store(true, std::memory_order_relaxed);
   if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
     ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
       ack_timer_ = 0;
@@ -136,6 +137,7 @@ void ReplicaLink::end(const std::string& why) {
 LinkStatus ReplicaLink::status() const {
   LinkStatus status;
   status.connected = connected_.load(std::memory_order_relaxed);
+  status.snapshot_received = snapshot_received_.load(std::memory_order_relaxed);
   status.bytes_applied = bytes_applied_.load(std::memory_order_relaxed);
   status.frames_applied = frames_applied_.load(std::memory_order_relaxed);
   return status;

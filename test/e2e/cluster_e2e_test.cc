@@ -349,10 +349,12 @@ TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
   }
 }
 
-// A member restarted has an empty cache; made leader at once, it must not
-// become the master whose snapshot would empty every replica: it hands
-// leadership to a member that has the data, and the cache keeps it.
-TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderHandsLeadershipToOneWithTheCache) {
+// A member restarted has an empty cache. Made leader (at once, or once it
+// has the master's snapshot: both can happen, the snapshot being small), it
+// must never be the master with an empty cache, whose snapshot would empty
+// every replica: it hands leadership to a member that has the data, or
+// leads with the data it got. Either way the cache keeps it.
+TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -372,21 +374,22 @@ TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderHandsLeadershipToOneWithTheCach
     return admin.request("cluster transfer " + std::to_string(cold)) == "200 Transferred";
   }));
 
+  // Whoever leads once leadership has settled (a step-down closes the
+  // connections of the master that was) takes writes and has the data.
   int next = 0;
+  Client reader;
   EXPECT_TRUE(eventually([&] {
     next = leader();
-    return next != 0 && next != cold;
-  })) << "leader " << next;
-  EXPECT_TRUE(eventually([&] {
-    return nodes_[cold - 1]->log().find("handing leadership to a member that has it") !=
-           std::string::npos;
+    reader = Client();
+    return next != 0 && reader.connect(nodes_[next - 1]->port()) &&
+           reader.store("set", "after", "1") == "STORED";
   }));
-  EXPECT_EQ(nodes_[cold - 1]->log().find("promoting this replica to master"), std::string::npos)
-      << "the cold member was the cache's master";
-  Client reader;
-  ASSERT_TRUE(reader.connect(nodes_[next - 1]->port()));
   EXPECT_EQ(reader.get("greeting"), "hello");
-  EXPECT_TRUE(eventually([&] { return reader.store("set", "after", "1") == "STORED"; }));
+  std::string log = nodes_[cold - 1]->log();
+  bool handed_over = log.find("handing leadership to a member that has it") != std::string::npos;
+  std::cout << "the restarted member " << (handed_over ? "handed leadership over"
+                                                         : "had the snapshot when it led")
+            << "; node " << next << " leads\n";
 }
 
 TEST_F(ClusterE2eTest, AWaitTimesOutOnTheLeadersClock) {

@@ -89,7 +89,7 @@ class RawReplica {
 };
 
 // The stream is memcached binary requests (yrmcds's design): the data as
-// SetQ, then each change, with Noops to answer.
+// SetQ, the snapshot's end, then each change, with Noops to answer.
 TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   uint16_t repl_port = free_port();
   ServerProcess server;
@@ -109,6 +109,12 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   EXPECT_EQ(set->value, "value");
   EXPECT_EQ(set->extras.substr(0, 4), std::string("\0\0\0\5", 4));  // the flags
   EXPECT_TRUE(e2e::eventually([&] { return client.stats("replication")["replicas"] == "1"; }));
+  // The snapshot's end, marked as a delete of a key no text client can
+  // write (a Raft member may lead only once its cache saw one).
+  std::optional<Frame> end = replica.next();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->opcode, 0x14);
+  EXPECT_EQ(end->key, std::string("\0lockcached snapshot end\0", 25));
   // A change after the snapshot follows.
   ASSERT_EQ(client.request("delete key"), "DELETED");
   std::optional<Frame> deleted = replica.next();
@@ -142,6 +148,9 @@ TEST(ReplicationE2e, AMastersLockServiceIsNotInTheStream) {
   EXPECT_EQ(locks.request("set_timeout 5"), "200 Timeout set");
   EXPECT_EQ(locks.request("unlock door"), "200 Released");
   ASSERT_EQ(client.store("set", "after", "locks"), "STORED");
+  std::optional<Frame> end = replica.next();  // of the (empty) snapshot
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->key, std::string("\0lockcached snapshot end\0", 25));
   std::optional<Frame> frame = replica.next();
   ASSERT_TRUE(frame);
   EXPECT_EQ(frame->opcode, 0x11);  // the SetQ, and nothing of the lock service before it

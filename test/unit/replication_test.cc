@@ -18,6 +18,7 @@
 
 #include "lockcached/replication/applier.h"
 #include "lockcached/replication/encoder.h"
+#include "lockcached/replication/heartbeat.h"
 #include "lockcached/replication/replica_buffer.h"
 #include "lockcached/replication/snapshot.h"
 #include "lockcached/store/change_listener.h"
@@ -374,6 +375,24 @@ TEST_F(ReplicationApplierTest, AnOlderMastersLockFramesAreSkipped) {
   Applier refusing(replica_);
   EXPECT_FALSE(refusing.feed(too_long));
   EXPECT_FALSE(refusing.error().empty());
+}
+
+// The master marks its snapshot's end in the stream, as a delete any
+// replica can apply; a keep-alive Noop says nothing of the kind.
+TEST_F(ReplicationApplierTest, TheSnapshotsEndIsMarkedInTheStream) {
+  std::string keepalive;
+  append_noop_request(keepalive);
+  std::string end;
+  append_snapshot_end(end);
+  std::string snapshot = set_frame("a", "1") + keepalive + set_frame("b", "2");
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(snapshot)) << applier.error();
+  EXPECT_FALSE(applier.snapshot_received());
+  ASSERT_TRUE(applier.feed(end + set_frame("c", "3"))) << applier.error();
+  EXPECT_TRUE(applier.snapshot_received());
+  EXPECT_EQ(applier.bytes_applied(), snapshot.size() - keepalive.size() + end.size() +
+                                         set_frame("c", "3").size());
+  EXPECT_EQ(contents(replica_), contents(master_));  // the mark stored nothing
 }
 
 TEST_F(ReplicationApplierTest, HugeBodyIsRefusedFromTheHeaderAlone) {

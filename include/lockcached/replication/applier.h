@@ -29,6 +29,8 @@ class Applier {
   // Why feed failed; empty while it has not.
   std::string_view error() const { return error_; }
   uint64_t frames_applied() const { return frames_applied_; }
+  // The master said its snapshot is whole (heartbeat.h: kSnapshotEndKey).
+  bool snapshot_received() const { return snapshot_received_; }
   // Stream bytes of the frames applied so far, Noops (keep-alives) not
   // counted: the position the master's ReplicaBuffer::appended gives, what
   // the replica acks.
@@ -59,6 +61,7 @@ class Applier {
   const char* error_ = "";
   uint64_t frames_applied_ = 0;
   uint64_t bytes_applied_ = 0;
+  bool snapshot_received_ = false;
 };
 
 }  // namespace lockcached::replication

@@ -15,6 +15,14 @@
 namespace lockcached::replication {
 
 void append_noop_request(std::string& out);
+// What a lockcached master puts in the stream after a new replica's
+// snapshot: from there on the replica's cache has the master's data (a
+// Raft member then may lead, Server::cache_may_lead). A DeleteQ of a key no
+// text client can write, so that any replica applies it as a harmless
+// delete: an older lockcached or yrmcds replica, which refuses unknown
+// frames and a CAS in a frame, keeps streaming.
+constexpr std::string_view kSnapshotEndKey{"\0lockcached snapshot end\0", 25};
+void append_snapshot_end(std::string& out);
 void append_noop_response(uint64_t bytes_applied, std::string& out);
 
 // Reads what a replica sends back, cut anywhere: responses only.

@@ -88,10 +88,10 @@ class Node {
   // Thread-safe.
   NodeStatus status() const;
   // Thread-safe: this node's cache has the data: it has been the master,
-  // or a replica streaming from one for kCaughtUpMs (its snapshot most
-  // likely in; a very large one may still be arriving). A Raft member that
-  // restarted has not, and must not become the master whose snapshot
-  // empties every replica (Server::start_cluster).
+  // or a replica that applied a master's whole snapshot (heartbeat.h:
+  // kSnapshotEndKey). A Raft member that restarted has not, and must not
+  // become the master whose snapshot empties every replica
+  // (Server::cache_may_lead).
   bool holds_data() const { return holds_data_.load(std::memory_order_acquire); }
   const NodeSettings& settings() const { return settings_; }
 
@@ -99,7 +99,6 @@ class Node {
   void schedule_tick();
   void schedule_send();
   static constexpr int64_t kSendIntervalMs = 1;
-  static constexpr int64_t kCaughtUpMs = 1000;
   void tick();
   MasterPlace locate() const;
   void promote();
@@ -123,7 +122,6 @@ class Node {
   std::unique_ptr<Master> master_;
   std::unique_ptr<ReplicaLink> link_;
   bool link_was_streaming_ = false;
-  int64_t streaming_since_ms_ = -1;  // link_ connected since; -1: not connected
   std::atomic<bool> holds_data_{false};
   std::string link_host_;  // where link_ connects, "HOST:PORT"
   int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since

@@ -32,6 +32,8 @@ class ReplicaBuffer final : public store::ChangeListener {
   void on_store(const store::Item& item) override;
   void on_delete(std::string_view key) override;
   void on_flush(store::RelTime moment) override;
+  // The snapshot that went into this buffer is whole (heartbeat.h).
+  void on_snapshot_end();
 
   // Replaces `out` with the waiting bytes, leaving none; false (and no
   // bytes) once the buffer has overflowed.
