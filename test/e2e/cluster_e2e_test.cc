@@ -37,6 +37,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using e2e::Client;
 using e2e::eventually;
+using e2e::free_ports;
 using e2e::ServerProcess;
 
 constexpr int kNodes = 3;      // the initial voters
@@ -44,27 +45,6 @@ constexpr int kMaxNodes = 4;   // and one a test may add
 // Short, so that elections are quick; the tests do not depend on it.
 constexpr const char* kElectionTimeout = "--election_timeout_ms=300";
 constexpr auto kElection = 20s;  // how long a test waits for a leader
-
-// `count` ports free on loopback now, all different: each is bound until
-// every one is chosen, so that the kernel cannot hand one out twice.
-std::vector<uint16_t> free_ports(size_t count) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (size_t i = 0; i < count; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    socklen_t length = sizeof address;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    fds.push_back(fd);
-    ports.push_back(ntohs(address.sin_port));
-  }
-  for (int fd : fds)
-    close(fd);
-  return ports;
-}
 
 std::optional<uint64_t> acquired_token(std::string_view reply) {
   constexpr std::string_view kPrefix = "200 Acquired ";
@@ -179,6 +159,12 @@ class ClusterE2eTest : public ::testing::Test {
                           std::to_string(lock_ports_[id]) + " " + args + " >&2";
     int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  Client cache_client(int id) {
+    Client client;
+    EXPECT_TRUE(client.connect(nodes_[id - 1]->port()));
+    return client;
   }
 
   Client lock_client(int id) {
@@ -320,16 +306,11 @@ TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
-  auto cache = [&](int id) {
-    Client client;
-    EXPECT_TRUE(client.connect(nodes_[id - 1]->port()));
-    return client;
-  };
-  Client writer = cache(lead);
+  Client writer = cache_client(lead);
   ASSERT_EQ(writer.store("set", "greeting", "hello"), "STORED");
   for (int id = 1; id <= kNodes; ++id) {
     if (id == lead) continue;
-    Client follower = cache(id);
+    Client follower = cache_client(id);
     EXPECT_EQ(follower.store("set", "greeting", "other"),
               "SERVER_ERROR read-only replica: writes go to the master");
     EXPECT_TRUE(eventually([&] { return follower.get("greeting") == "hello"; }));
@@ -338,12 +319,12 @@ TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
   nodes_[lead - 1].reset();
   int next = leader();
   ASSERT_NE(next, 0);
-  Client new_writer = cache(next);
+  Client new_writer = cache_client(next);
   EXPECT_TRUE(eventually([&] { return new_writer.store("set", "after", "1") == "STORED"; }));
   EXPECT_EQ(new_writer.get("greeting"), "hello");
   for (int id = 1; id <= kNodes; ++id) {
     if (id == lead || id == next) continue;
-    Client follower = cache(id);
+    Client follower = cache_client(id);
     EXPECT_TRUE(eventually([&] { return follower.get("after") == "1"; }));
     EXPECT_EQ(follower.get("greeting"), "hello");
   }
@@ -358,12 +339,10 @@ TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
-  Client writer;
-  ASSERT_TRUE(writer.connect(nodes_[lead - 1]->port()));
+  Client writer = cache_client(lead);
   ASSERT_EQ(writer.store("set", "greeting", "hello"), "STORED");
   int cold = lead % kNodes + 1;
-  Client follower;
-  ASSERT_TRUE(follower.connect(nodes_[cold - 1]->port()));
+  Client follower = cache_client(cold);
   ASSERT_TRUE(eventually([&] { return follower.get("greeting") == "hello"; }));
   follower.close();
   ASSERT_TRUE(nodes_[cold - 1]->stop(SIGKILL).has_value());
@@ -536,8 +515,7 @@ TEST_F(ClusterE2eTest, AGraceThatRunsOutIsReportedToWatchers) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
-  Client watcher;
-  ASSERT_TRUE(watcher.connect(nodes_[lead - 1]->port()));
+  Client watcher = cache_client(lead);
   ASSERT_EQ(watcher.request("watch locks"), "OK");
   Client holder = lock_client(lead);
   ASSERT_EQ(holder.request("set_timeout 200"), "200 Timeout set");

@@ -33,6 +33,7 @@ namespace {
 using namespace std::chrono_literals;
 using e2e::Client;
 using e2e::ServerProcess;
+using e2e::free_port;
 namespace fs = std::filesystem;
 
 std::string read_file(const fs::path& path) {
@@ -415,19 +416,6 @@ TEST(ConfigurationE2e, LogFilesSurviveSighupLogrotateAndStop) {
   EXPECT_NE(after.find(" new cache connection"), std::string::npos) << after;
   EXPECT_NE(after.find("] stopped"), std::string::npos) << after;
   EXPECT_NE(after[0], '\0') << "copytruncate left a hole at the start of the file";
-}
-
-// A free TCP port on 127.0.0.1 (the daemon's log is not there to read it).
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 // Debian's /etc/memcached.conf, as start-memcached passes it on: -d and -P

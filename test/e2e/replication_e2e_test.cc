@@ -20,25 +20,13 @@ namespace {
 
 using e2e::Client;
 using e2e::ServerProcess;
+using e2e::free_port;
 
 // On loopback's network (127.0.0.0/8 stays on this host) but not an address
 // of any interface: a virtual IP held elsewhere, and nothing a replica's
 // connection attempts could reach outside the machine.
 constexpr const char* kElsewhere = "--virtual_ip=127.0.0.2";
 constexpr const char* kReadOnly = "SERVER_ERROR read-only replica: writes go to the master";
-
-// A port nobody listens on now (the kernel's pick, given back at once).
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), length), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // One request of the replication stream, as a raw follower reads it.
 struct Frame {

@@ -625,4 +625,23 @@ uid_t uid_of(pid_t pid) {
   return static_cast<uid_t>(-1);
 }
 
+std::vector<uint16_t> free_ports(size_t count) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < count; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    fds.push_back(fd);
+    ports.push_back(ntohs(address.sin_port));
+  }
+  for (int fd : fds)
+    close(fd);
+  return ports;
+}
+
 }  // namespace e2e

@@ -188,6 +188,12 @@ bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds(5),
                 std::chrono::milliseconds interval = std::chrono::milliseconds(100));
 
+// `count` TCP ports free on 127.0.0.1 now, all different: each is held
+// until every one is chosen, so that the kernel cannot hand one out twice.
+// For the ports a test must name itself (a cluster's, a replication port).
+std::vector<uint16_t> free_ports(size_t count);
+inline uint16_t free_port() { return free_ports(1)[0]; }
+
 // Makes binary-safe text readable in failure messages ("\r\n" -> "\\r\\n").
 std::string escape(std::string_view bytes, size_t max_length = 200);
 
