@@ -350,7 +350,7 @@ class CacheWriter(threading.Thread):
         self.cluster = cluster
         self.stop = threading.Event()
         self.acked = []  # (key, value, when its STORED came)
-        self.sock = None
+        self.client = None  # haclient.TextClient
         self.node = 0
 
     def run(self):
@@ -358,33 +358,33 @@ class CacheWriter(threading.Thread):
         while not self.stop.is_set():
             key, value = "%s:%d" % (self.name, n), str(n)
             try:
-                if not self.sock:
-                    self.sock = haclient.connect(self.cluster.net, self.cluster.nodes,
-                                                 self.cluster.addresses[self.node], CACHE_PORT,
-                                                 timeout=1)
-                    self.sock.settimeout(1)
-                self.sock.sendall(b"set %s 0 0 %d\r\n%s\r\n" % (key.encode(), len(value),
-                                                                   value.encode()))
-                reply = self.sock.recv(4096)
-            except OSError:
-                reply = b""
-            if reply == b"STORED\r\n":
+                if not self.client:
+                    self.client = haclient.TextClient(haclient.connect(
+                        self.cluster.net, self.cluster.nodes, self.cluster.addresses[self.node],
+                        CACHE_PORT, timeout=1))
+                    self.client.sock.settimeout(1)
+                reply = self.client.set(key, value)
+            except (OSError, ConnectionError):
+                reply = None
+            if reply == "STORED":
                 self.acked.append((key, value, time.monotonic()))
                 n += 1
                 time.sleep(0.001)
                 continue
             # A follower, a node gone or cut off: the next one.
-            if self.sock:
-                self.sock.close()
-                self.sock = None
+            self.close()
             self.node = (self.node + 1) % self.cluster.nodes
             time.sleep(0.01)
+
+    def close(self):
+        if self.client:
+            self.client.close()
+            self.client = None
 
     def finish(self):
         self.stop.set()
         self.join(3)
-        if self.sock:
-            self.sock.close()
+        self.close()
 
     def lost(self, cluster):
         """The acknowledged writes the leader does not have now."""
