@@ -507,7 +507,7 @@ void reload(server::Server& server, const std::vector<std::string>& args,
   int memory_limit_mb = FLAGS_memory_limit_mb;
   int idle_timeout = server.idle_timeout();
   int verbosity = lockcached::core::log_verbosity.load(std::memory_order_relaxed);
-  for (const auto& [name, value] : collected.settings) {
+  for (const auto& [name, value, origin] : collected.settings) {
     int* target = name == "memory_limit_mb" ? &memory_limit_mb
                   : name == "idle_timeout"  ? &idle_timeout
                   : name == "v"             ? &verbosity
@@ -518,7 +518,7 @@ void reload(server::Server& server, const std::vector<std::string>& args,
     int minimum = name == "memory_limit_mb" ? 1 : 0;
     if (value.empty() || *end != '\0' || parsed < minimum || parsed > INT32_MAX) {
       LOG(ERROR) << "SIGHUP: configuration unchanged: bad value '" << value << "' for --"
-                 << name;
+                 << name << " (" << origin << ")";
       return;
     }
     *target = static_cast<int>(parsed);

@@ -21,6 +21,19 @@ std::string_view trim(std::string_view text) {
   return text.substr(start, end - start + 1);
 }
 
+// A flagfile line without its comment: one that starts the line, or one
+// after a blank ("--listen=127.0.0.1  # loopback only"). A '#' inside a
+// value ("--tls_ciphers=A#B") stays, since no blank comes before it.
+std::string_view without_comment(std::string_view line) {
+  for (size_t hash = line.find('#'); hash != std::string_view::npos;
+       hash = line.find('#', hash + 1)) {
+    if (hash == 0 || line[hash - 1] == ' ' || line[hash - 1] == '\t') {
+      return line.substr(0, hash);
+    }
+  }
+  return line;
+}
+
 // "--name=value" / "-name" -> name and optional value; gflags takes one dash
 // or two, and dashes inside the name for underscores.
 struct SplitFlag {
@@ -148,8 +161,8 @@ class FlagWalker {
     if (depth == 0) flagfiles.push_back(path);  // nested ones come with it
     std::vector<SourcedArgument> args;
     for (size_t n = 0; n < lines->size(); ++n) {
-      std::string_view line = trim((*lines)[n]);
-      if (line.empty() || line[0] == '#') continue;
+      std::string_view line = trim(without_comment((*lines)[n]));
+      if (line.empty()) continue;
       args.push_back({std::string(line), path + ":" + std::to_string(n + 1)});
     }
     walk(args, depth + 1);
@@ -244,8 +257,9 @@ CollectedFlags collect_flags(const std::vector<std::string>& args, const FlagReg
                              const ReadLines& read_lines) {
   CollectedFlags collected;
   FlagWalker walker(registry, read_lines,
-                    [&](const std::string& name, const std::string& value, const std::string&) {
-                      collected.settings.emplace_back(name, value);
+                    [&](const std::string& name, const std::string& value,
+                        const std::string& origin) {
+                      collected.settings.push_back({name, value, origin});
                       return true;
                     });
   walker.walk(from_command_line(args), 0);

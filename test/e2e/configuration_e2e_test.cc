@@ -330,6 +330,31 @@ TEST(ConfigurationE2e, SighupKeepsServingAndRereadsTheRunTimeSettings) {
   }));
   EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(32 << 20));
   EXPECT_EQ(client.get("kept"), "value");
+
+  // A bad value names its file and line, as at start.
+  write_file(conf, "--idle_timeout=0\n--memory_limit_mb=lots\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  EXPECT_TRUE(e2e::eventually([&] {
+    return server.log().find("SIGHUP: configuration unchanged: bad value 'lots' for "
+                             "--memory_limit_mb (" + conf.string() + ":2)") != std::string::npos;
+  })) << server.log();
+}
+
+// A comment may follow a value after a blank; a '#' inside a value stays.
+TEST(ConfigurationE2e, AFlagfileLineMayEndInAComment) {
+  TempDir dir;
+  fs::path conf = dir.path() / "lockcached.conf";
+  write_file(conf, "--listen=127.0.0.1  # loopback only\n"
+                   "--memory_limit_mb=32\t# small\n"
+                   "--pid_file=" + (dir.path() / "a#b.pid").string() + "\n");
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--flagfile=" + conf.string()})) << server.log();
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  std::map<std::string, std::string> settings = client.stats("settings");
+  EXPECT_EQ(settings["maxbytes"], std::to_string(32 << 20));
+  EXPECT_EQ(settings["inter"], "127.0.0.1");
+  EXPECT_TRUE(e2e::eventually([&] { return fs::exists(dir.path() / "a#b.pid"); }));
 }
 
 TEST(ConfigurationE2e, SigusrOneStopsCleanly) {

@@ -77,11 +77,16 @@ LoadedFlags load_flags(const std::vector<std::string>& args, const FlagRegistry&
                        const ReadLines& read_lines = read_file_lines);
 
 // Walks `args` as load_flags does, flagfiles read afresh, but sets nothing:
-// the (name, value) of every setting in order, a later one overriding an
-// earlier one. For SIGHUP, where the caller decides what may change at run
+// the name and value of every setting in order, a later one overriding an
+// earlier one, with where it came from. For SIGHUP, where the caller decides what may change at run
 // time; the command line keeps its precedence over the files.
+struct CollectedFlag {
+  std::string name;
+  std::string value;
+  std::string origin;  // "command line" or "FILE:LINE", as start-up errors name it
+};
 struct CollectedFlags {
-  std::vector<std::pair<std::string, std::string>> settings;
+  std::vector<CollectedFlag> settings;
   std::string error;
 };
 CollectedFlags collect_flags(const std::vector<std::string>& args, const FlagRegistry& registry,
