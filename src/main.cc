@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -280,8 +281,19 @@ FlagProblem check_flags() {
   if (FLAGS_uring_sqpoll && FLAGS_io != "uring") return {"uring_sqpoll", "needs --io=uring"};
   if (FLAGS_memory_limit_mb < 1) return {"memory_limit_mb", "must be at least 1"};
   if (FLAGS_v < 0) return {"v", "must be 0 or more"};
+  // glog would carry on with every line lost ("COULD NOT CREATE A LOGGINGFILE").
+  if (!FLAGS_logtostderr && !FLAGS_log_dir.empty() &&
+      access(FLAGS_log_dir.c_str(), W_OK | X_OK) != 0) {
+    return {"log_dir", "cannot write to " + FLAGS_log_dir + ": " + std::strerror(errno)};
+  }
   if (FLAGS_max_item_size < 1024 || FLAGS_max_item_size > (int64_t{1} << 30)) {
     return {"max_item_size", "must be 1024..1073741824"};
+  }
+  // memcached's rule (and exit status) for -m 2 -I 4m: such an item could
+  // never be stored.
+  if (FLAGS_max_item_size > (int64_t{FLAGS_memory_limit_mb} << 20) / 2) {
+    return {"max_item_size", "must be at most half of --memory_limit_mb (" +
+                                 std::to_string(FLAGS_memory_limit_mb) + " MB)"};
   }
   if (FLAGS_max_connections < 1) return {"max_connections", "must be at least 1"};
   if (FLAGS_lock_max_connections < 1) return {"lock_max_connections", "must be at least 1"};

@@ -154,6 +154,12 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
                              "--tcp_keepalive: must be 0..32767 (command line)");
   expect_configuration_error({"--port=0", "--tcp_keepalive=32768"},
                              "--tcp_keepalive: must be 0..32767 (command line)");
+  // memcached refuses it too (exit 64): no such item could be stored.
+  expect_configuration_error({"--port=0", "-m", "2", "-I", "4m"},
+                             "--max_item_size: must be at most half of --memory_limit_mb (2 MB)");
+  expect_configuration_error({"--port=0", "--logtostderr=false", "--log_dir=/nonexistent/logs"},
+                             "--log_dir: cannot write to /nonexistent/logs: No such file or "
+                             "directory (command line)");
   // --io=epoll spelled out: the suite may run with --io=uring added (stage 22).
   expect_configuration_error({"--port=0", "--io=epoll", "--uring_sqpoll"},
                              "--uring_sqpoll: needs --io=uring (command line)");
