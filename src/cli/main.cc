@@ -11,22 +11,19 @@
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: lockcached-cli [--host H] [--port P] [--lock-port P] [--binary]
-                      [--tls [--tls-ca-file F] [--tls-cert-file F --tls-key-file F]]
-                      [--user NAME [--password-file F]]
-                      COMMAND [ARGS...]
+    R"(usage: lockcached-cli [OPTIONS] COMMAND [ARGS...]
 
 Cache commands (memcached text protocol on --port, default 11211; --binary
 speaks the binary protocol instead):
   get KEY...                  print each value followed by a newline
   set KEY VALUE [--flags F] [--exptime E]
                               store VALUE; VALUE - reads standard input
-  delete KEY
+  delete KEY                  delete an item
   lock KEY                    lock an object; the lock ends when this program
                               does, so alone it only shows whether it could
   lock KEY -- COMMAND [ARGS...]
                               hold the cache lock on KEY while COMMAND runs
-  unlock KEY
+  unlock KEY                  unlock an object (only this connection's: none)
   unlock_all                  (only this connection's locks: none)
   keys [PREFIX]               list keys, one a line
   stats [GROUP]               print "name value" lines
