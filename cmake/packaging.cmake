@@ -43,8 +43,13 @@ install(FILES ${PROJECT_BINARY_DIR}/etc/lockcached.service
         DESTINATION ${LOCKCACHED_SYSTEMD_UNIT_DIR})
 install(FILES etc/lockcached.logrotate
         DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/logrotate.d RENAME lockcached)
+# Laid out as in the repository, so that the relative links between README.md,
+# docs/ and what they cite work in /usr/share/doc/lockcached too.
 file(GLOB LOCKCACHED_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md)
-install(FILES README.md LICENSE ${LOCKCACHED_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${LOCKCACHED_DOCS} DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
+install(FILES bench/README.md bench/RESULTS.md bench/results.png DESTINATION ${CMAKE_INSTALL_DOCDIR}/bench)
+install(FILES etc/nutcracker.yml DESTINATION ${CMAKE_INSTALL_DOCDIR}/etc)
 install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
 # A start for keepalived on each node of a cluster (docs/high-availability.md);
 # an example, never installed where keepalived would read it unasked.

@@ -95,6 +95,14 @@ for path in /usr/bin/lockcached /etc/lockcached/lockcached.conf \
   /usr/share/man/man1/lockcached.1.gz; do
   dpkg -S "$path" >/dev/null || fail "the package does not hold $path"
 done
+# Every relative link of the installed README and docs leads to a file the
+# package holds (they are laid out as in the repository).
+for page in /usr/share/doc/lockcached/README.md /usr/share/doc/lockcached/docs/*.md \
+  /usr/share/doc/lockcached/bench/*.md; do
+  for target in $(grep -o '](\([^)#]*\)' "$page" | sed 's/^](//' | grep -v '^[a-z]*:' || true); do
+    [ -e "$(dirname "$page")/$target" ] || fail "$page links to $target, which is not installed"
+  done
+done
 if [ -f src/cli/CMakeLists.txt ]; then
   dpkg -S /usr/bin/lockcached-cli /usr/share/man/man1/lockcached-cli.1.gz >/dev/null ||
     fail "the package does not hold lockcached-cli and its man page"
