@@ -22,7 +22,7 @@ cleanup() {
   if [ -s "$work/memcached/pid" ]; then kill "$(cat "$work/memcached/pid")" 2>/dev/null || true; fi
   if dpkg-query -W lockcached >/dev/null 2>&1; then dpkg --purge lockcached >/dev/null || true; fi
   if [ "$memcached_before" != installed ]; then apt-get purge -y memcached >/dev/null 2>&1 || true; fi
-  rm -rf "$work" /var/log/lockcached
+  rm -rf "$work" /var/log/lockcached /etc/lockcached/users
 }
 trap cleanup EXIT
 
@@ -33,8 +33,9 @@ fail() {
 
 # help2man makes the man pages, man-db reads them back; iproute2's ss lets
 # check-ports name the program that holds a port.
+# python3-seccomp: the unit's system-call filter, tried without systemd.
 apt-get install -y --no-install-recommends libsystemd-dev dpkg-dev file systemd \
-  logrotate python3 help2man man-db iproute2 memcached >/dev/null
+  logrotate python3 python3-seccomp help2man man-db iproute2 memcached >/dev/null
 
 build=build-pkg
 cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DLOCKCACHED_BUILD_TESTS=OFF \
@@ -255,6 +256,98 @@ if b"shutting down" not in after or after.startswith(b"\0"):
     fail("after the rotation glog's file holds %r" % after[:200])
 print("SIGTERM: exit 0, STOPPING=1; logrotate copytruncate: rotated, glog writes on")
 PYTHON
+
+# --- the unit's group and system-call filter ----------------------------------
+# docs/security.md's hardened set-up under the unit: an --auth_file that is
+# root's, mode 640, group lockcached (SupplementaryGroups=); read at start
+# and again at SIGHUP by the unit's unprivileged user. The unit's
+# SystemCallFilter= lines are applied with libseccomp as systemd would.
+getent group lockcached >/dev/null || fail "postinst did not create the group lockcached"
+grep -qx 'SupplementaryGroups=lockcached' "$unit" || fail "the unit joins no group lockcached"
+printf 'stage50:0f1e2d3c4b5a6978\n' >/etc/lockcached/users
+chown root:lockcached /etc/lockcached/users
+chmod 640 /etc/lockcached/users
+# A unit that refuses io_uring: the check must see the difference.
+sed '/^SystemCallFilter=io_uring/d; $a SystemCallFilter=~io_uring_setup' "$unit" >"$work/no-uring.service"
+read -r -a command <<<"$exec_start"
+command+=(--port=0 --lock_port=0 --io=uring --auth_file=/etc/lockcached/users)
+# systemd applies the filter after it has switched users: so does this.
+cp test/ci/run-with-unit-filter.py "$work/"
+as_unit=(setpriv --reuid=nobody --regid=nogroup --groups=lockcached --no-new-privs)
+/usr/bin/python3 - "$unit" "$work/no-uring.service" "$work/run-with-unit-filter.py" \
+  "${as_unit[@]}" -- "${command[@]}" <<'PYTHON'
+import os, re, signal, socket, subprocess, sys, time
+
+unit, no_uring, filter_script = sys.argv[1:4]
+split = sys.argv.index("--")
+as_unit, command = sys.argv[4:split], sys.argv[split + 1:]
+
+def filtered(unit_file):
+    return as_unit + [sys.executable, filter_script, unit_file] + command
+
+def fail(message):
+    print("50-packaging:", message, file=sys.stderr)
+    sys.exit(1)
+
+def start(argv):
+    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    log = []
+    def wait_for(pattern):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = server.stderr.readline()
+            if not line:
+                break
+            log.append(line)
+            if re.search(pattern, line):
+                return re.search(pattern, line)
+        server.kill()
+        fail("no %r from %s; it wrote:\n%s" % (pattern, argv, "".join(log)))
+    port = int(wait_for(r"Listening on 127\.0\.0\.1:(\d+) \(memcached")[1])
+    wait_for(r" ready$")
+    return server, port, wait_for, log
+
+def io_backend(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        login = b"stage50 0f1e2d3c4b5a6978"
+        conn.sendall(b"set auth 0 0 %d\r\n%s\r\nstats settings\r\n" % (len(login), login))
+        reply = b""
+        while not reply.endswith(b"END\r\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                fail("the server closed the connection: %r" % reply)
+            reply += chunk
+    if not reply.startswith(b"STORED\r\n"):
+        fail("the login with the group-readable --auth_file failed: %r" % reply[:80])
+    return re.search(rb"STAT io (\w+)", reply)[1].decode()
+
+# What this kernel allows at all, with no filter: the filter checks mean
+# something only where io_uring works.
+server, port, _, _ = start(as_unit + command)
+kernel = io_backend(port)
+server.terminate(); server.wait()
+server, port, wait_for, log = start(filtered(unit))
+backend = io_backend(port)
+server.send_signal(signal.SIGHUP)
+wait_for(r"SIGHUP: --auth_file re-read: 1 users")
+server.terminate()
+if server.wait(timeout=20) != 0:
+    fail("exit status %d after SIGTERM under the unit's filter" % server.returncode)
+print("under the unit's user, group and filter: --auth_file read at start and at SIGHUP")
+if kernel != "uring":
+    print("io_uring is refused on this kernel: its filter check is skipped")
+    sys.exit(0)
+if backend != "uring":
+    fail("--io=uring fell back to %s under the unit's system-call filter" % backend)
+server, port, _, log = start(filtered(no_uring))
+refused = io_backend(port)
+server.terminate(); server.wait()
+if refused != "epoll" or not any("--io=uring: " in line for line in log):
+    fail("a filter without io_uring still gave %s: the check cannot see a refusal" % refused)
+print("the unit's system-call filter lets --io=uring work (epoll, with a warning, without it)")
+PYTHON
+rm /etc/lockcached/users
 
 # --- remove -------------------------------------------------------------------
 dpkg -r lockcached
