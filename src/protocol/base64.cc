@@ -35,28 +35,38 @@ std::string base64_encode(std::string_view bytes) {
   return text;
 }
 
+// memcached's decoder (base64.c), letter for letter, since clients rely on
+// what it takes: a character outside the alphabet is skipped; what is left
+// must come in groups of four; the first group with a '=' ends the text, one
+// or two of them trimming its output (more is an error). Its '=' counts as
+// the value 0, wherever it stands in the group.
 std::optional<std::string> base64_decode(std::string_view text) {
-  if (text.empty() || text.size() % 4 != 0) return std::nullopt;
+  size_t count = 0;
+  for (char c : text) {
+    if (c == '=' || kReverse[static_cast<unsigned char>(c)] >= 0) ++count;
+  }
+  if (count == 0 || count % 4 != 0) return std::nullopt;
   std::string bytes;
-  bytes.reserve(text.size() / 4 * 3);
-  for (size_t i = 0; i < text.size(); i += 4) {
-    bool last = i + 4 == text.size();
-    int padding = 0;
-    uint32_t chunk = 0;
-    for (size_t j = 0; j < 4; ++j) {
-      char c = text[i + j];
-      if (c == '=' && last && j >= 2 && (j == 3 || text[i + 3] == '=')) {
-        ++padding;
-        chunk <<= 6;
-        continue;
-      }
-      int8_t value = kReverse[static_cast<unsigned char>(c)];
-      if (value < 0 || padding > 0) return std::nullopt;
-      chunk = (chunk << 6) | uint32_t(value);
-    }
+  bytes.reserve(count / 4 * 3);
+  uint32_t chunk = 0;
+  size_t in_chunk = 0;
+  size_t padding = 0;
+  for (char c : text) {
+    int8_t value = c == '=' ? 0 : kReverse[static_cast<unsigned char>(c)];
+    if (value < 0) continue;
+    if (c == '=') ++padding;
+    chunk = (chunk << 6) | uint32_t(value);
+    if (++in_chunk < 4) continue;
     bytes.push_back(char(chunk >> 16));
-    if (padding < 2) bytes.push_back(char((chunk >> 8) & 0xff));
-    if (padding < 1) bytes.push_back(char(chunk & 0xff));
+    bytes.push_back(char((chunk >> 8) & 0xff));
+    bytes.push_back(char(chunk & 0xff));
+    if (padding > 2) return std::nullopt;
+    if (padding > 0) {
+      bytes.resize(bytes.size() - padding);
+      break;
+    }
+    chunk = 0;
+    in_chunk = 0;
   }
   return bytes;
 }

@@ -298,6 +298,12 @@ TEST_F(e2eMeta, Base64Keys) {
   ASSERT_TRUE(c.send("mg aGVsbG8= b k v\r\n"));
   EXPECT_EQ(c.read_until("hi\r\n"), "VA 2 kaGVsbG8= b\r\nhi\r\n");
   EXPECT_EQ(c.request("mg aGVsbG8 b"), "CLIENT_ERROR error decoding key");
+  // As memcached's decoder: characters outside the alphabet are skipped,
+  // and the first padded group ends the key.
+  EXPECT_EQ(send_line(c, ms("aG!Vs*bG8=", "hey", "b k")), "HD kaGVsbG8= b");
+  EXPECT_EQ(c.get("hello"), "hey");
+  EXPECT_EQ(c.request("md YQ==aGVsbG8= b k"), "NF kYQ== b");
+  EXPECT_EQ(c.request("mg @@@@ b"), "CLIENT_ERROR error decoding key");
   // md and ma name the same fault (not "invalid or duplicate flag").
   EXPECT_EQ(c.request("md aGVsbG8 b"), "CLIENT_ERROR error decoding key");
   EXPECT_EQ(c.request("ma aGVsbG8 b"), "CLIENT_ERROR error decoding key");

@@ -687,6 +687,9 @@ def meta_scenarios():
         scenario("base64 binary keys", b"ms AAEC/w== 1 b\r\nx\r\nmg AAEC/w== b k v\r\n"
                  b"ms IA== 1 b k\r\nx\r\nmg IA== b v k\r\nma IA== b v\r\nmd IA== b q\r\n"
                  b"mg IA== b v\r\n"),
+        scenario("base64 skips characters outside the alphabet",
+                 b"ms aG!Vs*bG8= 3 b k\r\nhey\r\nget hello\r\nmg YQ==aGVsbG8= b k v\r\n"
+                 b"ms YQ=a 1 b\r\nx\r\nmg YQ=a b k s\r\nmg @@@@ b\r\nmg Y=== b\r\n"),
         scenario("base64 decode errors", b"mg aGVsbG8 b v\r\nmg @@@@ b\r\nms aGVsbG8 2 b\r\nmn\r\n"
                  b"ms YQ 1 b k\r\n1\r\nms Y=== 1 b\r\n1\r\nms ==== 1 b\r\n1\r\nmd aGVsbG8 b\r\n"
                  b"ma aGVsbG8 b\r\nmg k s t c f h l u v O1 k q P L b\r\nmg k v\r\n"),

@@ -979,11 +979,25 @@ TEST(MetaBase64Test, KnownVectors) {
             std::optional<std::string>(std::string("\x00\x01\x02\xff", 4)));
 }
 
+// memcached 1.6.18's decoder decides (checked with mg/ms against it): what
+// is left after skipping characters outside the alphabet must be groups of
+// four, with at most two '=' in the group that ends it.
 TEST(MetaBase64Test, InvalidTextIsRefused) {
-  for (std::string_view text : {"", "k", "YQ", "YWJ", "aGVsbG8", "Y===", "====", "@@@@", "YQ=a",
-                                "Y=Q=", "=YQ=", "YQ==YQ==", "YW J", "YW\nJ"}) {
+  for (std::string_view text : {"", "k", "YQ", "YWJ", "aGVsbG8", "Y===", "====", "@@@@", "YW J",
+                                "YW\nJ", "YQ=a=", "a===YQ=="}) {
     EXPECT_FALSE(base64_decode(text).has_value()) << "'" << text << "'";
   }
+}
+
+TEST(MetaBase64Test, CharactersOutsideTheAlphabetAreSkippedAsMemcachedDoes) {
+  EXPECT_EQ(base64_decode("aG!Vs*bG8="), std::optional<std::string>("hello"));
+  EXPECT_EQ(base64_decode("aGVs\r\nbG8="), std::optional<std::string>("hello"));
+  // The first group with padding ends the text.
+  EXPECT_EQ(base64_decode("YQ==YQ=="), std::optional<std::string>("a"));
+  EXPECT_EQ(base64_decode("YQ==@@"), std::optional<std::string>("a"));
+  // '=' counts as a zero wherever it stands; one or two trim the group.
+  EXPECT_EQ(base64_decode("YQ=a"), std::optional<std::string>(std::string("a\0", 2)));
+  EXPECT_EQ(base64_decode("Y=Q="), std::optional<std::string>(std::string("`", 1)));
 }
 
 TEST_F(MetaCommandsTest, Base64KeysStoreAndFetchTheDecodedKey) {

@@ -9,7 +9,9 @@
 namespace lockcached::protocol {
 
 std::string base64_encode(std::string_view bytes);
-// Empty optional when `text` is not valid padded base64.
+// memcached's lenient decoder (see base64.cc): empty optional when what is
+// left of `text` after skipping characters outside the alphabet is not
+// padded base64.
 std::optional<std::string> base64_decode(std::string_view text);
 
 }  // namespace lockcached::protocol
