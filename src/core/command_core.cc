@@ -61,7 +61,7 @@ store::MetaGetResult CommandCore::meta_get(std::string_view key,
   store::MetaGetResult result = store_.meta_get(key, request);
   bool hit = static_cast<bool>(result.item);
   // As memcached: a touch that misses counts as a get.
-  if (request.touch && hit) {
+  if (request.touches() && hit) {
     stats_.cmd_touch.add();
     (hit ? stats_.touch_hits : stats_.touch_misses).add();
   } else {

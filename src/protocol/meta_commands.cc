@@ -86,7 +86,6 @@ std::string_view MetaCommands::parse_flags(const Words& words, size_t first, Fla
           flags.has_ttl = true;
           flags.ttl = number;
         } else {
-          flags.recache = true;
           flags.recache_ttl = number;
         }
         break;
@@ -247,12 +246,24 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
   }
   store::MetaGetRequest request;
   request.bump = !flags.no_bump;
-  request.touch = flags.has_ttl;
-  request.exptime = core_.rel_time(flags.ttl);
   request.vivify = flags.vivify;
-  request.vivify_exptime = core_.rel_time(flags.vivify_ttl);
-  request.recache = flags.recache;
-  request.recache_before = core_.rel_time(flags.recache_ttl);
+  using Step = store::MetaGetRequest::Step;
+  for (size_t i = 2; i < words.count; ++i) {  // in the client's order
+    switch (words[i][0]) {
+      case 'T':
+        request.add(Step::kTouch, core_.rel_time(flags.ttl));
+        break;
+      case 'N':
+        request.add(Step::kVivifyTtl, core_.rel_time(flags.vivify_ttl));
+        break;
+      case 'R':
+        request.add(Step::kRecache, core_.rel_time(flags.recache_ttl));
+        break;
+      case 't':
+        request.add(Step::kReadTtl);
+        break;
+    }
+  }
   store::MetaGetResult result = core_.meta_get(key, request);
 
   if (!result.item) {
@@ -264,20 +275,13 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
   store::RelTime now = core_.now();
   // The key comes back as it was stored (base64 if stored that way).
   std::string stored_key = result.key_binary ? key : std::string(item.key());
-  bool ttl_changed = false;  // memcached applies T and N in request order
   for (size_t i = 2; i < words.count; ++i) {
     switch (words[i][0]) {
-      case 'T':
-        ttl_changed = true;
-        break;
-      case 'N':
-        ttl_changed |= result.created;
-        break;
       case 's':
         add_unsigned(line, 's', item.value_len);
         break;
       case 't':
-        add_number(line, 't', ttl_left(ttl_changed ? result.exptime : result.exptime_before, now));
+        add_number(line, 't', ttl_left(result.exptime_read, now));
         break;
       case 'c':
         add_unsigned(line, 'c', item.cas);
@@ -423,7 +427,8 @@ void MetaCommands::remove(const Words& words, OutputQueue& out) {
   if (std::string_view error = parse_request(words, false, flags, key, line); !error.empty()) {
     return finish_line(std::string(error), out);
   }
-  uint64_t cas = flags.has_cas ? flags.cas : 0;
+  // C0 is a CAS to compare, as in memcached: it matches no item (EX).
+  uint64_t cas = !flags.has_cas ? 0 : flags.cas == 0 ? store::kUnmatchableCas : flags.cas;
   store::DeleteStatus status;
   if (flags.invalidate) {
     store::RelTime exptime = core_.rel_time(flags.ttl);

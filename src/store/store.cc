@@ -388,8 +388,9 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   MetaGetResult result;
   Item* item = find(shard, hash, key, now);
   if (!item && request.vivify) {
-    // An empty placeholder: the client that gets W fills it in.
-    ItemRef placeholder = allocate(key, 0, request.vivify_exptime, 0);
+    // An empty placeholder that never expires until its N step says so:
+    // the client that gets W fills it in.
+    ItemRef placeholder = allocate(key, 0, 0, 0);
     if (placeholder && make_room(shard, placeholder->total_size(), 0, now, nullptr)) {
       placeholder->cas = next_cas();
       link(shard, hash, placeholder.get());
@@ -401,14 +402,28 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   result.fetched_before = item->fetched;
   result.key_binary = item->key_binary;
   result.last_access = now - item->atime;
-  result.exptime_before = result.created ? 0 : item->exptime;
-  if (request.touch) retime(shard, item, request.exptime);
   result.token_was_sent = item->token_sent;
   result.stale = item->stale;
   bool won = result.created || (item->stale && !item->token_sent);
-  if (request.recache && !item->token_sent && !result.created && item->exptime != 0 &&
-      item->exptime < request.recache_before) {
-    won = true;
+  for (size_t i = 0; i < request.action_count; ++i) {
+    const MetaGetRequest::Action& action = request.actions[i];
+    switch (action.step) {
+      case MetaGetRequest::Step::kTouch:
+        retime(shard, item, action.time);
+        break;
+      case MetaGetRequest::Step::kVivifyTtl:
+        if (result.created) retime(shard, item, action.time);
+        break;
+      case MetaGetRequest::Step::kRecache:
+        if (!item->token_sent && !result.created && item->exptime != 0 &&
+            item->exptime < action.time) {
+          won = true;
+        }
+        break;
+      case MetaGetRequest::Step::kReadTtl:
+        result.exptime_read = item->exptime;
+        break;
+    }
   }
   if (won) item->token_sent = true;
   result.won = won;
@@ -472,9 +487,16 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
     case StoreCommand::kCas:
       if (!old_item) return {StoreStatus::kNotFound};
       if (old_item->cas != compare_cas) {
-        // memcached: an older CAS with "invalidate" still stores, as stale.
-        if (!mark_stale || compare_cas > old_item->cas) return {StoreStatus::kExists};
+        // memcached: an older CAS with "invalidate" still stores, as stale,
+        // keeping the item's TTL and whether its win token went out (so
+        // the next reader is not told to recache again). A CAS of 0 is no
+        // older one: it is never a match.
+        if (!mark_stale || compare_cas == 0 || compare_cas > old_item->cas) {
+          return {StoreStatus::kExists};
+        }
         to_link->stale = true;
+        to_link->exptime = old_item->exptime;
+        to_link->token_sent = old_item->token_sent;
       }
       break;
     case StoreCommand::kReplace:

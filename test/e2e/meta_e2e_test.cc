@@ -224,6 +224,45 @@ TEST_F(e2eMeta, StaleWhileRevalidateAcrossConnections) {
   EXPECT_EQ(second.read_until("new\r\n"), "VA 3\r\nnew\r\n");
 }
 
+// memcached 1.6.18: a stale write ("ms ... I" with a CAS older than the
+// invalidated item's) keeps the item's TTL and its stale mark, and does not
+// hand the win token out again, so a second client does not recache too.
+TEST_F(e2eMeta, StaleWriteKeepsTheTtlAndTheTokenThatWentOut) {
+  Client c = connect();
+  Client other = connect();
+  EXPECT_EQ(send_line(c, ms("toinv", "hi", "T100")), "HD");
+  std::optional<uint64_t> old_cas = token_number(c.request("mg toinv c"), 'c');
+  ASSERT_TRUE(old_cas);
+  EXPECT_EQ(c.request("md toinv I T30"), "HD");
+  ASSERT_TRUE(c.send("mg toinv t v\r\n"));
+  EXPECT_EQ(c.read_until("hi\r\n"), "VA 2 t30 X W\r\nhi\r\n");
+  EXPECT_EQ(send_line(c, ms("toinv", "x", "I T90 C" + std::to_string(*old_cas))), "HD");
+  ASSERT_TRUE(other.send("mg toinv s t v\r\n"));
+  EXPECT_EQ(other.read_until("x\r\n"), "VA 1 s1 t30 Z X\r\nx\r\n");
+  // A CAS of 0 is no older CAS: refused, as every C0 (it matches no item).
+  EXPECT_EQ(send_line(c, ms("toinv", "y", "I C0")), "EX");
+  EXPECT_EQ(c.request("md toinv C0"), "EX");
+  EXPECT_EQ(c.request("md toinv I C0"), "EX");
+  EXPECT_EQ(c.request("md missing C0"), "NF");
+  ASSERT_TRUE(c.send("mg toinv v\r\n"));
+  EXPECT_EQ(c.read_until("x\r\n"), "VA 1 Z X\r\nx\r\n");
+}
+
+// memcached applies mg's T, N and R in the order given, and t reads the TTL
+// as of its place.
+TEST_F(e2eMeta, GetAppliesTtlFlagsInTheOrderGiven) {
+  Client c = connect();
+  EXPECT_EQ(c.request("mg a T60 N30 t"), "HD t30 W");
+  EXPECT_EQ(c.request("mg b N30 T60 t"), "HD t60 W");
+  EXPECT_EQ(c.request("mg c t N30"), "HD t-1 W");
+  EXPECT_EQ(send_line(c, ms("k", "v", "T100")), "HD");
+  // R compares the TTL left before T shortens it: no win.
+  EXPECT_EQ(c.request("mg k R30 T10 t"), "HD t10");
+  EXPECT_EQ(send_line(c, ms("k", "v", "T100")), "HD");
+  EXPECT_EQ(c.request("mg k T10 R30 t"), "HD t10 W");
+  EXPECT_EQ(c.request("mg k t T100 t"), "CLIENT_ERROR duplicate flag");
+}
+
 TEST_F(e2eMeta, VivifyHandsOutOneWinAmongConcurrentClients) {
   constexpr int kClients = 8;
   std::vector<Client> clients;

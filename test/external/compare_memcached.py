@@ -542,6 +542,18 @@ def meta_scenarios():
         scenario("ms I with a newer CAS", b"ms k 1 I C" + BAD_CAS + b"\r\nb\r\nmg k v\r\n",
                  setup=k),
         scenario("ms I alone", b"ms k 2 I\r\nhi\r\nmg k v\r\n"),
+        # A stale write keeps the item's TTL and its sent win token.
+        scenario("ms I keeps the TTL and the token",
+                 b"md k I T30\r\nmg k s t c v\r\nms k 1 I T90 C{cas:k}\r\nx\r\n"
+                 b"mg k s t c v\r\nmg k t v\r\n", setup=b"set k 0 100 1\r\na\r\n"),
+        # C0 is a CAS to compare: it matches no item.
+        scenario("meta C0", b"md k C0\r\nmd k I C0\r\nms k 1 I C0\r\ny\r\nmg k v\r\n"
+                 b"md x C0\r\nms k 1 C0\r\ny\r\nms k 1 MA C0\r\nz\r\nmg k v\r\nmd k C0 q\r\n"
+                 b"mn\r\n", setup=k),
+        # T, N and R act in the order given; t reads the TTL as of its place.
+        scenario("mg T N R order", b"mg a T60 N30 t\r\nmg b N30 T60 t\r\nmg c t N30\r\n"
+                 b"ms k 1 T100\r\nv\r\nmg k R30 T10 t\r\nms k 1 T100\r\nv\r\n"
+                 b"mg k T10 R30 t\r\nmg k t T200\r\nmg k t\r\n"),
         # memcached rewrites a number of the same length in place, keeping the
         # item's stale state (sent in pieces: memcached copies the item instead
         # while an earlier reply still holds it).

@@ -832,6 +832,62 @@ TEST_F(StoreTest, SetMemoryLimit) {
   EXPECT_EQ(store_.stats().limit_bytes, size_t{8} << 20);
 }
 
+// "ms ... I" with an older CAS stores the value as stale, keeping the TTL
+// and the sent win token of the item it replaces (memcached 1.6.18).
+TEST_F(StoreTest, StaleStoreKeepsTheTtlAndTheSentToken) {
+  ASSERT_EQ(set("k", "old", 100), StoreStatus::kStored);
+  uint64_t old_cas = cas_of("k");
+  RelTime thirty = to_rel_time(30, clock_);
+  ASSERT_EQ(store_.invalidate("k", 0, kNoOwner, &thirty), DeleteStatus::kDeleted);
+  MetaGetRequest read;
+  ASSERT_TRUE(store_.meta_get("k", read).won);  // the token goes out
+  StoreResult stale = store_.store(StoreCommand::kCas, make("k", "new", 0, 90), old_cas, kNoOwner,
+                                   /*mark_stale=*/true);
+  ASSERT_EQ(stale.status, StoreStatus::kStored);
+  MetaGetResult after = store_.meta_get("k", read);
+  EXPECT_EQ(std::string(after.item->value_view()), "new");
+  EXPECT_EQ(after.exptime, thirty);
+  EXPECT_TRUE(after.stale);
+  EXPECT_TRUE(after.token_was_sent);
+  EXPECT_FALSE(after.won);
+  // A CAS of 0 is none, never an older one.
+  EXPECT_EQ(store_.store(StoreCommand::kCas, make("k", "zero"), 0, kNoOwner, true).status,
+            StoreStatus::kExists);
+  // kUnmatchableCas, meta's C0, matches nothing.
+  EXPECT_EQ(store_.remove("k", kUnmatchableCas, kNoOwner), DeleteStatus::kExists);
+}
+
+// mg's T, N, R and t act in the client's order, as in memcached.
+TEST_F(StoreTest, MetaGetAppliesItsStepsInOrder) {
+  using Step = MetaGetRequest::Step;
+  MetaGetRequest vivify;
+  vivify.vivify = true;
+  vivify.add(Step::kReadTtl);  // before N: the placeholder has none yet
+  vivify.add(Step::kTouch, to_rel_time(60, clock_));
+  vivify.add(Step::kVivifyTtl, to_rel_time(30, clock_));
+  MetaGetResult created = store_.meta_get("new", vivify);
+  EXPECT_TRUE(created.created);
+  EXPECT_TRUE(created.won);
+  EXPECT_EQ(created.exptime_read, 0u);
+  EXPECT_EQ(created.exptime, to_rel_time(30, clock_));
+
+  ASSERT_EQ(set("k", "v", 100), StoreStatus::kStored);
+  MetaGetRequest recache_first;
+  recache_first.add(Step::kRecache, to_rel_time(30, clock_));
+  recache_first.add(Step::kTouch, to_rel_time(10, clock_));
+  recache_first.add(Step::kReadTtl);
+  MetaGetResult no_win = store_.meta_get("k", recache_first);
+  EXPECT_FALSE(no_win.won);
+  EXPECT_EQ(no_win.exptime_read, to_rel_time(10, clock_));
+  EXPECT_TRUE(recache_first.touches());
+
+  ASSERT_EQ(set("k", "v", 100), StoreStatus::kStored);
+  MetaGetRequest touch_first;
+  touch_first.add(Step::kTouch, to_rel_time(10, clock_));
+  touch_first.add(Step::kRecache, to_rel_time(30, clock_));
+  EXPECT_TRUE(store_.meta_get("k", touch_first).won);
+}
+
 // A single shard with room for exactly kSlots equally sized items.
 // The crawler walks the store only while something in it can expire or a
 // flush_all has come since its last look.

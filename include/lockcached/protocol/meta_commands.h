@@ -44,7 +44,6 @@ class MetaCommands {
     int64_t ttl = 0;
     bool vivify = false;
     int64_t vivify_ttl = 0;
-    bool recache = false;
     int64_t recache_ttl = 0;
     uint32_t client_flags = 0;
     char mode = 0;

@@ -4,6 +4,7 @@
 // lock ownership); protocols translate its results into their replies.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +33,11 @@ struct StoreConfig {
   // 0 picks a count from the memory limit (see Store::Store).
   unsigned shard_count = 0;
 };
+
+// A compare_cas no item ever has (the CAS counter starts at 1 and counts
+// one a change): memcached's meta commands compare even a C0, which then
+// never matches, where 0 in this API means "no check".
+constexpr uint64_t kUnmatchableCas = ~uint64_t{0};
 
 enum class StoreCommand : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
 enum class StoreStatus : uint8_t {
@@ -76,13 +82,34 @@ struct ArithResult {
 
 // A meta-protocol get ("mg"): what to do besides reading.
 struct MetaGetRequest {
-  bool bump = true;  // false: "u", leave access state alone
-  bool touch = false;
-  RelTime exptime = 0;  // with touch
+  // What the T, N, R and t flags do to the item found (or created), in the
+  // order the client gave them, as memcached applies them: `mg k T60 N30`
+  // on a miss leaves 30 s, `R30 T10` on an item with 100 s left does not
+  // win, and `t` reads the TTL as of its place.
+  enum class Step : uint8_t {
+    kTouch,      // T: a new exptime
+    kVivifyTtl,  // N: the exptime of an item this request created
+    kRecache,    // R: win if the exptime is below `time`
+    kReadTtl,    // t: note the exptime (MetaGetResult::exptime_read)
+  };
+  struct Action {
+    Step step;
+    RelTime time = 0;
+  };
+  static constexpr size_t kMaxActions = 4;  // each flag at most once
+
+  void add(Step step, RelTime time = 0) { actions[action_count++] = {step, time}; }
+  bool touches() const {
+    for (size_t i = 0; i < action_count; ++i) {
+      if (actions[i].step == Step::kTouch) return true;
+    }
+    return false;
+  }
+
+  bool bump = true;     // false: "u", leave access state alone
   bool vivify = false;  // "N": create an empty item on a miss
-  RelTime vivify_exptime = 0;
-  bool recache = false;  // "R": win if the TTL left is below recache_before
-  RelTime recache_before = 0;
+  std::array<Action, kMaxActions> actions{};
+  size_t action_count = 0;
 };
 
 // What mg reports, taken under the shard lock.
@@ -95,8 +122,8 @@ struct MetaGetResult {
   bool fetched_before = false;  // h
   bool key_binary = false;      // the key was stored in base64 form
   RelTime last_access = 0;      // l, before this access
-  RelTime exptime_before = 0;   // t, before T or N applied
-  RelTime exptime = 0;          // t, after them
+  RelTime exptime = 0;          // after the request
+  RelTime exptime_read = 0;     // at the kReadTtl step
 };
 
 // One size class's counters (store/size_classes.h), per shard and summed:
