@@ -190,9 +190,13 @@ void CommandCore::release_all_locks(UnlockReason reason) {
   held_.clear();
 }
 
-void CommandCore::flush_all(int64_t delay_seconds) {
+// memcached reads the time as it reads an exptime: a delay, or past 30 days
+// an absolute unix time; one already past (or negative) flushes now.
+void CommandCore::flush_all(int64_t when) {
   stats_.cmd_flush.add();
-  store_.flush_all(delay_seconds);
+  store::RelTime now = store_.now();
+  store::RelTime moment = store::to_rel_time(when, store_.clock());
+  store_.flush_all(moment > now ? moment - now : 0);
 }
 
 }  // namespace lockcached::core

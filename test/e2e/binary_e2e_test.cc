@@ -390,6 +390,24 @@ TEST_F(e2eBinary, FlushWithDelaySparesItemsStoredAfterItsMoment) {
   EXPECT_EQ(c.call(op::kGet, "after").status, st::kSuccess);
 }
 
+// memcached's rule for the time: over 30 days it is an absolute unix time
+// (the server's own `time`, so that a clock apart from the test's counts).
+TEST_F(e2eBinary, FlushWithAnAbsoluteTimeInvalidatesThen) {
+  BinClient c;
+  ASSERT_TRUE(c.connect(port()));
+  c.set("a", "1");
+  uint32_t now = static_cast<uint32_t>(std::stoul(c.stats()["time"]));
+  EXPECT_EQ(c.call(op::kFlush, {}, be32(now + 2)).status, st::kSuccess);
+  c.set("b", "2");                              // before the moment: flushed with the rest
+  EXPECT_EQ(c.call(op::kGet, "a").value, "1");  // not yet
+  EXPECT_TRUE(e2e::eventually([&] { return c.call(op::kGet, "a").status == st::kNotFound; }, 10s));
+  EXPECT_EQ(c.call(op::kGet, "b").status, st::kNotFound);
+  // One already past flushes at once.
+  c.set("c", "3");
+  EXPECT_EQ(c.call(op::kFlush, {}, be32(now - 60)).status, st::kSuccess);
+  EXPECT_EQ(c.call(op::kGet, "c").status, st::kNotFound);
+}
+
 TEST_F(e2eBinary, FlushQWithDelayIsSilentAndInvalidatesLater) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));

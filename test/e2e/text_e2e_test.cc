@@ -338,6 +338,25 @@ TEST_F(e2eText, FlushAllWithDelayInvalidatesLater) {
   EXPECT_TRUE(e2e::eventually([&] { return !c.get("k"); }, 10s));
 }
 
+// memcached's rule for flush_all's time, as for an exptime: over 30 days it
+// is an absolute unix time (the server's own `time`, so that a clock apart
+// from the test's counts), not a delay.
+TEST_F(e2eText, FlushAllWithAnAbsoluteTimeInvalidatesThen) {
+  Client c;
+  ASSERT_TRUE(c.connect(port()));
+  EXPECT_EQ(c.store("set", "k", "v"), "STORED");
+  uint64_t now = stat_u64(c.stats(), "time");
+  EXPECT_EQ(c.request("flush_all " + std::to_string(now + 2)), "OK");
+  EXPECT_EQ(c.store("set", "later", "w"), "STORED");  // before the moment: goes too
+  EXPECT_EQ(c.get("k"), "v");                         // not yet
+  EXPECT_TRUE(e2e::eventually([&] { return !c.get("k"); }, 10s));
+  EXPECT_EQ(c.get("later"), std::nullopt);
+  // A time already past flushes at once.
+  EXPECT_EQ(c.store("set", "k", "v"), "STORED");
+  EXPECT_EQ(c.request("flush_all " + std::to_string(now - 60)), "OK");
+  EXPECT_EQ(c.get("k"), std::nullopt);
+}
+
 TEST_F(e2eText, StatsReportsTheServer) {
   Client c;
   ASSERT_TRUE(c.connect(port()));

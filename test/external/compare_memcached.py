@@ -386,6 +386,10 @@ def flush_scenarios():
         scenario("flush_all two args", b"flush_all 0 0\r\nget k\r\n", setup=setup),
         scenario("flush_all too many args", b"flush_all 0 noreply x\r\nget k\r\n", setup=setup),
         scenario("flush_all noreply delayed", b"flush_all 100 noreply\r\nget k\r\n", setup=setup),
+        # Over 30 days is an absolute unix time, as for an exptime.
+        scenario("flush_all absolute future",
+                 b"flush_all %d\r\nget k\r\n" % (int(time.time()) + 86400), setup=setup),
+        scenario("flush_all absolute past", b"flush_all 1000000000\r\nget k\r\n", setup=setup),
     ]
 
 
@@ -781,6 +785,8 @@ def all_scenarios():
 # to remove it from this list.
 
 _UNIMPLEMENTED = "(d) not implemented in lockcached yet"
+_PAST_FLUSH = ("(h) an absolute time already past flushes now",
+               ["OK", "END", "VERSION <version>", "[open]"])
 INTENTIONAL_DIFFERENCES = {
     # (a) memcached closes a non-get line over 2048 bytes silently; lockcached
     # says why before it closes.
@@ -818,6 +824,12 @@ INTENTIONAL_DIFFERENCES = {
     "mg N negative TTL": (
         "(g) a TTL that ran out is t0",
         ["VA 0 t~0 W", "", "EN", "HD t~0 W", "EN", "VERSION <version>", "[open]"]),
+    # (h) flush_all with an absolute time already past flushes now;
+    # memcached 1.6.18 maps it to its "no flush pending" value and keeps
+    # everything. (99999999999 is cut to 32 bits as memcached cuts it:
+    # 1215752191, a time in 2008.)
+    "flush_all absolute past": _PAST_FLUSH,
+    "flush_all delay overflow": _PAST_FLUSH,
     # (d) not implemented yet. (The meta commands are: they must match; see
     # meta_scenarios.)
     "lru_crawler": (_UNIMPLEMENTED, ["ERROR", "VERSION <version>", "[open]"]),

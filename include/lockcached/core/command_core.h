@@ -99,7 +99,8 @@ class CommandCore {
   void drop_stale(store::StoreCommand command, std::string_view key);
   store::DeleteStatus remove(std::string_view key, uint64_t compare_cas);
   store::ArithResult arith(std::string_view key, const store::ArithRequest& request);
-  void flush_all(int64_t delay_seconds);
+  // `when` as the client sent it: a delay or an absolute unix time.
+  void flush_all(int64_t when);
   void set_memory_limit(size_t bytes) { store_.set_memory_limit(bytes); }
 
   // Server-side locks. The core remembers which keys this connection holds
