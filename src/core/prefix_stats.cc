@@ -26,6 +26,23 @@ std::vector<PrefixLine> PrefixStats::dump() const {
   return lines_;
 }
 
+std::string PrefixStats::dump_text() const {
+  std::string text;
+  for (const PrefixLine& line : dump()) {
+    text += "PREFIX ";
+    text += line.prefix;
+    for (auto [name, count] : {std::pair{" get ", line.counts.gets},
+                               {" hit ", line.counts.hits},
+                               {" set ", line.counts.sets},
+                               {" del ", line.counts.deletes}}) {
+      text += name;
+      text += std::to_string(count);
+    }
+    text += "\r\n";
+  }
+  return text + "END\r\n";
+}
+
 void PrefixStats::clear() {
   std::lock_guard lock(mutex_);
   index_.clear();

@@ -511,11 +511,28 @@ void BinaryProtocol::stat(const Request& request, OutputQueue& out) {
     core_.collect_stats(core::StatsGroup::kSlabs, list);
   } else if (request.key == "sizes") {
     core_.collect_stats(core::StatsGroup::kSizes, list);
+  } else if (request.key.starts_with("detail ")) {
+    return stat_detail(request.key.substr(7), h, out);
   } else {
     return respond_error(out, h, kNotFound);
   }
   for (const auto& [name, value] : list)
     respond(out, h, kSuccess, {}, name, value);
+  respond(out, h, kSuccess);
+}
+
+// "detail on|off|dump", as memcached: on and off answer the end alone;
+// dump sends the text command's whole reply as one statistic, "detailed".
+void BinaryProtocol::stat_detail(std::string_view what, const Header& h, OutputQueue& out) {
+  core::PrefixStats* prefixes = core_.prefix_stats();
+  if (prefixes == nullptr || (what != "on" && what != "off" && what != "dump")) {
+    return respond_error(out, h, kNotFound);
+  }
+  if (what == "dump") {
+    respond(out, h, kSuccess, {}, "detailed", prefixes->dump_text());
+  } else {
+    prefixes->set_enabled(what == "on");
+  }
   respond(out, h, kSuccess);
 }
 

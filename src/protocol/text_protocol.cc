@@ -591,17 +591,7 @@ void TextProtocol::stats_detail(const Words& words, OutputQueue& out) {
     prefixes->set_enabled(what == "on");
     return reply(out, "OK");
   }
-  for (const core::PrefixLine& line : prefixes->dump()) {
-    out.append("PREFIX ");
-    out.append(line.prefix);
-    for (auto [name, count] : {std::pair{" get ", line.counts.gets}, {" hit ", line.counts.hits},
-                               {" set ", line.counts.sets}, {" del ", line.counts.deletes}}) {
-      out.append(name);
-      out.append_number(count);
-    }
-    out.append("\r\n");
-  }
-  out.append("END\r\n");
+  out.append(prefixes->dump_text());
 }
 
 void TextProtocol::stats(const Words& words, OutputQueue& out) {

@@ -551,6 +551,8 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     value = request.initial;
   } else {
     if (shard.locked_against(old_item, owner)) return {ArithStatus::kLocked};
+    // memcached refuses an empty value before it looks at the CAS.
+    if (old_item->value_len == 0) return {ArithStatus::kNonNumeric};
     if (request.compare_cas != 0 && request.compare_cas != old_item->cas) {
       return {ArithStatus::kExists};
     }

@@ -303,6 +303,13 @@ TEST_F(e2eBinary, IncrementAndDecrement) {
   EXPECT_EQ(c.call(op::kDecrement, "text", arith_extras(1, 0, 0)).status, st::kNonNumeric);
   EXPECT_EQ(c.call(op::kGet, "text").value, "abc");
 
+  // An empty value is no number, whatever the CAS says (memcached looks at
+  // the value first).
+  uint64_t empty_cas = c.set("empty", "");
+  EXPECT_EQ(c.call(op::kDecrement, "empty", arith_extras(1, 0, 0), {}, empty_cas + 1).status,
+            st::kNonNumeric);
+  EXPECT_EQ(c.call(op::kIncrement, "empty", arith_extras(1, 0, 0)).status, st::kNonNumeric);
+
   // Quiet forms: silent on success, errors answered.
   c.send(op::kIncrementQ, "n", arith_extras(10, 0, 0));
   c.send(op::kDecrementQ, "n", arith_extras(1, 0, 0));
@@ -470,6 +477,31 @@ TEST_F(e2eBinary, StatGroupsOfMemcachedAreAnswered) {
     }
     EXPECT_TRUE(c.noop_is_next());
   }
+}
+
+// memcached's binary "detail on|off|dump": on and off answer the end
+// alone, dump the text command's whole reply as one statistic.
+TEST_F(e2eBinary, StatDetailTurnsPrefixCountersOnAndDumpsThem) {
+  BinClient c;
+  ASSERT_TRUE(c.connect(port()));
+  Response on = c.call(op::kStat, "detail on");
+  EXPECT_EQ(on.status, st::kSuccess);
+  EXPECT_EQ(on.key + on.value, "");
+  EXPECT_EQ(c.stats("settings")["detail_enabled"], "yes");
+  c.set("p:k", "v");
+  EXPECT_EQ(c.call(op::kGet, "p:k").status, st::kSuccess);
+  uint32_t opaque = c.send(op::kStat, "detail dump");
+  Response dump = c.expect_reply(op::kStat, opaque);
+  EXPECT_EQ(dump.status, st::kSuccess);
+  EXPECT_EQ(dump.key, "detailed");
+  EXPECT_EQ(dump.value, "PREFIX p get 1 hit 1 set 1 del 0\r\nEND\r\n");
+  Response end = c.expect_reply(op::kStat, opaque);
+  EXPECT_EQ(end.key + end.value, "");
+  EXPECT_EQ(c.call(op::kStat, "detail off").status, st::kSuccess);
+  EXPECT_EQ(c.stats("settings")["detail_enabled"], "no");
+  EXPECT_EQ(c.call(op::kStat, "detail bogus").status, st::kNotFound);
+  EXPECT_EQ(c.call(op::kStat, "detail").status, st::kNotFound);
+  EXPECT_TRUE(c.noop_is_next());
 }
 
 TEST_F(e2eBinary, StatResetZeroesTheCounters) {

@@ -888,6 +888,14 @@ TEST_F(StoreTest, MetaGetAppliesItsStepsInOrder) {
   EXPECT_TRUE(store_.meta_get("k", touch_first).won);
 }
 
+// memcached looks at an empty value before the CAS: non-numeric.
+TEST_F(StoreTest, ArithOnAnEmptyValueIsNonNumericWhateverTheCas) {
+  ASSERT_EQ(set("e", ""), StoreStatus::kStored);
+  ArithRequest request;
+  request.compare_cas = cas_of("e") + 1;
+  EXPECT_EQ(store_.arith("e", request, kNoOwner).status, ArithStatus::kNonNumeric);
+}
+
 // A single shard with room for exactly kSlots equally sized items.
 // The crawler walks the store only while something in it can expire or a
 // flush_all has come since its last look.

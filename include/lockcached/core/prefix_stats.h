@@ -50,6 +50,9 @@ class PrefixStats {
   // Every prefix counted so far, in the order first seen; kept when detail
   // is turned off, as memcached keeps them.
   std::vector<PrefixLine> dump() const;
+  // memcached's text of the dump, which both protocols send as it is:
+  // "PREFIX <prefix> get N hit N set N del N\r\n" per prefix, then "END\r\n".
+  std::string dump_text() const;
   // `stats reset` clears them too.
   void clear();
 

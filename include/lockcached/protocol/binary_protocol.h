@@ -50,6 +50,7 @@ class BinaryProtocol final : public ProtocolHandler {
   void arith(const Request& request, OutputQueue& out);
   void flush(const Request& request, OutputQueue& out);
   void stat(const Request& request, OutputQueue& out);
+  void stat_detail(std::string_view what, const binary::Header& h, OutputQueue& out);
   void lock(const Request& request, OutputQueue& out);
   void unlock(const Request& request, OutputQueue& out);
   void lock_and_get(const Request& request, OutputQueue& out);
