@@ -91,7 +91,8 @@ void append_number(std::string& out, Number value) {
   out.append(digits, static_cast<size_t>(end - digits));
 }
 
-// " conn=ID rip=IP rport=PORT cfd=FD": who, on the locks stream.
+// " conn=ID rip=IP rport=PORT cfd=ID": who, on the locks stream (cfd= as
+// memcached's streams print the connection, conn= as before it did).
 void append_client(std::string& out, const ClientInfo& client) {
   out += " conn=";
   append_number(out, client.id);
@@ -100,7 +101,7 @@ void append_client(std::string& out, const ClientInfo& client) {
   out += " rport=";
   append_number(out, client_port(client));
   out += " cfd=";
-  append_number(out, client.fd);
+  append_number(out, client.id);
 }
 
 }  // namespace
@@ -269,7 +270,7 @@ void WatchHub::item_get(const ClientInfo& client, std::string_view key, const st
   body += item ? " status=found clsid=" : " status=not_found clsid=";
   append_number(body, item ? store::size_class_of(item->total_size()) : 0u);
   body += " cfd=";
-  append_number(body, client.fd);
+  append_number(body, client.id);
   body += " size=";
   append_number(body, item ? item->value_len : 0u);
   publish(kWatchFetchers, body);
@@ -292,7 +293,7 @@ void WatchHub::item_store(const ClientInfo& client, std::string_view key,
   body += " clsid=";
   append_number(body, store::size_class_of(item.total_size()));
   body += " cfd=";
-  append_number(body, client.fd);
+  append_number(body, client.id);
   body += " size=";
   append_number(body, item.value_len);
   publish(kWatchMutations, body);
@@ -305,7 +306,7 @@ void WatchHub::conn_new(const ClientInfo& client) {
   body += " rport=";
   append_number(body, client_port(client));
   body += " transport=tcp cfd=";
-  append_number(body, client.fd);
+  append_number(body, client.id);
   publish(kWatchConnEvents, body);
 }
 
@@ -318,7 +319,7 @@ void WatchHub::conn_close(const ClientInfo& client, CloseReason reason) {
   body += " transport=tcp reason=";
   body += reason_name(reason);
   body += " cfd=";
-  append_number(body, client.fd);
+  append_number(body, client.id);
   publish(kWatchConnEvents, body);
 }
 

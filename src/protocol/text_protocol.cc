@@ -94,7 +94,7 @@ void TextProtocol::check_partial_line(std::string_view partial, OutputQueue& out
     return;
   }
   out.append("CLIENT_ERROR line too long\r\n");
-  close_ = true;
+  close_for_error();
 }
 
 void TextProtocol::reply(OutputQueue& out, std::string_view text) {
@@ -162,10 +162,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "shutdown") return reply(out, "ERROR: shutdown not enabled");
   if (command == "watch") return watch(words, out);
   // A browser or HTTP probe pointed at the cache port: just hang up.
-  if (words.last().substr(0, 5) == "HTTP/") {
-    close_ = true;
-    return;
-  }
+  if (words.last().substr(0, 5) == "HTTP/") return close_for_error();
   reply(out, "ERROR");
 }
 
@@ -223,7 +220,7 @@ void TextProtocol::auth_refused(core::AuthResult result, std::string_view reply,
                                 OutputQueue& out) {
   out.append(reply);
   out.append("\r\n");
-  if (result == core::AuthResult::kLockedOut) close_ = true;
+  if (result == core::AuthResult::kLockedOut) close_for_error();
 }
 
 void TextProtocol::get(const Words& words, std::string_view line, bool with_cas, bool touch,

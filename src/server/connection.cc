@@ -77,7 +77,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
       accepted_ms_(worker.reactor().now_ms()),
       tls_(tls ? std::make_unique<tls::Session>(std::move(tls)) : nullptr),
       last_read_ms_(accepted_ms_),
-      client_{id, fd, {}},
+      client_{id, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
             worker.state().settings.authenticator.get()) {
@@ -411,7 +411,7 @@ void Connection::send_ciphertext_once() {
 void Connection::update_interest() {
   if (draining_ && !output_pending()) {
     say_goodbye();
-    return close(core::CloseReason::kNormal);
+    return close(protocol_ ? protocol_->close_reason() : core::CloseReason::kNormal);
   }
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();

@@ -226,6 +226,28 @@ TEST_F(WatchE2eTest, ConneventsShowClientsComingAndGoing) {
   rude.abort();  // a reset
   auto reset = fields(watcher.next_with({"type=conn_close", "rport=" + rude_port}));
   EXPECT_EQ(reset["reason"], "error");
+
+  // memcached hangs up on an HTTP request line, and logs that as an error.
+  Client probe = connect();
+  const std::string probe_port = std::to_string(local_port(probe));
+  ASSERT_TRUE(probe.send("GET / HTTP/1.1\r\n"));
+  EXPECT_TRUE(probe.wait_for_close());
+  auto hung_up = fields(watcher.next_with({"type=conn_close", "rport=" + probe_port}));
+  EXPECT_EQ(hung_up["reason"], "error");
+}
+
+// One number names a client everywhere, as in memcached: the streams' cfd=
+// and `stats conns`.
+TEST_F(WatchE2eTest, StreamsAndStatsConnsNameAClientAlike) {
+  Watcher watcher;
+  ASSERT_TRUE(watcher.start(server_.port(), "watch fetchers"));
+  Client c = connect();
+  ASSERT_EQ(c.get("whose"), std::nullopt);
+  auto fetched = fields(watcher.next_with({"key=whose "}));
+  ASSERT_FALSE(fetched["cfd"].empty());
+  std::map<std::string, std::string> conns = c.stats("conns");
+  EXPECT_EQ(conns[fetched["cfd"] + ":addr"], "tcp:" + c.local_address());
+  EXPECT_EQ(conns[fetched["cfd"] + ":state"], "conn_parse_cmd");  // the one asking
 }
 
 TEST_F(WatchE2eTest, RepliesPipelinedBeforeWatchComeFirst) {

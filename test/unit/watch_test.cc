@@ -17,10 +17,9 @@
 namespace lockcached::core {
 namespace {
 
-ClientInfo client_at(const char* ip, uint16_t port, int fd, uint64_t id) {
+ClientInfo client_at(const char* ip, uint16_t port, uint64_t id) {
   ClientInfo client;
   client.id = id;
-  client.fd = fd;
   auto* v4 = reinterpret_cast<sockaddr_in*>(&client.address);
   v4->sin_family = AF_INET;
   v4->sin_port = htons(port);
@@ -58,7 +57,7 @@ TEST(WatchHub, NobodyWatchingMeansEveryStreamIsOff) {
   WatchHub hub;
   EXPECT_FALSE(hub.watching(kWatchFetchers | kWatchMutations | kWatchEvictions |
                             kWatchConnEvents | kWatchLocks));
-  hub.item_get(client_at("127.0.0.1", 1, 5, 1), "k", nullptr);  // goes nowhere
+  hub.item_get(client_at("127.0.0.1", 1, 1), "k", nullptr);  // goes nowhere
   EXPECT_EQ(hub.stats().sent, 0u);
 }
 
@@ -70,7 +69,7 @@ TEST(WatchHub, EachWatcherGetsOnlyItsStreams) {
   EXPECT_TRUE(hub.watching(kWatchConnEvents));
   EXPECT_FALSE(hub.watching(kWatchMutations));
 
-  ClientInfo client = client_at("10.1.2.3", 4567, 9, 42);
+  ClientInfo client = client_at("10.1.2.3", 4567, 42);
   TestItem hit("foo", 3);
   hub.item_get(client, "foo", hit.item.get());
   hub.conn_new(client);
@@ -78,11 +77,11 @@ TEST(WatchHub, EachWatcherGetsOnlyItsStreams) {
                  *hit.item, 100);  // nobody watches mutations
 
   EXPECT_EQ(bodies(take_all(*fetchers)),
-            std::vector<std::string>({"type=item_get key=foo status=found clsid=1 cfd=9 size=3"}));
-  EXPECT_EQ(bodies(take_all(*both)),
-            std::vector<std::string>(
-                {"type=item_get key=foo status=found clsid=1 cfd=9 size=3",
-                 "type=conn_new rip=10.1.2.3 rport=4567 transport=tcp cfd=9"}));
+            std::vector<std::string>({"type=item_get key=foo status=found clsid=1 cfd=42 size=3"}));
+  EXPECT_EQ(
+      bodies(take_all(*both)),
+      std::vector<std::string>({"type=item_get key=foo status=found clsid=1 cfd=42 size=3",
+                                "type=conn_new rip=10.1.2.3 rport=4567 transport=tcp cfd=42"}));
   EXPECT_EQ(hub.stats().sent, 3u);
   EXPECT_EQ(hub.stats().watchers, 2u);
 }
@@ -90,13 +89,13 @@ TEST(WatchHub, EachWatcherGetsOnlyItsStreams) {
 TEST(WatchHub, LinesCarryMemcachedsStampWithAGrowingGid) {
   WatchHub hub;
   auto watcher = hub.add(kWatchFetchers);
-  ClientInfo client = client_at("127.0.0.1", 1, 5, 1);
+  ClientInfo client = client_at("127.0.0.1", 1, 1);
   hub.item_get(client, "a", nullptr);
   hub.item_get(client, "b", nullptr);
   std::string text = take_all(*watcher);
   size_t second = text.find('\n') + 1;
   EXPECT_EQ(text.rfind("ts=", 0), 0u) << text;
-  EXPECT_NE(text.find(" gid=1 type=item_get key=a status=not_found clsid=0 cfd=5 size=0\n"),
+  EXPECT_NE(text.find(" gid=1 type=item_get key=a status=not_found clsid=0 cfd=1 size=0\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find(" gid=2 type=item_get key=b ", second), std::string::npos) << text;
@@ -105,7 +104,7 @@ TEST(WatchHub, LinesCarryMemcachedsStampWithAGrowingGid) {
 TEST(WatchHub, AFullBufferDropsLinesAndReportsThemBeforeTheNextOne) {
   WatchHub hub(400);
   auto watcher = hub.add(kWatchFetchers);
-  ClientInfo client = client_at("127.0.0.1", 1, 5, 1);
+  ClientInfo client = client_at("127.0.0.1", 1, 1);
   // About 90 bytes a line: four fit in 400, the rest are dropped.
   for (int i = 0; i < 10; ++i)
     hub.item_get(client, "key" + std::to_string(i), nullptr);
@@ -132,7 +131,7 @@ TEST(WatchHub, WakesOnlyWhenALineLandsInAnEmptyBuffer) {
   auto watcher = hub.add(kWatchFetchers);
   int wakes = 0;
   watcher->attach([&wakes] { ++wakes; });
-  ClientInfo client = client_at("127.0.0.1", 1, 5, 1);
+  ClientInfo client = client_at("127.0.0.1", 1, 1);
   hub.item_get(client, "a", nullptr);
   hub.item_get(client, "b", nullptr);
   hub.item_get(client, "c", nullptr);
@@ -153,7 +152,7 @@ TEST(WatchHub, ARemovedWatcherGetsNothingMoreAndTurnsItsStreamsOff) {
   hub.remove(fetchers);
   EXPECT_FALSE(hub.watching(kWatchFetchers));
   EXPECT_TRUE(hub.watching(kWatchLocks));
-  hub.item_get(client_at("127.0.0.1", 1, 5, 1), "k", nullptr);
+  hub.item_get(client_at("127.0.0.1", 1, 1), "k", nullptr);
   EXPECT_EQ(fetchers->pending(), 0u);
   hub.remove(locks);
   EXPECT_FALSE(hub.watching(kWatchLocks));
@@ -179,7 +178,7 @@ TEST(WatchHub, EmittersRaceWithAWatcherComingAndGoing) {
   std::vector<std::thread> emitters;
   for (int t = 0; t < 3; ++t) {
     emitters.emplace_back([&hub, &stop, t] {
-      ClientInfo client = client_at("127.0.0.1", static_cast<uint16_t>(t), t, 1);
+      ClientInfo client = client_at("127.0.0.1", static_cast<uint16_t>(t), 1);
       while (!stop.load())
         hub.item_get(client, "key", nullptr);
     });
@@ -201,7 +200,7 @@ TEST(WatchHub, EmittersRaceWithAWatcherComingAndGoing) {
 TEST(WatchFormat, StoreEvictionAndConnectionLinesAreMemcacheds) {
   WatchHub hub;
   auto watcher = hub.add(kWatchMutations | kWatchEvictions | kWatchConnEvents);
-  ClientInfo client = client_at("192.168.0.9", 40000, 17, 3);
+  ClientInfo client = client_at("192.168.0.9", 40000, 3);
   TestItem stored("k", 2, 1100);
   hub.item_store(client, "k", store::StoreStatus::kNotStored, store::StoreCommand::kAdd,
                  *stored.item, 100);
@@ -212,24 +211,24 @@ TEST(WatchFormat, StoreEvictionAndConnectionLinesAreMemcacheds) {
   EXPECT_EQ(
       bodies(take_all(*watcher)),
       std::vector<std::string>({
-          "type=item_store key=k status=not_stored cmd=add ttl=1000 clsid=1 cfd=17 size=2",
+          "type=item_store key=k status=not_stored cmd=add ttl=1000 clsid=1 cfd=3 size=2",
           "type=eviction key=old%20key fetch=yes ttl=-1 la=12 clsid=5 size=60",
           "type=eviction key=gone fetch=no ttl=30 la=0 clsid=24 size=2900",
-          "type=conn_close rip=192.168.0.9 rport=40000 transport=tcp reason=idle_timeout cfd=17",
-          "type=conn_close rip=192.168.0.9 rport=40000 transport=tcp reason=dead_peer cfd=17",
+          "type=conn_close rip=192.168.0.9 rport=40000 transport=tcp reason=idle_timeout cfd=3",
+          "type=conn_close rip=192.168.0.9 rport=40000 transport=tcp reason=dead_peer cfd=3",
       }));
 }
 
 TEST(WatchFormat, LockLinesNameTheKeyTheConnectionAndItsAddress) {
   WatchHub hub;
   auto watcher = hub.add(kWatchLocks);
-  ClientInfo client = client_at("127.0.0.1", 5555, 12, 7);
+  ClientInfo client = client_at("127.0.0.1", 5555, 7);
   hub.item_lock(client, "k", store::LockStatus::kOk);
   hub.item_lock(client, "k", store::LockStatus::kLocked);
   hub.item_unlock(client, "k", true, UnlockReason::kDisconnect);
   hub.lock_service_event(client, "lock_grant", "job", "token=99", "abc");
   hub.lock_service_event(client, "session_detach", "", "grace_ms=30000 locks=1", "abc");
-  const std::string who = " conn=7 rip=127.0.0.1 rport=5555 cfd=12";
+  const std::string who = " conn=7 rip=127.0.0.1 rport=5555 cfd=7";
   EXPECT_EQ(bodies(take_all(*watcher)),
             std::vector<std::string>({
                 "type=item_lock key=k status=granted" + who,

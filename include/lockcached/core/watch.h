@@ -42,8 +42,10 @@ uint32_t watch_stream(std::string_view name);
 
 // Who a client is, as the streams print it. Owned by its connection.
 struct ClientInfo {
-  uint64_t id = 0;  // the connection id, which is also its lock owner id
-  int fd = -1;
+  // The connection id, which is also its lock owner id: the number `stats
+  // conns` and `stats cachelocks` show, and every stream's `cfd=` (memcached
+  // prints its descriptor there, which is its connection's number).
+  uint64_t id = 0;
   sockaddr_in6 address{};  // AF_INET or AF_INET6; family 0 when unknown
 };
 

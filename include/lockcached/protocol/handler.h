@@ -22,6 +22,10 @@ class ProtocolHandler {
   virtual size_t consume(std::string_view input, OutputQueue& out) = 0;
   // True once the connection must close after sending what is queued.
   virtual bool wants_close() const = 0;
+  // Why, as `watch connevents` reports it: a client's quit is normal; a
+  // request that makes the server hang up (memcached: an HTTP request, a
+  // line too long) is an error.
+  virtual core::CloseReason close_reason() const { return core::CloseReason::kNormal; }
   // A request that produces a lot of output (the `keys` walk) is answered in
   // steps, so that one client cannot hold up the others on its thread.
   // While it has unfinished work, consume() takes no further requests and

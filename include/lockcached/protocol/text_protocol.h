@@ -31,6 +31,7 @@ class TextProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
+  core::CloseReason close_reason() const override { return close_reason_; }
   bool has_unfinished_work() const override {
     return keys_.active() || items_.active() || !multi_get_.keys.empty();
   }
@@ -42,6 +43,11 @@ class TextProtocol final : public ProtocolHandler {
   enum class State : uint8_t { kLine, kValue, kSwallow, kAuthData };
 
   void execute(std::string_view line, OutputQueue& out);
+  // Hangs up after what is queued, for a request memcached hangs up on.
+  void close_for_error() {
+    close_ = true;
+    close_reason_ = core::CloseReason::kError;
+  }
   // Appends text and CRLF unless the command said noreply.
   void reply(OutputQueue& out, std::string_view text);
   void refuse_on_replica(OutputQueue& out);
@@ -91,6 +97,7 @@ class TextProtocol final : public ProtocolHandler {
   State state_ = State::kLine;
   bool noreply_ = false;
   bool close_ = false;
+  core::CloseReason close_reason_ = core::CloseReason::kNormal;
   // The storage command whose data block is arriving (State::kValue).
   store::ItemRef value_item_;
   store::StoreCommand value_command_ = store::StoreCommand::kSet;
