@@ -49,6 +49,10 @@ bool parse_u64(std::string_view word, uint64_t* value) {
   return parse_whole(word, value);
 }
 
+bool parse_double(std::string_view word, double* value) {
+  return parse_whole(word, value);
+}
+
 bool valid_key(std::string_view key) {
   return !key.empty() && key.size() <= store::kMaxKeyLength;
 }

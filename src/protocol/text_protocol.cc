@@ -10,6 +10,7 @@
 #include "lockcached/core/uri_encode.h"
 #include "lockcached/core/verbosity.h"
 #include "lockcached/protocol/base64.h"
+#include "lockcached/store/crawler.h"
 #include "lockcached/version.h"
 
 namespace lockcached::protocol {
@@ -149,6 +150,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (command == "cache_memlimit") return cache_memlimit(words, out);
   if (command == "keys") return keys(words, out);
   if (command == "lru_crawler") return lru_crawler(words, out);
+  if (command == "lru") return lru(words, out);
   if (command == "lock") return lock(words, out);
   if (command == "unlock") return unlock(words, out);
   if (command == "unlock_all") {
@@ -655,31 +657,110 @@ void TextProtocol::cachedump(const Words& words, OutputQueue& out) {
   dump_step(out);
 }
 
-// "lru_crawler metadump all|hash|ID,ID...": memcached's replies. The crawl,
-// sleep, tocrawl, enable and disable subcommands tune memcached's crawler,
-// which has no counterpart here: ERROR, as for an unknown one.
+namespace {
+
+// memcached's class list of `lru_crawler crawl|metadump`: "all", or ids
+// 1..63 joined by commas (empty ones skipped). False for a bad id.
+bool parse_class_list(std::string_view ids, std::bitset<store::kSizeClassCount + 1>& classes) {
+  if (ids == "all") {
+    classes.set();
+    classes.reset(0);
+    return true;
+  }
+  while (!ids.empty()) {
+    size_t comma = std::min(ids.find(','), ids.size());
+    std::string_view word = ids.substr(0, comma);
+    ids.remove_prefix(std::min(comma + 1, ids.size()));
+    if (word.empty()) continue;
+    uint32_t id;
+    if (!parse_u32(word, &id) || id == 0 || id > store::kLargestSizeClass) return false;
+    classes.set(id);
+  }
+  return true;
+}
+
+constexpr std::string_view kCrawlerDisabled = "CLIENT_ERROR lru crawler disabled";
+constexpr std::string_view kBadClass = "BADCLASS invalid class id";
+constexpr std::string_view kNoClass = "NOTSTARTED no items to crawl";
+
+}  // namespace
+
+// memcached's `lru_crawler`, word for word. enable and disable pause and
+// resume the expiry crawler (store/crawler.h); crawl starts a pass at once
+// (one pass covers every class); sleep and tocrawl pace memcached's
+// crawler and change nothing here.
 void TextProtocol::lru_crawler(const Words& words, OutputQueue& out) {
-  if (words.count != 3 || words[1] != "metadump") return reply(out, "ERROR");
+  store::Crawler* crawler = core_.crawler();
+  std::string_view what = words.count >= 2 ? words[1] : std::string_view();
+  if (words.count == 2 && (what == "enable" || what == "disable")) {
+    if (crawler == nullptr || !crawler->set_enabled(what == "enable")) {
+      // memcached's words for starting a crawler that runs already.
+      if (what == "enable") return reply(out, "ERROR failed to start lru crawler thread");
+    }
+    return reply(out, "OK");
+  }
+  if (words.count != 3) return reply(out, "ERROR");
+  uint32_t number;
+  if (what == "sleep" || what == "tocrawl") {
+    if (!parse_u32(words[2], &number)) return reply(out, kBadFormat);
+    if (what == "sleep" && number > 1000000) {
+      return reply(out, "CLIENT_ERROR sleep must be one second or less");
+    }
+    return reply(out, "OK");
+  }
+  if (what != "crawl" && what != "metadump") return reply(out, "ERROR");
+  if (crawler != nullptr && !crawler->enabled()) return reply(out, kCrawlerDisabled);
+  std::bitset<store::kSizeClassCount + 1> classes;
+  if (what == "metadump" && words[2] == "hash") {
+    classes.set();
+  } else if (words[2] == "hash") {
+    return reply(out, "ERROR an unknown error happened");  // memcached's, for crawl hash
+  } else if (!parse_class_list(words[2], classes)) {
+    return reply(out, kBadClass);
+  }
+  if (classes.none()) return reply(out, kNoClass);
+  if (what == "crawl") {
+    if (crawler != nullptr) crawler->crawl_now();
+    return reply(out, "OK");
+  }
   dump_ = ItemDump{};
   dump_.metadump = true;
-  std::string_view ids = words[2];
-  if (ids == "all" || ids == "hash") {
-    dump_.classes.set();
-  } else {
-    while (!ids.empty()) {
-      size_t comma = std::min(ids.find(','), ids.size());
-      std::string_view word = ids.substr(0, comma);
-      ids.remove_prefix(std::min(comma + 1, ids.size()));
-      if (word.empty()) continue;
-      uint32_t id;
-      if (!parse_u32(word, &id) || id == 0 || id > store::kLargestSizeClass) {
-        return reply(out, "BADCLASS invalid class id");
-      }
-      dump_.classes.set(id);
-    }
-  }
+  dump_.classes = classes;
   items_.start();
   dump_step(out);
+}
+
+// memcached's `lru tune|mode|temp_ttl`, checked and answered as memcached
+// does; its segmented LRU has no counterpart (one CLOCK hand per shard), so
+// an accepted setting changes nothing.
+void TextProtocol::lru(const Words& words, OutputQueue& out) {
+  noreply_ = words.last() == "noreply";
+  std::string_view what = words.count >= 2 ? words[1] : std::string_view();
+  if (what == "tune" && words.count >= 6) {
+    uint32_t hot_percent;
+    uint32_t warm_percent;
+    double hot_factor;
+    double warm_factor;
+    if (!parse_u32(words[2], &hot_percent) || !parse_u32(words[3], &warm_percent) ||
+        !parse_double(words[4], &hot_factor) || !parse_double(words[5], &warm_factor)) {
+      return reply(out, "ERROR");
+    }
+    if (uint64_t{hot_percent} + warm_percent > 80) {
+      return reply(out, "ERROR hot and warm pcts must not exceed 80");
+    }
+    if (hot_factor <= 0 || warm_factor <= 0) {
+      return reply(out, "ERROR hot/warm age factors must be greater than 0");
+    }
+    return reply(out, "OK");
+  }
+  int32_t ttl;
+  if (what == "mode" && words.count >= 3 && (words[2] == "flat" || words[2] == "segmented")) {
+    return reply(out, "OK");
+  }
+  if (what == "temp_ttl" && words.count >= 3 && parse_i32(words[2], &ttl)) {
+    return reply(out, "OK");
+  }
+  reply(out, "ERROR");
 }
 
 namespace {

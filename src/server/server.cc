@@ -622,7 +622,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("auth_enabled_ascii", auth);
   out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
   out.emplace_back("maxconns_fast", "yes");
-  out.emplace_back("lru_crawler", "yes");
+  out.emplace_back("lru_crawler", crawler_.enabled() ? "yes" : "no");
   out.emplace_back("flush_enabled", "yes");
   out.emplace_back("dump_enabled", "yes");
   collect_tls_settings(out);

@@ -9,9 +9,19 @@ void BackgroundLoop::start(Round round) {
     while (!stopping()) {
       int64_t rest_ms = round();
       std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, std::chrono::milliseconds(rest_ms), [this] { return stopping(); });
+      wake_.wait_for(lock, std::chrono::milliseconds(rest_ms),
+                     [this] { return stopping() || woken_; });
+      woken_ = false;
     }
   });
+}
+
+void BackgroundLoop::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    woken_ = true;
+  }
+  wake_.notify_all();
 }
 
 void BackgroundLoop::stop() {

@@ -30,14 +30,16 @@ int64_t Crawler::pass() {
   // A store without TTLs pays for the walk only once a minute, to measure
   // age: visiting every item once a second would cost a cache-sized stream
   // of memory reads for nothing.
+  if (!enabled()) return kMaxRestMs;  // set_enabled(true) wakes it
   int64_t started = now_ms();
-  if (!store_.crawl_needed(&flush_cas_seen_) &&
+  bool requested = pass_requested_.exchange(false, std::memory_order_relaxed);
+  if (!store_.crawl_needed(&flush_cas_seen_) && !requested &&
       (started - last_pass_ms_ < kAgePassMs - kMinRestMs || store_.stats().curr_items == 0)) {
     return kMinRestMs;
   }
   last_pass_ms_ = started;
   uint64_t cursor = 0;
-  while (cursor != Store::kScanDone && !loop_.stopping()) {
+  while (cursor != Store::kScanDone && !loop_.stopping() && enabled()) {
     cursor = store_.crawl(cursor, kSliceItems);
     std::this_thread::yield();  // let clients have the shard locks between slices
   }

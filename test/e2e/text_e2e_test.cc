@@ -503,6 +503,78 @@ TEST_F(e2eText, UnknownAndMalformedCommandsAnswerErrorAndKeepTheConnection) {
   EXPECT_TRUE(c.request("version").starts_with("VERSION "));
 }
 
+// memcached 1.6.18's replies, word for word; enable and disable pause and
+// resume the expiry crawler.
+TEST_F(e2eText, LruCrawlerCommandsAnswerAsMemcached) {
+  Client c;
+  ASSERT_TRUE(c.connect(port()));
+  EXPECT_EQ(c.request("lru_crawler crawl all"), "OK");
+  EXPECT_EQ(c.request("lru_crawler crawl 1,,63"), "OK");
+  for (const char* bad : {"0", "64", "x", "1,x"}) {
+    EXPECT_EQ(c.request(std::string("lru_crawler crawl ") + bad), "BADCLASS invalid class id");
+  }
+  EXPECT_EQ(c.request("lru_crawler crawl ,"), "NOTSTARTED no items to crawl");
+  EXPECT_EQ(c.request("lru_crawler crawl hash"), "ERROR an unknown error happened");
+  EXPECT_EQ(c.request("lru_crawler sleep 100"), "OK");
+  EXPECT_EQ(c.request("lru_crawler sleep 2000000"),
+            "CLIENT_ERROR sleep must be one second or less");
+  EXPECT_EQ(c.request("lru_crawler sleep x"), "CLIENT_ERROR bad command line format");
+  EXPECT_EQ(c.request("lru_crawler tocrawl 10"), "OK");
+  EXPECT_EQ(c.request("lru_crawler tocrawl -1"), "CLIENT_ERROR bad command line format");
+  for (const char* error : {"lru_crawler", "lru_crawler crawl", "lru_crawler bogus",
+                            "lru_crawler crawl all extra", "lru_crawler sleep 100 noreply"}) {
+    EXPECT_EQ(c.request(error), "ERROR") << error;
+  }
+  EXPECT_EQ(c.request("lru_crawler enable"), "ERROR failed to start lru crawler thread");
+  EXPECT_EQ(c.request("lru_crawler disable"), "OK");
+  EXPECT_EQ(c.request("lru_crawler disable"), "OK");
+  EXPECT_EQ(c.stats("settings")["lru_crawler"], "no");
+  EXPECT_EQ(c.request("lru_crawler crawl all"), "CLIENT_ERROR lru crawler disabled");
+  EXPECT_EQ(c.request("lru_crawler metadump all"), "CLIENT_ERROR lru crawler disabled");
+  EXPECT_EQ(c.request("lru_crawler enable"), "OK");
+  EXPECT_EQ(c.stats("settings")["lru_crawler"], "yes");
+  EXPECT_EQ(c.request("lru_crawler metadump ,"), "NOTSTARTED no items to crawl");
+  EXPECT_EQ(c.request("lru_crawler metadump all"), "END");
+}
+
+// Disabled, the crawler leaves expired items to lookups; enabled again, it
+// takes them out without one.
+TEST_F(e2eText, LruCrawlerEnableResumesReclaimingExpiredItems) {
+  Client c;
+  ASSERT_TRUE(c.connect(port()));
+  EXPECT_EQ(c.request("lru_crawler disable"), "OK");
+  for (const char* key : {"a", "b", "c"}) {
+    // An absolute time long past: expired from the start.
+    EXPECT_EQ(c.store("set", key, "v", 0, 60 * 60 * 24 * 30 + 1), "STORED");
+  }
+  EXPECT_EQ(stat_u64(c.stats(), "curr_items"), 3u);
+  EXPECT_EQ(c.request("lru_crawler enable"), "OK");
+  EXPECT_TRUE(e2e::eventually([&] { return stat_u64(c.stats(), "curr_items") == 0; }, 10s));
+  EXPECT_EQ(stat_u64(c.stats(), "crawler_reclaimed"), 3u);
+}
+
+// memcached's `lru`: its segmented LRU's settings, checked as memcached
+// checks them; accepted ones change nothing here (one CLOCK hand per shard).
+TEST_F(e2eText, LruCommandsAnswerAsMemcached) {
+  Client c;
+  ASSERT_TRUE(c.connect(port()));
+  EXPECT_EQ(c.request("lru mode flat"), "OK");
+  EXPECT_EQ(c.request("lru mode segmented"), "OK");
+  EXPECT_EQ(c.request("lru mode sideways"), "ERROR");
+  EXPECT_EQ(c.request("lru tune 10 20 0.1 2.0"), "OK");
+  EXPECT_EQ(c.request("lru tune 50 40 0.1 2.0"), "ERROR hot and warm pcts must not exceed 80");
+  EXPECT_EQ(c.request("lru tune 10 20 0 2.0"), "ERROR hot/warm age factors must be greater than 0");
+  EXPECT_EQ(c.request("lru tune 10 20 x 2.0"), "ERROR");
+  EXPECT_EQ(c.request("lru tune 10 20 0.1"), "ERROR");
+  EXPECT_EQ(c.request("lru temp_ttl 60"), "OK");
+  EXPECT_EQ(c.request("lru temp_ttl -1"), "OK");
+  EXPECT_EQ(c.request("lru temp_ttl x"), "ERROR");
+  EXPECT_EQ(c.request("lru target_asyncq 5"), "ERROR");  // extstore's, not in Debian's build
+  EXPECT_EQ(c.request("lru"), "ERROR");
+  ASSERT_TRUE(c.send("lru mode flat noreply\r\n"));
+  EXPECT_TRUE(c.request("version").starts_with("VERSION "));
+}
+
 TEST_F(e2eText, KeysLongerThan250BytesAreRejected) {
   Client c;
   ASSERT_TRUE(c.connect(port()));

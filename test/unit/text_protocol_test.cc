@@ -1070,12 +1070,14 @@ TEST_F(TextProtocolTest, LruCrawlerErrorsAreMemcacheds) {
   const std::string kBadClass = "BADCLASS invalid class id\r\n";
   for (std::string ids : {"64", "0", "1,x", "-1"})
     EXPECT_EQ(feed("lru_crawler metadump " + ids + "\r\n"), kBadClass) << ids;
-  // Only metadump means something here (crawl, sleep, tocrawl, enable and
-  // disable tune memcached's crawler).
   for (std::string line : {"lru_crawler metadump", "lru_crawler metadump all extra", "lru_crawler",
-                           "lru_crawler sleep 100", "lru_crawler crawl all"}) {
+                           "lru_crawler sleep", "lru_crawler crawl all 1"}) {
     EXPECT_EQ(feed(line + "\r\n"), "ERROR\r\n") << line;
   }
+  // memcached's other subcommands; a server without a crawler (this test's)
+  // cannot start one.
+  EXPECT_EQ(feed("lru_crawler sleep 100\r\nlru_crawler crawl all\r\n"), "OK\r\nOK\r\n");
+  EXPECT_EQ(feed("lru_crawler enable\r\n"), "ERROR failed to start lru crawler thread\r\n");
 }
 
 TEST_F(TextProtocolTest, LockedItemsAreDumpedLikeAnyOther) {

@@ -144,6 +144,8 @@ class CommandCore {
     *error = "Error TLS not enabled";
     return false;
   }
+  // The expiry crawler (`lru_crawler`); nullptr where there is none.
+  store::Crawler* crawler() { return control_ != nullptr ? control_->crawler() : nullptr; }
   // `stats detail`; nullptr where the server keeps no per-prefix counters.
   PrefixStats* prefix_stats() { return prefix_stats_; }
   void count_meta_command() { stats_.cmd_meta.add(); }

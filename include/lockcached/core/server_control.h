@@ -5,6 +5,10 @@
 
 #include <string>
 
+namespace lockcached::store {
+class Crawler;
+}  // namespace lockcached::store
+
 namespace lockcached::core {
 
 class ServerControl {
@@ -14,6 +18,9 @@ class ServerControl {
   // False, with memcached's wording of why in *error, when TLS is off or a
   // file does not load (the certificates in use then stay).
   virtual bool refresh_certs(std::string* error) = 0;
+  // The expiry crawler, for memcached's `lru_crawler` commands; nullptr
+  // where there is none.
+  virtual store::Crawler* crawler() { return nullptr; }
 };
 
 }  // namespace lockcached::core

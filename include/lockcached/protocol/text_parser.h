@@ -57,6 +57,8 @@ void for_each_word(std::string_view text, Visit visit) {
 bool parse_u32(std::string_view word, uint32_t* value);
 bool parse_i32(std::string_view word, int32_t* value);
 bool parse_u64(std::string_view word, uint64_t* value);
+// A decimal fraction ("0.1", "2", "1e3"), as memcached's strtod reads one.
+bool parse_double(std::string_view word, double* value);
 
 // A text-protocol key: 1 to 250 bytes; spaces cannot occur since they
 // separate words. protocol.txt also forbids control characters, but

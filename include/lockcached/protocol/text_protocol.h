@@ -91,6 +91,7 @@ class TextProtocol final : public ProtocolHandler {
   void stats_detail(const Words& words, OutputQueue& out);
   void cachedump(const Words& words, OutputQueue& out);
   void lru_crawler(const Words& words, OutputQueue& out);
+  void lru(const Words& words, OutputQueue& out);
   void dump_step(OutputQueue& out);
 
   core::CommandCore& core_;

@@ -24,6 +24,8 @@ class BackgroundLoop {
 
   void start(Round round);
   void stop();
+  // Cuts the current rest short: the next round starts now.
+  void wake();
   // A long round checks this between its slices.
   bool stopping() const { return stopping_.load(std::memory_order_relaxed); }
 
@@ -32,6 +34,7 @@ class BackgroundLoop {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<bool> stopping_{false};
+  bool woken_ = false;  // under mutex_
 };
 
 }  // namespace lockcached::store
