@@ -542,10 +542,23 @@ void Server::collect_general(core::StatList& out) const {
   // One Connection object per open connection, freed when it closes.
   add("connection_structures", cache_connections + lock_connections);
   core::CounterValues counters = thread_counters();
-#define LOCKCACHED_ADD_COUNTER(name) add(#name, counters.name);
+  store::StoreStats store = state_.store.stats();
+  bool idle_timeout = state_.idle_timeout_seconds.load(std::memory_order_relaxed) > 0;
+  auto add_counter = [&](const char* name, uint64_t value) {
+    std::string_view counter(name);
+    // As memcached, only while connections can idle out.
+    if (counter == "idle_kicks" && !idle_timeout) return;
+    add(name, value);
+    if (counter == "get_misses") {
+      // memcached's place for the lookups (by any command) that found their
+      // item expired or flushed, which the store counts.
+      add("get_expired", store.found_expired);
+      add("get_flushed", store.found_flushed);
+    }
+  };
+#define LOCKCACHED_ADD_COUNTER(name) add_counter(#name, counters.name);
   LOCKCACHED_THREAD_COUNTERS(LOCKCACHED_ADD_COUNTER)
 #undef LOCKCACHED_ADD_COUNTER
-  store::StoreStats store = state_.store.stats();
   add("limit_maxbytes", store.limit_bytes);
   // Listening never stops: past max_connections a client is accepted and
   // closed at once (rejected_connections), memcached's maxconns_fast.
@@ -562,6 +575,9 @@ void Server::collect_general(core::StatList& out) const {
   add("expired_unfetched", store.expired_unfetched);
   add("evicted_unfetched", store.evicted_unfetched);
   add("crawler_reclaimed", store.crawler_reclaimed);
+  // Eviction passing over a locked item (memcached: the LRU tail item in
+  // use by a request).
+  add("lrutail_reflocked", store.evict_passed_locked);
   add("curr_locks", store.locked_items);
   if (state_.tls) {
     add("ssl_handshake_errors", state_.tls_handshake_errors.load(std::memory_order_relaxed));

@@ -168,6 +168,7 @@ void Worker::close_idle() {
       idle.push_back(connection);
     }
   }
+  stats_.idle_kicks.add(idle.size());  // memcached's idle_kicks
   for (Connection* connection : idle)
     connection->close(core::CloseReason::kIdleTimeout);
 }

@@ -57,6 +57,13 @@ struct Store::Shard {
   std::unordered_map<const Item*, LockHolder> owners;
   uint64_t total_items = 0;
   uint64_t locked = 0;
+  // Lookups that found their item expired or flushed (memcached's
+  // get_expired and get_flushed: any command's lookup, not only a get's).
+  uint64_t found_expired = 0;
+  uint64_t found_flushed = 0;
+  // Items the CLOCK hand had to pass over because they were locked
+  // (reported as memcached's lrutail_reflocked).
+  uint64_t evict_passed_locked = 0;
   // Per size class (index id - 1), made when the class is first used
   // here: all 63 in each of 64 shards would be 400 KiB, which a small
   // cache's memory governor counts. The shard's evictions, reclaims and
@@ -154,6 +161,9 @@ Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now
   apply_due_flush(now);  // before anything can be stored after the moment
   Item* item = shard.table.find(hash, key);
   if (!item || is_live(*item, now)) return item;
+  // memcached looks at the flush first: an item both flushed and expired
+  // counts as flushed.
+  ++(is_flushed(*item, now) ? shard.found_flushed : shard.found_expired);
   reclaim(shard, item, hash);
   return nullptr;
 }
@@ -235,8 +245,10 @@ bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, co
   while (shard.bytes + bytes > room) {
     bool evicted = false;
     shard.table.for_each_in_bucket(shard.hand, [&](Item* item) {
-      if (item == keep || item->locked) {
+      if (item == keep) {
         // passed over
+      } else if (item->locked) {
+        ++shard.evict_passed_locked;
       } else if (!is_live(*item, now)) {
         reclaim(shard, item);
         evicted = true;
@@ -792,6 +804,9 @@ StoreStats Store::stats() const {
     stats.limit_bytes += shard.limit;
     stats.target_bytes += shard.target;
     stats.locked_items += shard.locked;
+    stats.found_expired += shard.found_expired;
+    stats.found_flushed += shard.found_flushed;
+    stats.evict_passed_locked += shard.evict_passed_locked;
     stats.hash_bytes += shard.table.bucket_bytes();
   }
   return stats;
@@ -845,6 +860,7 @@ void Store::reset_stats() {
     Shard& shard = *shard_ptr;
     std::lock_guard lock(shard.mutex);
     shard.total_items = 0;
+    shard.found_expired = shard.found_flushed = shard.evict_passed_locked = 0;
     for (auto& counters : shard.classes) {
       if (!counters) continue;
       Shard::ClassCounters kept;

@@ -102,6 +102,63 @@ TEST_F(e2eStats, GeneralStatsCountRefusedStoresAndYields) {
   EXPECT_EQ(stat_u64(c.stats(), "cmd_meta"), 1u);
 }
 
+// memcached's get_expired and get_flushed count the lookups, by any
+// command, that found their item expired or flushed. The crawler is off, so
+// that only lookups take the items out.
+TEST_F(e2eStats, LookupsThatFindExpiredOrFlushedItemsAreCounted) {
+  Client c = connect();
+  EXPECT_EQ(c.request("lru_crawler disable"), "OK");
+  const std::string expired = " 0 2592001 1\r\nv";  // an absolute time long past
+  EXPECT_EQ(c.request("set gone1" + expired), "STORED");
+  EXPECT_EQ(c.request("set gone2" + expired), "STORED");
+  EXPECT_EQ(c.request("get gone1"), "END");
+  EXPECT_EQ(c.request("delete gone2"), "NOT_FOUND");
+  EXPECT_EQ(c.request(set_command("a", 1)), "STORED");
+  EXPECT_EQ(c.request(set_command("b", 1)), "STORED");
+  EXPECT_EQ(c.request("flush_all"), "OK");
+  EXPECT_EQ(c.request("get a"), "END");
+  EXPECT_EQ(c.request(set_command("b", 1)), "STORED");  // its lookup finds the old b flushed
+  auto stats = c.stats();
+  EXPECT_EQ(stat_u64(stats, "get_expired"), 2u);
+  EXPECT_EQ(stat_u64(stats, "get_flushed"), 2u);
+  EXPECT_EQ(stats.count("idle_kicks"), 0u);  // as memcached: only with an idle timeout
+  EXPECT_EQ(c.request("stats reset"), "RESET");
+  EXPECT_EQ(stat_u64(c.stats(), "get_flushed"), 0u);
+}
+
+// memcached's idle_kicks: connections closed for sitting idle longer than
+// the idle timeout.
+TEST(e2eStatsIdle, IdleKicksCountConnectionsClosedForIdling) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--idle_timeout=1"}));
+  Client idle;
+  ASSERT_TRUE(idle.connect(server.port()));
+  EXPECT_TRUE(idle.wait_for_close());
+  Client c;  // connected only now, so that it is not idle yet
+  ASSERT_TRUE(c.connect(server.port()));
+  EXPECT_EQ(stat_u64(c.stats(), "idle_kicks"), 1u);
+}
+
+// memcached's lrutail_reflocked counts the times eviction found the item
+// it looked at in use; here, locked, so passed over.
+TEST(e2eStatsEviction, EvictionPassingOverALockedItemIsCounted) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--memory_limit_mb=1", "--max_item_size=1024"}));
+  Client c;
+  ASSERT_TRUE(c.connect(server.port()));
+  EXPECT_EQ(c.request(set_command("held", 900)), "STORED");
+  EXPECT_EQ(c.request("lock held"), "OK");
+  EXPECT_EQ(stat_u64(c.stats(), "lrutail_reflocked"), 0u);
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_EQ(c.request(set_command("item" + std::to_string(i), 900)), "STORED") << i;
+  }
+  auto stats = c.stats();
+  EXPECT_GT(stat_u64(stats, "evictions"), 0u);
+  EXPECT_GT(stat_u64(stats, "lrutail_reflocked"), 0u);
+  EXPECT_EQ(until_end(c, "get held"),
+            "VALUE held 0 900\r\n" + std::string(900, 'v') + "\r\nEND\r\n");
+}
+
 bool logged(const ServerProcess& server, const std::string& text) {
   return e2e::eventually([&] { return server.log().find(text) != std::string::npos; }, 10s, 10ms);
 }

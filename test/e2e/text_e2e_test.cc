@@ -551,6 +551,7 @@ TEST_F(e2eText, LruCrawlerEnableResumesReclaimingExpiredItems) {
   EXPECT_EQ(c.request("lru_crawler enable"), "OK");
   EXPECT_TRUE(e2e::eventually([&] { return stat_u64(c.stats(), "curr_items") == 0; }, 10s));
   EXPECT_EQ(stat_u64(c.stats(), "crawler_reclaimed"), 3u);
+  EXPECT_EQ(stat_u64(c.stats(), "get_expired"), 0u);  // no lookup found them
 }
 
 // memcached's `lru`: its segmented LRU's settings, checked as memcached

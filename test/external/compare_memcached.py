@@ -78,7 +78,7 @@ NAMED_STATS = {
     "pid", "uptime", "time", "version", "pointer_size", "rusage_user", "rusage_system",
     "max_connections", "curr_connections", "total_connections", "rejected_connections",
     "bytes_read", "bytes_written", "limit_maxbytes", "threads", "bytes", "curr_items",
-    "total_items", "evictions", "reclaimed",
+    "total_items", "evictions", "reclaimed", "get_expired", "get_flushed", "lrutail_reflocked",
     # stats settings
     "maxbytes", "maxconns", "tcpport", "udpport", "inter", "num_threads", "item_size_max",
     "cas_enabled", "binding_protocol",

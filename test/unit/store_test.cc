@@ -832,6 +832,25 @@ TEST_F(StoreTest, SetMemoryLimit) {
   EXPECT_EQ(store_.stats().limit_bytes, size_t{8} << 20);
 }
 
+// memcached's get_expired and get_flushed: lookups by any command that
+// found their item gone, flushed first when both.
+TEST_F(StoreTest, LookupsCountTheExpiredAndFlushedItemsTheyFind) {
+  ASSERT_EQ(set("a", "v", 10), StoreStatus::kStored);
+  ASSERT_EQ(set("b", "v", 10), StoreStatus::kStored);
+  ASSERT_EQ(set("c", "v"), StoreStatus::kStored);
+  clock_.advance(20);
+  EXPECT_FALSE(store_.get("a"));
+  EXPECT_EQ(set("b", "w"), StoreStatus::kStored);  // its lookup found the old b
+  store_.flush_all(0);
+  EXPECT_EQ(store_.remove("c", 0, kNoOwner), DeleteStatus::kNotFound);
+  EXPECT_FALSE(store_.get("missing"));
+  StoreStats stats = store_.stats();
+  EXPECT_EQ(stats.found_expired, 2u);
+  EXPECT_EQ(stats.found_flushed, 1u);
+  store_.reset_stats();
+  EXPECT_EQ(store_.stats().found_expired, 0u);
+}
+
 // "ms ... I" with an older CAS stores the value as stale, keeping the TTL
 // and the sent win token of the item it replaces (memcached 1.6.18).
 TEST_F(StoreTest, StaleStoreKeepsTheTtlAndTheSentToken) {

@@ -36,6 +36,7 @@ class PrefixStats;
   X(store_no_memory)                  \
   X(auth_cmds)                        \
   X(auth_errors)                      \
+  X(idle_kicks)                       \
   X(cmd_lock)                         \
   X(lock_hits)                        \
   X(lock_misses)                      \

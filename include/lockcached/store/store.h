@@ -167,6 +167,11 @@ struct StoreStats {
   uint64_t limit_bytes = 0;
   uint64_t target_bytes = 0;  // eviction starts here (<= limit_bytes)
   uint64_t locked_items = 0;
+  // Lookups (by any command) that found their item expired, or flushed.
+  uint64_t found_expired = 0;
+  uint64_t found_flushed = 0;
+  // Times eviction passed over an item because it was locked.
+  uint64_t evict_passed_locked = 0;
   uint64_t hash_bytes = 0;  // the shards' bucket arrays (not their overflow buckets)
   unsigned shards = 0;
 };
