@@ -569,12 +569,17 @@ void TextProtocol::refresh_certs(const Words& words, OutputQueue& out) {
   reply(out, error);
 }
 
+// memcached's replies; a lower limit evicts down to it at once (never a
+// locked item: Store::set_memory_limit).
 void TextProtocol::cache_memlimit(const Words& words, OutputQueue& out) {
   if (words.count != 2 && words.count != 3) return reply(out, "ERROR");
   noreply_ = words.last() == "noreply";
   uint32_t megabytes;
   if (!parse_u32(words[1], &megabytes)) return reply(out, "ERROR");
   if (megabytes < 8) return reply(out, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
+  if (megabytes > 1000000000) {
+    return reply(out, "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
+  }
   core_.set_memory_limit(size_t{megabytes} << 20);
   reply(out, "OK");
 }

@@ -227,22 +227,25 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
   link(shard, hash, new_item);
 }
 
+bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
+  size_t bytes = needed > freed ? needed - freed : 0;
+  // An item larger than a lowered target still fits once the rest is gone.
+  if (bytes <= shard.limit &&
+      evict_down_to(shard, std::max(shard.target, bytes) - bytes, now, keep)) {
+    return true;
+  }
+  ++shard.counters(size_class_of(needed)).outofmemory;
+  return false;
+}
+
 // CLOCK: the hand walks the buckets and visits every item of a bucket once
 // per turn. An item used since the hand last passed loses its `accessed` bit
 // and stays; one that was not is evicted. Locked items and `keep` are passed
 // over. Two turns clear every bit, so finding nothing to evict in two turns
 // means nothing can go.
-bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
-  size_t bytes = needed > freed ? needed - freed : 0;
-  auto refuse = [&shard, needed] {
-    ++shard.counters(size_class_of(needed)).outofmemory;
-    return false;
-  };
-  if (bytes > shard.limit) return refuse();
-  // An item larger than a lowered target still fits once the rest is gone.
-  size_t room = std::max(shard.target, bytes);
+bool Store::evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
   size_t empty_moves = 0;
-  while (shard.bytes + bytes > room) {
+  while (shard.bytes > bytes) {
     bool evicted = false;
     shard.table.for_each_in_bucket(shard.hand, [&](Item* item) {
       if (item == keep) {
@@ -267,7 +270,7 @@ bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, co
       }
     });
     shard.hand = (shard.hand + 1) & (shard.table.bucket_count() - 1);
-    if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return refuse();
+    if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return false;
   }
   return true;
 }
@@ -771,9 +774,14 @@ void Store::set_change_listener(ChangeListener* listener) {
 }
 
 void Store::set_memory_limit(size_t bytes) {
+  RelTime now = clock_.now();
   for (auto& shard : shards_) {
     std::lock_guard lock(shard->mutex);
     shard->limit = shard->target = bytes / shards_.size();
+    // A lower limit holds at once, as memcached's cache_memlimit frees
+    // memory at once, not only when the next store needs room. Locked items
+    // stay, so a shard full of them may stay over.
+    evict_down_to(*shard, shard->limit, now, nullptr);
   }
 }
 

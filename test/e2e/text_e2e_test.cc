@@ -503,6 +503,39 @@ TEST_F(e2eText, UnknownAndMalformedCommandsAnswerErrorAndKeepTheConnection) {
   EXPECT_TRUE(c.request("version").starts_with("VERSION "));
 }
 
+// memcached lowers its memory limit at run time and frees down to it; so do
+// we, at once, except for locked items.
+TEST(e2eTextStandalone, CacheMemlimitEvictsDownToTheNewLimitButKeepsLockedItems) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--memory_limit_mb=64"}));
+  Client c;
+  ASSERT_TRUE(c.connect(server.port()));
+  const std::string value(10000, 'v');
+  EXPECT_EQ(c.store("set", "keep", value), "STORED");
+  EXPECT_EQ(c.request("lock keep"), "OK");
+  constexpr int kItems = 4000;  // about 40 MB
+  std::string sets;
+  for (int i = 0; i < kItems; ++i)
+    sets += store_bytes("set", "item" + std::to_string(i), value, 0, 0, "noreply");
+  ASSERT_TRUE(c.send(sets));
+  EXPECT_EQ(stat_u64(c.stats(), "curr_items"), kItems + 1u);
+  EXPECT_EQ(stat_u64(c.stats(), "evictions"), 0u);
+
+  EXPECT_EQ(c.request("cache_memlimit 8"), "OK");
+  std::map<std::string, std::string> stats = c.stats();
+  EXPECT_EQ(stat_u64(stats, "limit_maxbytes"), 8u << 20);
+  EXPECT_LE(stat_u64(stats, "bytes"), 8u << 20);
+  EXPECT_GT(stat_u64(stats, "evictions"), 0u);
+  EXPECT_LT(stat_u64(stats, "curr_items"), 1000u);
+  EXPECT_EQ(stat_u64(c.stats("settings"), "maxbytes"), 8u << 20);
+  EXPECT_EQ(c.get("keep"), value);
+
+  EXPECT_EQ(c.request("cache_memlimit 1000000001"),
+            "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
+  EXPECT_EQ(c.request("cache_memlimit 64"), "OK");
+  EXPECT_EQ(stat_u64(c.stats(), "limit_maxbytes"), 64u << 20);
+}
+
 // memcached 1.6.18's replies, word for word; enable and disable pause and
 // resume the expiry crawler.
 TEST_F(e2eText, LruCrawlerCommandsAnswerAsMemcached) {

@@ -407,6 +407,8 @@ def misc_scenarios():
         scenario("cache_memlimit bad", b"cache_memlimit abc\r\ncache_memlimit -1\r\n"
                  b"cache_memlimit 0\r\n"),
         scenario("cache_memlimit no arg", b"cache_memlimit\r\n"),
+        scenario("cache_memlimit in bytes", b"cache_memlimit 1000000001\r\n"
+                 b"cache_memlimit 1000000000 noreply\r\ncache_memlimit 1024\r\n"),
         scenario("cache_memlimit extra args",
                  b"cache_memlimit 1024 1\r\ncache_memlimit 1024 1 2\r\n"),
         scenario("empty line CRLF", b"\r\n"),

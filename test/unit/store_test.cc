@@ -1086,6 +1086,27 @@ TEST_F(EvictionTest, UnlockedItemCanBeEvictedAgain) {
   EXPECT_EQ(store_.stats().curr_items, kSlots);
 }
 
+// A lower limit evicts down to it at once, never a locked item, and counts
+// each pass over a locked item (lrutail_reflocked).
+TEST_F(EvictionTest, LoweringTheLimitEvictsAtOnceButNotLockedItems) {
+  for (size_t i = 0; i < kSlots; ++i)
+    ASSERT_EQ(set(key(i)), StoreStatus::kStored);
+  ASSERT_EQ(store_.lock(key(0), kOwner), LockStatus::kOk);
+  ASSERT_EQ(store_.lock(key(1), kOwner), LockStatus::kOk);
+  store_.set_memory_limit(2 * item_size());
+  StoreStats stats = store_.stats();
+  EXPECT_EQ(stats.curr_items, 2u);
+  EXPECT_EQ(stats.evictions, kSlots - 2);
+  EXPECT_LE(stats.bytes, 2 * item_size());
+  EXPECT_GT(stats.evict_passed_locked, 0u);
+  EXPECT_TRUE(present(key(0)));
+  EXPECT_TRUE(present(key(1)));
+  // Locked items alone over the limit stay.
+  store_.set_memory_limit(item_size());
+  EXPECT_EQ(store_.stats().curr_items, 2u);
+  EXPECT_EQ(store_.stats().limit_bytes, item_size());
+}
+
 TEST_F(EvictionTest, NoMemoryWhenEverythingIsLocked) {
   for (size_t i = 0; i < kSlots; ++i) {
     ASSERT_EQ(set(key(i)), StoreStatus::kStored);

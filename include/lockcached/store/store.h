@@ -289,7 +289,8 @@ class Store {
 
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
-  // Sets the limit and the eviction target to `bytes`.
+  // Sets the limit and the eviction target to `bytes`, and evicts down to
+  // them at once (never a locked item).
   void set_memory_limit(size_t bytes);
   // Evicts down to `bytes` (at most the limit) from the next store on: how
   // MemoryGovernor keeps the process near the limit while the allocator
@@ -354,6 +355,9 @@ class Store {
   // (the item it replaces) as free; never evicts `keep`. When nothing more
   // can go, counts the refusal against needed's size class.
   bool make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep);
+  // Evicts until the shard's items take at most `bytes`, never a locked
+  // item or `keep`; false when nothing more can go.
+  bool evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep);
   void report_eviction(const Item& item, RelTime now) const;
   // Takes out an item that expired or was flushed.
   void reclaim(Shard& shard, Item* item);
