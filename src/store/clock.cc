@@ -4,8 +4,10 @@ namespace lockcached::store {
 namespace {
 
 constexpr int64_t kMaxRelativeExptime = 60 * 60 * 24 * 30;
-// Start at 2 so that RelTime 1 ("expired") is strictly in the past.
-constexpr int64_t kStartOffset = 2;
+// Start far from 0: RelTime 1 ("expired") is then strictly in the past,
+// and a warm restart (replication/memory_file.h) can put back last accesses
+// from before the start, up to 2^24 s (194 days, what its file keeps).
+constexpr int64_t kStartOffset = int64_t{1} << 24;
 
 int64_t monotonic_seconds() {
   timespec ts;

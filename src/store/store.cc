@@ -756,6 +756,28 @@ void Store::flush_all(int64_t delay_seconds) {
     shard->mutex.unlock();
 }
 
+void Store::raise_cas_counter(uint64_t cas) {
+  uint64_t current = next_cas_.load(std::memory_order_relaxed);
+  while (current < cas && !next_cas_.compare_exchange_weak(current, cas)) {
+  }
+}
+
+bool Store::restore(const ItemRef& item, RelTime atime, bool accessed) {
+  raise_cas_counter(item->cas);
+  RelTime now = clock_.now();
+  if (!is_live(*item, now)) return false;
+  uint64_t hash = hash_key(item->key(), hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* old_item = shard.table.find(hash, item->key());  // none: a file holds a key once
+  size_t freed = old_item ? old_item->total_size() : 0;
+  if (!make_room(shard, item->total_size(), freed, now, old_item)) return false;
+  replace(shard, hash, old_item, item.get());
+  item->atime = std::min(atime, now);
+  item->accessed = accessed;
+  return true;
+}
+
 void Store::start_flush(RelTime moment) {
   if (moment == 0) {
     flush_time_.store(0, std::memory_order_relaxed);

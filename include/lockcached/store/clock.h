@@ -6,8 +6,9 @@
 
 namespace lockcached::store {
 
-// Seconds since the server started, offset so that 1 is always in the past:
-// memcached maps "already expired" exptimes to 1, and we keep that convention.
+// Seconds since the server started, offset so that 1 is always in the past
+// (memcached maps "already expired" exptimes to 1, and we keep that
+// convention) and so that times from before the start fit (clock.cc).
 using RelTime = uint32_t;
 
 class Clock {

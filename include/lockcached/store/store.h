@@ -289,6 +289,20 @@ class Store {
 
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
+  // A delayed flush_all's moment that has not come yet; 0: none.
+  RelTime pending_flush() const { return flush_time_.load(std::memory_order_relaxed); }
+
+  // A warm restart (replication/memory_file.h). The CAS the last stored
+  // item got: the next one gets more.
+  uint64_t cas_counter() const { return next_cas_.load(std::memory_order_relaxed); }
+  // Makes every CAS from now on larger than `cas`, so that a CAS a client
+  // read before the restart never names a later item.
+  void raise_cas_counter(uint64_t cas);
+  // Links `item` as it was saved: its CAS and meta state as they are in it,
+  // `atime` and `accessed` put back after linking (which would reset them).
+  // An item that expired or was flushed meanwhile is not linked; neither is
+  // one that finds no room. Returns whether it was linked.
+  bool restore(const ItemRef& item, RelTime atime, bool accessed);
   // Sets the limit and the eviction target to `bytes`, and evicts down to
   // them at once (never a locked item).
   void set_memory_limit(size_t bytes);
