@@ -63,8 +63,14 @@ const char* check_shape(const protocol::binary::Header& h) {
 
 // The largest valid body: SetQ extras, the longest key, the largest value
 // (or an old lock frame's, should the store's items be smaller).
-Applier::Applier(store::Store& store)
+Applier::Applier(store::Store& store) : Applier(store, std::nullopt) {}
+
+Applier::Applier(store::Store& store, MemoryFileFrames memory_file)
+    : Applier(store, std::optional<MemoryFileFrames>(memory_file)) {}
+
+Applier::Applier(store::Store& store, std::optional<MemoryFileFrames> memory_file)
     : store_(store),
+      memory_file_(memory_file),
       max_body_(std::max(wire::kSetExtras + store::kMaxKeyLength + store.max_item_size(),
                          kOldLockMaxBody)) {}
 
@@ -112,7 +118,7 @@ size_t Applier::check_header(const char* header) {
   protocol::binary::Header h = protocol::binary::decode_header(header);
   if (h.magic != wire::kRequestMagic) return reject("not a binary request (magic)");
   if (h.data_type != 0) return reject("data type is not raw");
-  if (h.cas != 0) return reject("a replicated frame carries no CAS");
+  if (h.cas != 0 && !memory_file_) return reject("a replicated frame carries no CAS");
   if (h.body_length > max_body_) return reject("frame larger than the largest item");
   if (size_t{h.extras_length} + h.key_length > h.body_length) {
     return reject("key and extras exceed body");
@@ -130,7 +136,7 @@ void Applier::apply(std::string_view frame) {
   std::string_view value = body.substr(h.extras_length + h.key_length);
   switch (h.opcode) {
     case wire::kSetQ:
-      apply_set(extras, key, value);
+      apply_set(h, extras, key, value);
       break;
     case wire::kDeleteQ:
       store_.remove(key, 0, store::kNoOwner);  // already gone is fine
@@ -152,15 +158,30 @@ void Applier::apply(std::string_view frame) {
 
 // The master's exptime is a unix time (Encoder::wire_time); a relative one
 // from another kind of master is taken as memcached would take it.
-void Applier::apply_set(std::string_view extras, std::string_view key, std::string_view value) {
+void Applier::apply_set(const protocol::binary::Header& header, std::string_view extras,
+                        std::string_view key, std::string_view value) {
   uint32_t flags = u32_at(extras.data());
   store::RelTime exptime = store::to_rel_time(u32_at(extras.data() + 4), store_.clock());
   store::ItemRef item = store_.allocate(key, flags, exptime, value.size());
   if (!item) return fail("no memory for an item");
   std::memcpy(item->value(), value.data(), value.size());
+  if (memory_file_) return restore(header, std::move(item));
   // A replica refuses its clients' writes, so nothing can be locked here; a
   // store short of memory drops the old value (kSet), as the master's would.
   store_.store(store::StoreCommand::kSet, item, 0, store::kNoOwner);
+}
+
+// The item as it was saved; its exptime, a unix time, is already in the
+// new clock's terms, so one that passed while the server was down is gone.
+void Applier::restore(const protocol::binary::Header& header, store::ItemRef item) {
+  SavedState state = SavedState::from_opaque(be32toh(header.opaque));
+  item->cas = header.cas;
+  state.apply_to(*item);
+  store::RelTime now = store_.clock().now();
+  uint64_t idle = uint64_t{state.idle_seconds} + memory_file_->seconds_down;
+  // 1 at the oldest: 0 is "never" to the crawler's age (Store::crawl).
+  store::RelTime atime = idle < now ? static_cast<store::RelTime>(now - idle) : 1;
+  ++(store_.restore(item, atime, state.accessed) ? items_restored_ : items_dropped_);
 }
 
 void Applier::apply_flush(std::string_view extras) {

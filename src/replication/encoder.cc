@@ -23,26 +23,69 @@ void append_u32(uint32_t value, std::string& out) {
 // magic, opcode, key length, extras length, data type (0: raw), vbucket,
 // total body length, opaque, CAS.
 void wire::append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
-                                 size_t body_length, std::string& out, uint64_t cas) {
+                                 size_t body_length, std::string& out, uint64_t cas,
+                                 uint32_t opaque) {
   out.push_back(static_cast<char>(kRequestMagic));
   out.push_back(static_cast<char>(opcode));
   append_u16(static_cast<uint16_t>(key_length), out);
   out.push_back(static_cast<char>(extras_length));
   out.append(3, '\0');  // data type, vbucket
   append_u32(static_cast<uint32_t>(body_length), out);
-  out.append(4, '\0');  // opaque
+  append_u32(opaque, out);
   uint64_t big_cas = htobe64(cas);
   out.append(reinterpret_cast<const char*>(&big_cas), sizeof big_cas);
 }
 
 void Encoder::append_set(const store::Item& item, std::string& out) const {
+  append_set(item, 0, 0, out);
+}
+
+void Encoder::append_saved(const store::Item& item, store::RelTime now, std::string& out) const {
+  append_set(item, item.cas, SavedState::of(item, now).opaque(), out);
+}
+
+void Encoder::append_set(const store::Item& item, uint64_t cas, uint32_t opaque,
+                         std::string& out) const {
   out.reserve(out.size() + set_size(item));
   wire::append_request_header(wire::kSetQ, item.key_len, wire::kSetExtras,
-                              wire::kSetExtras + item.key_len + item.value_len, out);
+                              wire::kSetExtras + item.key_len + item.value_len, out, cas, opaque);
   append_u32(item.flags, out);
   append_u32(wire_time(item.exptime), out);
   out.append(item.key());
   out.append(item.value_view());
+}
+
+namespace {
+constexpr uint32_t kAccessed = 1 << 0;
+constexpr uint32_t kFetched = 1 << 1;
+constexpr uint32_t kStale = 1 << 2;
+constexpr uint32_t kTokenSent = 1 << 3;
+constexpr uint32_t kKeyBinary = 1 << 4;
+constexpr int kIdleShift = 8;
+constexpr uint32_t kMaxIdle = (uint32_t{1} << (32 - kIdleShift)) - 1;
+}  // namespace
+
+SavedState SavedState::of(const store::Item& item, store::RelTime now) {
+  return {item.accessed, item.fetched, item.stale, item.token_sent, item.key_binary,
+          std::min(now > item.atime ? now - item.atime : 0, kMaxIdle)};
+}
+
+SavedState SavedState::from_opaque(uint32_t opaque) {
+  return {(opaque & kAccessed) != 0, (opaque & kFetched) != 0,   (opaque & kStale) != 0,
+          (opaque & kTokenSent) != 0, (opaque & kKeyBinary) != 0, opaque >> kIdleShift};
+}
+
+uint32_t SavedState::opaque() const {
+  return (accessed ? kAccessed : 0) | (fetched ? kFetched : 0) | (stale ? kStale : 0) |
+         (token_sent ? kTokenSent : 0) | (key_binary ? kKeyBinary : 0) |
+         std::min(idle_seconds, kMaxIdle) << kIdleShift;
+}
+
+void SavedState::apply_to(store::Item& item) const {
+  item.fetched = fetched;
+  item.stale = stale;
+  item.token_sent = token_sent;
+  item.key_binary = key_binary;
 }
 
 void Encoder::append_delete(std::string_view key, std::string& out) const {

@@ -6,17 +6,29 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "lockcached/protocol/binary_wire.h"
 #include "lockcached/store/store.h"
 
 namespace lockcached::replication {
+
+// A memory file's frames (memory_file.h): SetQs that carry the item's CAS
+// and SavedState (encoder.h), restored as they were (Store::restore).
+struct MemoryFileFrames {
+  // Seconds between the file's writing and now, added to each item's idle
+  // time: the last access stays where it was on the clock.
+  uint32_t seconds_down = 0;
+};
 
 class Applier {
  public:
   // Frames whose value exceeds store.max_item_size() are refused.
   explicit Applier(store::Store& store);
+  // Frames of a memory file instead of a master's stream.
+  Applier(store::Store& store, MemoryFileFrames memory_file);
 
   // Applies every complete frame in `bytes` and keeps an incomplete one for
   // the next call. Returns false once a frame is malformed (error() says
@@ -29,6 +41,10 @@ class Applier {
   // Why feed failed; empty while it has not.
   std::string_view error() const { return error_; }
   uint64_t frames_applied() const { return frames_applied_; }
+  // A memory file's items: linked, and not linked (expired or flushed
+  // meanwhile, or no room).
+  uint64_t items_restored() const { return items_restored_; }
+  uint64_t items_dropped() const { return items_dropped_; }
   // The master said its snapshot is whole (heartbeat.h: kSnapshotEndKey).
   bool snapshot_received() const { return snapshot_received_; }
   // Stream bytes of the frames applied so far, Noops (keep-alives) not
@@ -39,6 +55,7 @@ class Applier {
   size_t buffered() const { return pending_.size(); }
 
  private:
+  Applier(store::Store& store, std::optional<MemoryFileFrames> memory_file);
   // The frame's whole size when the 24 header bytes at `header` start a
   // frame we accept; 0 (and error_ set) when not.
   size_t check_header(const char* header);
@@ -47,7 +64,9 @@ class Applier {
   std::string_view fill_pending(std::string_view bytes);
   // A whole, checked frame.
   void apply(std::string_view frame);
-  void apply_set(std::string_view extras, std::string_view key, std::string_view value);
+  void apply_set(const protocol::binary::Header& header, std::string_view extras,
+                 std::string_view key, std::string_view value);
+  void restore(const protocol::binary::Header& header, store::ItemRef item);
   void apply_flush(std::string_view extras);
   void fail(const char* why) { error_ = why; }
   size_t reject(const char* why) {
@@ -56,12 +75,15 @@ class Applier {
   }
 
   store::Store& store_;
+  const std::optional<MemoryFileFrames> memory_file_;
   const size_t max_body_;
   std::string pending_;
   const char* error_ = "";
   uint64_t frames_applied_ = 0;
   uint64_t bytes_applied_ = 0;
   bool snapshot_received_ = false;
+  uint64_t items_restored_ = 0;
+  uint64_t items_dropped_ = 0;
 };
 
 }  // namespace lockcached::replication

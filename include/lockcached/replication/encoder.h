@@ -22,12 +22,38 @@ using namespace protocol::binary;
 constexpr uint8_t kSetExtras = 8;    // flags, exptime
 constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
 
-// Appends a request header: data type raw, vbucket and opaque 0. `cas` is 0
-// in every frame of the stream (a replica assigns its own); only the
-// replica's ack (heartbeat.h) carries a number there.
+// Appends a request header: data type raw, vbucket 0. `cas` and `opaque`
+// are 0 in every frame of the stream (a replica assigns its own CAS); only
+// the replica's ack (heartbeat.h) and a memory file's items (SavedState)
+// carry numbers there.
 void append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
-                           size_t body_length, std::string& out, uint64_t cas = 0);
+                           size_t body_length, std::string& out, uint64_t cas = 0,
+                           uint32_t opaque = 0);
 }  // namespace wire
+
+// What a warm restart keeps of an item beyond a replica's frame (a replica
+// assigns its own CAS and starts each item afresh): a memory file's SetQ
+// (memory_file.h) carries the item's CAS in the header's CAS field, as a
+// binary Set with CAS does, and this in the opaque, the field memcached
+// leaves to the sender: the meta-protocol bits and the CLOCK bit in the low
+// byte, the seconds since the last access (at most 2^24 - 1, 194 days)
+// above them, so that the CLOCK hand and `mg ... l` see the item as they
+// did before the stop.
+struct SavedState {
+  bool accessed = false;
+  bool fetched = false;
+  bool stale = false;
+  bool token_sent = false;
+  bool key_binary = false;
+  uint32_t idle_seconds = 0;
+
+  static SavedState of(const store::Item& item, store::RelTime now);
+  static SavedState from_opaque(uint32_t opaque);
+  uint32_t opaque() const;
+  // Sets the item's meta bits (not the CLOCK bit nor the last access:
+  // Store::restore puts those back once the item is linked).
+  void apply_to(store::Item& item) const;
+};
 
 // Appends frames to a byte string. Opaque and CAS are 0: a CAS in a SetQ
 // would make it a compare-and-swap on the replica, which assigns its own.
@@ -38,6 +64,8 @@ class Encoder {
   // SetQ: flags and exptime as extras, the key, the value without the
   // "\r\n" that items keep after it.
   void append_set(const store::Item& item, std::string& out) const;
+  // The same SetQ for a memory file: CAS and SavedState in the header.
+  void append_saved(const store::Item& item, store::RelTime now, std::string& out) const;
   void append_delete(std::string_view key, std::string& out) const;
   // FlushQ; `moment` as ChangeListener::on_flush gives it (0: at once).
   void append_flush(store::RelTime moment, std::string& out) const;
@@ -54,6 +82,8 @@ class Encoder {
   }
 
  private:
+  void append_set(const store::Item& item, uint64_t cas, uint32_t opaque, std::string& out) const;
+
   const store::Clock& clock_;
 };
 
