@@ -47,6 +47,11 @@ DEFINE_bool(uring_sqpoll, false,
             "where CPUs are spare. Falls back, with a warning, where the kernel refuses it");
 DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes (SIGHUP re-reads it)");
 DEFINE_int64(max_item_size, 1048576, "Largest value accepted, in bytes");
+DEFINE_string(memory_file, "",
+              "A warm restart (memcached's -e): SIGUSR1 writes the cache to this file as it "
+              "stops and the next start loads it, if --memory_limit_mb and --max_item_size are "
+              "unchanged; a start removes it, so a crash or a SIGTERM stop means a cold start "
+              "(empty: every start is cold)");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections on the cache port");
 DEFINE_int32(lock_max_connections, 1024,
              "Simultaneous client connections on the lock port, a budget of its own so that "
@@ -145,7 +150,7 @@ constexpr int kStartFailure = 1;  // e.g. a port in use
 
 const std::vector<server::FlagGroup> kFlagGroups = {
     {"Ports and addresses", {"port", "lock_port", "listen"}},
-    {"Memory", {"memory_limit_mb", "max_item_size"}},
+    {"Memory", {"memory_limit_mb", "max_item_size", "memory_file"}},
     {"Connections and threads",
      {"max_connections", "lock_max_connections", "idle_timeout", "tcp_keepalive", "threads", "io",
       "uring_sqpoll"}},
@@ -165,15 +170,16 @@ constexpr const char* kUsageIntro =
     "lockcached: memcached-compatible cache server with server-side locking.\n"
     "Usage: lockcached [--flag=value ...] [--flagfile=FILE]";
 constexpr const char* kUsageOutro =
-    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -Z -Y -S -h -V,\n"
+    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -Z -Y -S -e -h -V,\n"
     "-o with ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_ciphers and\n"
     "ssl_min_version, and --memory-limit --conn-limit --max-item-size --udp-port\n"
-    "--verbose --daemon --pidfile --enable-ssl --auth-file --enable-sasl --extended (UDP\n"
-    "stays off). A flagfile holds one --flag=value per line; an unknown flag or a\n"
-    "bad value anywhere stops the server with exit status 64.\n"
-    "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly; SIGHUP re-reads the\n"
-    "flagfile for --memory_limit_mb, --idle_timeout and --v, reloads the TLS\n"
-    "certificates and re-reads --auth_file.\n"
+    "--verbose --daemon --pidfile --enable-ssl --auth-file --enable-sasl --memory-file\n"
+    "--extended (UDP stays off). A flagfile holds one --flag=value per line; an\n"
+    "unknown flag or a bad value anywhere stops the server with exit status 64.\n"
+    "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly, SIGUSR1 after writing\n"
+    "the cache to --memory_file (-e) when it is set; SIGHUP re-reads the flagfile\n"
+    "for --memory_limit_mb, --idle_timeout and --v, reloads the TLS certificates\n"
+    "and re-reads --auth_file.\n"
     "--helpfull lists every flag, glog's and gflags' included.\n";
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -273,6 +279,26 @@ FlagProblem check_cluster_flags() {
   return {};
 }
 
+// The file is written at the stop, maybe after weeks: a directory that
+// cannot take it is a mistake to report now. (Started as root with --user,
+// the user's permission is not known here; the save logs a failure.)
+FlagProblem check_memory_file() {
+  if (FLAGS_memory_file.empty()) return {};
+  std::filesystem::path path(FLAGS_memory_file);
+  std::filesystem::path directory = path.parent_path().empty() ? "." : path.parent_path();
+  if (!path.has_filename() || std::filesystem::is_directory(path)) {
+    return {"memory_file", "must name a file, not a directory: " + FLAGS_memory_file};
+  }
+  if (!std::filesystem::is_directory(directory)) {
+    return {"memory_file", "no such directory: " + directory.string()};
+  }
+  bool as_other_user = geteuid() == 0 && !FLAGS_user.empty();
+  if (!as_other_user && access(directory.c_str(), W_OK | X_OK) != 0) {
+    return {"memory_file", "cannot write in " + directory.string() + ": " + strerror(errno)};
+  }
+  return {};
+}
+
 FlagProblem check_flags() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) return {"port", "must be 0..65535"};
   if (FLAGS_lock_port < -1 || FLAGS_lock_port > 65535) return {"lock_port", "must be -1..65535"};
@@ -319,6 +345,7 @@ FlagProblem check_flags() {
   if (FLAGS_repl_timeout < 2 || FLAGS_repl_timeout > 3600) {
     return {"repl_timeout", "must be 2..3600"};
   }
+  if (FlagProblem problem = check_memory_file(); !problem.flag.empty()) return problem;
   if (FlagProblem problem = check_cluster_flags(); !problem.flag.empty()) return problem;
   if (FlagProblem problem = check_tls_flags(); !problem.flag.empty()) return problem;
   if (FLAGS_enable_sasl && FLAGS_auth_file.empty()) {
@@ -368,6 +395,7 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
                                        : std::max(1u, std::thread::hardware_concurrency());
   settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;
   settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
+  settings.memory_file = FLAGS_memory_file;
   settings.io = FLAGS_io == "uring" ? lockcached::net::IoBackend::kUring
                                     : lockcached::net::IoBackend::kEpoll;
   settings.uring.sqpoll = FLAGS_uring_sqpoll;
@@ -555,11 +583,12 @@ void reload(server::Server& server, const std::vector<std::string>& args,
   LOG(INFO) << "SIGHUP: configuration re-read; other flags take effect at the next start";
 }
 
-// Serves until a stop signal; SIGHUP reloads. Signals are blocked in every
-// thread (see main), so they arrive here and nowhere else, and the default
-// actions that would kill the process without flushing the log never run.
-void serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
-                         Authenticator* authenticator, const sigset_t& signals) {
+// Serves until a stop signal, which it returns; SIGHUP reloads. Signals are
+// blocked in every thread (see main), so they arrive here and nowhere else,
+// and the default actions that would kill the process without flushing the
+// log never run.
+int serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
+                        Authenticator* authenticator, const sigset_t& signals) {
   for (;;) {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
@@ -570,7 +599,19 @@ void serve_until_stopped(server::Server& server, const std::vector<std::string>&
     }
     LOG(INFO) << "Got " << strsignal(signal_number)
               << (signal_number == SIGUSR1 ? " (graceful shutdown)" : "") << ", shutting down";
-    return;
+    return signal_number;
+  }
+}
+
+// memcached's rule: only a graceful stop (SIGUSR1) keeps the cache for the
+// next start; SIGTERM and SIGINT stop without writing it.
+void save_cache(server::Server& server, int stop_signal) {
+  if (FLAGS_memory_file.empty()) return;
+  if (stop_signal == SIGUSR1) {
+    server.save_memory_file();
+  } else {
+    LOG(INFO) << "--memory_file " << FLAGS_memory_file << " not written: only SIGUSR1 keeps "
+              << "the cache, the next start is cold";
   }
 }
 
@@ -648,9 +689,10 @@ int main(int argc, char** argv) {
   notify_service_manager("READY=1\n" + status);
   daemon.ready(/*keep_output=*/FLAGS_v > 0);
 
-  serve_until_stopped(server, args, authenticator.get(), signals);
+  int stop_signal = serve_until_stopped(server, args, authenticator.get(), signals);
   notify_service_manager("STOPPING=1");
   server.stop();
+  save_cache(server, stop_signal);
   LOG(INFO) << "stopped";
   google::FlushLogFiles(google::GLOG_INFO);
   return EXIT_SUCCESS;

@@ -35,7 +35,6 @@ constexpr Unsupported kUnsupported[] = {
     {'F', "disable-flush-all"},
     {'X', "disable-dumping"},
     {'W', "disable-watch"},
-    {'e', "memory-file"},
     {'N', "napi_ids"},
 };
 
@@ -49,6 +48,7 @@ constexpr LongAlias kLongAliases[] = {
     {"memory-limit", 'm'}, {"conn-limit", 'c'}, {"max-item-size", 'I'},
     {"udp-port", 'U'},     {"verbose", 'v'},    {"daemon", 'd'},   {"pidfile", 'P'},
     {"enable-ssl", 'Z'},   {"extended", 'o'},   {"auth-file", 'Y'}, {"enable-sasl", 'S'},
+    {"memory-file", 'e'},
 };
 
 // memcached's TLS settings among its -o options, and the flag each sets.
@@ -72,7 +72,7 @@ const ExtendedOption kExtendedOptions[] = {
 };
 
 bool takes_value(char letter) {
-  return std::string_view("pUlmctIuPoY").find(letter) != std::string_view::npos;
+  return std::string_view("pUlmctIuPoYe").find(letter) != std::string_view::npos;
 }
 
 std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t max) {
@@ -240,6 +240,9 @@ class Translator {
         return flag("auth_file", *value);
       case 'S':  // main refuses it without an auth file
         return flag("enable_sasl", "true");
+      case 'e':
+        if (value->empty()) return fail(spelled + " needs a file name");
+        return flag("memory_file", *value);
       case 'o':
         return extended(spelled, *value);
       case 'h':

@@ -17,6 +17,7 @@
 #include "lockcached/net/socket.h"
 #include "lockcached/protocol/base64.h"
 #include "lockcached/protocol/text_parser.h"
+#include "lockcached/replication/memory_file.h"
 #include "lockcached/server/allocator_stats.h"
 #include "lockcached/server/worker.h"
 #include "lockcached/version.h"
@@ -55,6 +56,12 @@ std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
+int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               since)
+      .count();
+}
+
 std::string join(const std::vector<std::string>& parts) {
   std::string joined;
   for (const std::string& part : parts)
@@ -91,6 +98,9 @@ bool Server::start(std::string* error) {
       !listen(PortKind::kLockService, settings.lock_tls_port, true, &lock_tls_port_, error)) {
     return false;
   }
+  // Once the ports are ours (a start that fails there leaves the file for
+  // the next try), before any client is served.
+  load_memory_file();
   if (!settings.virtual_ip.empty() && !start_replication(error)) return false;
   if (!settings.cluster.empty() && !start_cluster(error)) return false;
   for (auto& worker : workers_)
@@ -336,6 +346,45 @@ void Server::stop() {
   for (auto& worker : workers_)
     worker->join();
   workers_.clear();
+}
+
+void Server::load_memory_file() {
+  const std::string& path = state_.settings.memory_file;
+  if (path.empty()) return;
+  auto started = std::chrono::steady_clock::now();
+  replication::MemoryFileLoaded loaded = replication::load_memory_file(path, state_.store);
+  switch (loaded.outcome) {
+    case replication::MemoryFileLoaded::kNoFile:
+      LOG(INFO) << "--memory_file " << path
+                << ": no file (the last stop was not a graceful one, SIGUSR1); starting with an "
+                   "empty cache";
+      return;
+    case replication::MemoryFileLoaded::kRefused:
+      LOG(WARNING) << "--memory_file " << path << ": " << loaded.why
+                   << "; removed, starting with an empty cache";
+      return;
+    case replication::MemoryFileLoaded::kLoaded:
+      break;
+  }
+  LOG(INFO) << "--memory_file " << path << ": " << loaded.restored << " items restored ("
+            << loaded.dropped << " expired while down or found no room) in "
+            << elapsed_ms(started) << " ms; written by lockcached " << loaded.written_by << " "
+            << loaded.seconds_down << " s ago";
+}
+
+bool Server::save_memory_file() {
+  const std::string& path = state_.settings.memory_file;
+  if (path.empty()) return true;
+  auto started = std::chrono::steady_clock::now();
+  replication::MemoryFileSaved saved = replication::save_memory_file(path, state_.store);
+  if (!saved.ok) {
+    LOG(ERROR) << "--memory_file " << path << ": " << saved.error
+               << "; the next start will be cold";
+    return false;
+  }
+  LOG(INFO) << "--memory_file " << path << ": " << saved.items << " items saved ("
+            << saved.bytes << " bytes) in " << elapsed_ms(started) << " ms";
+  return true;
 }
 
 core::CounterValues Server::thread_counters() const {
@@ -642,6 +691,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("flush_enabled", "yes");
   out.emplace_back("dump_enabled", "yes");
   collect_tls_settings(out);
+  out.emplace_back("memory_file", settings.memory_file);
   out.emplace_back("lock_port", std::to_string(lock_port_));
   out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
   out.emplace_back("idle_timeout",

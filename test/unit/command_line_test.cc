@@ -136,6 +136,15 @@ TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
             "memcached's option -o hashpower is not supported by lockcached");
 }
 
+// memcached's warm restart: -e FILE.
+TEST(CommandLineTest, MemoryFileTranslates) {
+  EXPECT_EQ(translated({"-e", "/dev/shm/cache"}), (Args{"--memory_file=/dev/shm/cache"}));
+  EXPECT_EQ(translated({"-e/c"}), (Args{"--memory_file=/c"}));
+  EXPECT_EQ(translated({"--memory-file=/c"}), (Args{"--memory_file=/c"}));
+  EXPECT_EQ(translate({"-e"}).error, "-e needs a value");
+  EXPECT_EQ(translate({"-e", ""}).error, "-e needs a file name");
+}
+
 // memcached's authentication: -Y FILE and -S (main refuses -S alone).
 TEST(CommandLineTest, AuthOptionsTranslate) {
   EXPECT_EQ(translated({"-Y", "/etc/users", "-S"}),

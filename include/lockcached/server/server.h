@@ -36,6 +36,10 @@ class Server final : public core::StatsSource, public core::ServerControl {
   bool start(std::string* error);
   // Closes listeners and connections and joins the workers.
   void stop();
+  // After stop(), on a graceful stop (SIGUSR1): writes the cache to
+  // Settings::memory_file, if set, for the next start to load. Logs what
+  // it did; false when the file could not be written.
+  bool save_memory_file();
   // The memcached port actually bound (differs from the setting when it is 0).
   uint16_t port() const { return port_; }
   uint16_t lock_port() const { return lock_port_; }
@@ -63,6 +67,8 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // `setting`: a port setting (kPortOff, kAnyFreePort or a port); *port
   // gets the port bound.
   bool listen(PortKind kind, int setting, bool tls, uint16_t* port, std::string* error);
+  // With Settings::memory_file: loads what the last graceful stop saved.
+  void load_memory_file();
   // With --virtual_ip: takes the role the address gives before any client
   // is served.
   bool start_replication(std::string* error);

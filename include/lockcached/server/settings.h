@@ -65,6 +65,9 @@ struct Settings {
   int lock_tls_port = kPortOff;
   tls::Settings tls_files;
   int tls_handshake_timeout_seconds = 10;
+  // A warm restart (memcached's -e): the cache is saved here at a graceful
+  // stop and loaded at start (replication/memory_file.h); empty: never.
+  std::string memory_file;
   // --auth_file, loaded (docs/authentication.md); nullptr: no authentication.
   // Shared with main, whose SIGHUP reloads it in place.
   std::shared_ptr<core::Authenticator> authenticator;
