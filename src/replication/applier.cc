@@ -11,11 +11,7 @@
 namespace lockcached::replication {
 namespace {
 
-uint32_t u32_at(const char* bytes) {
-  uint32_t big;
-  std::memcpy(&big, bytes, sizeof big);
-  return be32toh(big);
-}
+using protocol::binary::u32_at;
 
 // Masters before issue 30 also streamed their lock service, under these
 // opcodes (which memcached leaves unassigned), each frame at most 8 bytes

@@ -6,19 +6,10 @@
 #include <cstring>
 
 namespace lockcached::replication {
-namespace {
 
-void append_u16(uint16_t value, std::string& out) {
-  uint16_t big = htobe16(value);
-  out.append(reinterpret_cast<const char*>(&big), sizeof big);
-}
-
-void append_u32(uint32_t value, std::string& out) {
-  uint32_t big = htobe32(value);
-  out.append(reinterpret_cast<const char*>(&big), sizeof big);
-}
-
-}  // namespace
+using protocol::binary::append_u16;
+using protocol::binary::append_u32;
+using protocol::binary::append_u64;
 
 // magic, opcode, key length, extras length, data type (0: raw), vbucket,
 // total body length, opaque, CAS.
@@ -32,8 +23,7 @@ void wire::append_request_header(uint8_t opcode, size_t key_length, uint8_t extr
   out.append(3, '\0');  // data type, vbucket
   append_u32(static_cast<uint32_t>(body_length), out);
   append_u32(opaque, out);
-  uint64_t big_cas = htobe64(cas);
-  out.append(reinterpret_cast<const char*>(&big_cas), sizeof big_cas);
+  append_u64(cas, out);
 }
 
 void Encoder::append_set(const store::Item& item, std::string& out) const {

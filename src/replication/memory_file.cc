@@ -1,6 +1,5 @@
 #include "lockcached/replication/memory_file.h"
 
-#include <endian.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 
 #include <openssl/evp.h>
 
+#include "lockcached/protocol/binary_wire.h"
 #include "lockcached/replication/applier.h"
 #include "lockcached/replication/encoder.h"
 #include "lockcached/replication/snapshot.h"
@@ -41,27 +41,10 @@ constexpr size_t kWriteChunk = size_t{1} << 20;
 
 int64_t unix_now(const store::Clock& clock) { return clock.unix_epoch_of_zero() + clock.now(); }
 
-void append_u32(uint32_t value, std::string& out) {
-  uint32_t big = htobe32(value);
-  out.append(reinterpret_cast<const char*>(&big), sizeof big);
-}
-
-void append_u64(uint64_t value, std::string& out) {
-  uint64_t big = htobe64(value);
-  out.append(reinterpret_cast<const char*>(&big), sizeof big);
-}
-
-uint32_t u32_at(const char* bytes) {
-  uint32_t big;
-  std::memcpy(&big, bytes, sizeof big);
-  return be32toh(big);
-}
-
-uint64_t u64_at(const char* bytes) {
-  uint64_t big;
-  std::memcpy(&big, bytes, sizeof big);
-  return be64toh(big);
-}
+using protocol::binary::append_u32;
+using protocol::binary::append_u64;
+using protocol::binary::u32_at;
+using protocol::binary::u64_at;
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -330,6 +313,7 @@ MemoryFileLoaded load_memory_file(const std::string& path, store::Store& store) 
   loaded.seconds_down =
       std::clamp<int64_t>(unix_now(store.clock()) - contents.saved_unix, 0, UINT32_MAX);
   store.raise_cas_counter(contents.cas_counter);
+  store.reserve(contents.items);
   Applier applier(store, MemoryFileFrames{static_cast<uint32_t>(loaded.seconds_down)});
   bool applied = applier.feed(contents.body) && applier.buffered() == 0 &&
                  applier.items_restored() + applier.items_dropped() == contents.items;

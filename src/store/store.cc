@@ -778,6 +778,13 @@ bool Store::restore(const ItemRef& item, RelTime atime, bool accessed) {
   return true;
 }
 
+void Store::reserve(size_t items) {
+  for (auto& shard : shards_) {
+    std::lock_guard lock(shard->mutex);
+    shard->table.reserve(items / shards_.size());
+  }
+}
+
 void Store::start_flush(RelTime moment) {
   if (moment == 0) {
     flush_time_.store(0, std::memory_order_relaxed);

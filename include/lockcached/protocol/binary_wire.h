@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace lockcached::protocol {
 
@@ -100,6 +101,13 @@ struct Header {
 };
 
 Header decode_header(const char* bytes);
+
+// Integers in the wire's byte order (big-endian), appended or read.
+void append_u16(uint16_t value, std::string& out);
+void append_u32(uint32_t value, std::string& out);
+void append_u64(uint64_t value, std::string& out);
+uint32_t u32_at(const char* bytes);
+uint64_t u64_at(const char* bytes);
 
 }  // namespace binary
 

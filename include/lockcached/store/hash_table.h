@@ -59,6 +59,12 @@ class HashTable {
   bool insert(uint64_t hash, Item* item);
   // Takes `item` (stored under `hash`) out; the caller still owns it.
   void erase(uint64_t hash, const Item* item);
+  // Doubles an empty table now as often as `items` inserts would, so that
+  // they rehash nothing (a warm restart knows how many items come).
+  void reserve(size_t items) {
+    while (items > kMaxLoad * bucket_count())
+      grow();
+  }
 
   size_t size() const { return size_; }
   size_t bucket_count() const { return mask_ + 1; }

@@ -303,6 +303,9 @@ class Store {
   // An item that expired or was flushed meanwhile is not linked; neither is
   // one that finds no room. Returns whether it was linked.
   bool restore(const ItemRef& item, RelTime atime, bool accessed);
+  // Sizes the hash tables of an empty store (a warm restart's, before it
+  // loads) for `items`, spread evenly over the shards.
+  void reserve(size_t items);
   // Sets the limit and the eviction target to `bytes`, and evicts down to
   // them at once (never a locked item).
   void set_memory_limit(size_t bytes);
