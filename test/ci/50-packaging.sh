@@ -158,6 +158,8 @@ verify=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $
 # verify exits 0 on unknown or unparsable settings; it only warns.
 if grep -i lockcached <<<"$verify"; then fail "systemd-analyze verify warns about the unit"; fi
 grep -qx 'Type=notify' "$unit" || fail "the packaged unit is not Type=notify"
+# A stop or restart of the service is graceful: with --memory_file, warm.
+grep -qx 'KillSignal=SIGUSR1' "$unit" || fail "the packaged unit does not stop with SIGUSR1"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 echo "ExecStart: $exec_start"
 
