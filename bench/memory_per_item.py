@@ -91,13 +91,13 @@ class Connection:
         text = self.read_until(b"END\r\n").decode()
         return dict(re.findall(r"STAT (\S+) (\S+)", text))
 
-    def store_range(self, first, count):
-        """Stores key:000000000000.. with 32-byte values; checks every reply."""
-        value = b"v" * VALUE_SIZE
+    def store_range(self, first, count, value_size=VALUE_SIZE):
+        """Stores key:000000000000.. with values of "v"s; checks every reply."""
+        value = b"v" * value_size
         for begin in range(first, first + count, BATCH):
             end = min(begin + BATCH, first + count)
             self.sock.sendall(b"".join(
-                b"set key:%012d 0 0 %d\r\n%s\r\n" % (i, VALUE_SIZE, value)
+                b"set key:%012d 0 0 %d\r\n%s\r\n" % (i, value_size, value)
                 for i in range(begin, end)))
             replies = self.read_exactly(8 * (end - begin))
             if replies != b"STORED\r\n" * (end - begin):
@@ -144,12 +144,18 @@ def start(command):
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__,
+def server_arguments(description):
+    """The arguments every script that starts both servers takes."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=1000000)
     parser.add_argument("--lockcached", help="binary (default: newest build*/lockcached)")
     parser.add_argument("--memcached", default=shutil.which("memcached") or "memcached")
+    return parser
+
+
+def main():
+    parser = server_arguments(__doc__)
     parser.add_argument("--lockcached-port", type=int, help="use a running lockcached")
     parser.add_argument("--memcached-port", type=int, help="use a running memcached")
     parser.add_argument("--threads", type=int, default=1,
