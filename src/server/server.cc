@@ -56,6 +56,11 @@ std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
+// How memcached's `stats settings` shows a file setting: "(null)" unset.
+std::string file_setting(const std::string& name) {
+  return name.empty() ? "(null)" : name;
+}
+
 int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                since)
@@ -648,10 +653,10 @@ void Server::collect_general(core::StatList& out) const {
 void Server::collect_tls_settings(core::StatList& out) const {
   const Settings& settings = state_.settings;
   const tls::Settings& files = settings.tls_files;
-  auto file = [](const std::string& name) { return name.empty() ? "(null)" : name; };
   out.emplace_back("ssl_enabled", settings.tls_enabled() ? "yes" : "no");
-  out.emplace_back("ssl_chain_cert", file(files.cert_file));
-  out.emplace_back("ssl_key", file(files.key_file.empty() ? files.cert_file : files.key_file));
+  out.emplace_back("ssl_chain_cert", file_setting(files.cert_file));
+  out.emplace_back("ssl_key",
+                   file_setting(files.key_file.empty() ? files.cert_file : files.key_file));
   out.emplace_back("ssl_verify_mode", files.verify_client ? "2" : "0");
   out.emplace_back("ssl_keyformat", "1");  // PEM
   out.emplace_back("ssl_ciphers", files.ciphers.empty() ? "NULL" : files.ciphers);
@@ -691,7 +696,7 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("flush_enabled", "yes");
   out.emplace_back("dump_enabled", "yes");
   collect_tls_settings(out);
-  out.emplace_back("memory_file", settings.memory_file);
+  out.emplace_back("memory_file", file_setting(settings.memory_file));
   out.emplace_back("lock_port", std::to_string(lock_port_));
   out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
   out.emplace_back("idle_timeout",
