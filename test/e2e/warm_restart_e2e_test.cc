@@ -125,10 +125,13 @@ TEST_F(WarmRestartE2eTest, SigusrOneKeepsKeysValuesFlagsCasAndTtls) {
   ASSERT_EQ(client.store("set", "plain", binary, 42), "STORED");
   ASSERT_EQ(client.store("set", "hour", "h", 7, 3600), "STORED");
   // Unix times, which the file keeps as they are: each server's clock
-  // turns one into its whole seconds within a second either way.
+  // turns one into its whole seconds within a second either way, and
+  // `now` is up to a second behind. So "soon" lives at least a second after
+  // its set, and is gone 4 s after `now`; "later" lives until at least 7 s
+  // after `now`, time for a slow (sanitized) server to restart.
   int64_t now = std::time(nullptr);
-  ASSERT_EQ(client.store("set", "soon", "s", 0, now + 2), "STORED");   // gone while down
-  ASSERT_EQ(client.store("set", "later", "l", 0, now + 6), "STORED");  // gone after the start
+  ASSERT_EQ(client.store("set", "soon", "s", 0, now + 3), "STORED");   // gone while down
+  ASSERT_EQ(client.store("set", "later", "l", 0, now + 8), "STORED");  // gone after the start
   ASSERT_TRUE(client.send("gets plain hour\r\n"));
   std::optional<std::vector<e2e::Value>> saved = client.read_values();
   ASSERT_TRUE(saved && saved->size() == 2);
@@ -136,7 +139,7 @@ TEST_F(WarmRestartE2eTest, SigusrOneKeepsKeysValuesFlagsCasAndTtls) {
   EXPECT_EQ(lines_with(log, "4 items saved"), 1u) << log;
   EXPECT_TRUE(fs::exists(path_));
 
-  std::this_thread::sleep_until(std::chrono::system_clock::from_time_t(now + 3) + 200ms);
+  std::this_thread::sleep_until(std::chrono::system_clock::from_time_t(now + 4) + 200ms);
   ServerProcess after;
   ASSERT_TRUE(start(after));
   ASSERT_TRUE(client.connect(after.port()));
