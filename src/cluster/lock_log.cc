@@ -74,7 +74,9 @@ class Reader {
 };
 
 constexpr uint8_t kChangeFormat = 1;
-constexpr uint8_t kStateFormat = 1;
+// A state of format 1 ends after its locks; format 2 adds the announcement.
+constexpr uint8_t kStateFormatWithoutAnnouncement = 1;
+constexpr uint8_t kStateFormat = 2;
 constexpr uint8_t kLastKind = static_cast<uint8_t>(locks::ChangeKind::kTermStart);
 
 void put(Writer& w, const locks::ClientInfo& client) {
@@ -129,7 +131,7 @@ std::optional<LoggedChange> decode_change(std::string_view bytes) {
   return logged;
 }
 
-std::string encode(const locks::FullState& state) {
+std::string encode(const locks::FullState& state, const Announcement& announced) {
   Writer w;
   w.u8(kStateFormat);
   w.u64(state.next_token);
@@ -156,15 +158,22 @@ std::string encode(const locks::FullState& state) {
     for (const std::string& waiter : lock.waiters)
       w.str(waiter);
   }
+  w.u64(announced.origin.node);
+  w.u64(announced.origin.incarnation);
+  w.u64(announced.origin.request);
+  w.str(announced.lock_address);
+  w.str(announced.replication_address);
   return w.take();
 }
 
-std::optional<locks::FullState> decode_state(std::string_view bytes) {
+std::optional<locks::FullState> decode_state(std::string_view bytes,
+                                             std::optional<Announcement>* announced) {
   Reader r(bytes);
   locks::FullState state;
   uint8_t format;
   uint64_t sessions, locks;
-  if (!r.u8(&format) || format != kStateFormat || !r.u64(&state.next_token) ||
+  if (!r.u8(&format) || (format != kStateFormat && format != kStateFormatWithoutAnnouncement) ||
+      !r.u64(&state.next_token) ||
       !r.u64(&state.next_session) || !r.u64(&state.grants) || !r.u64(&state.timeouts) ||
       !r.u64(&state.limit_refusals) || !r.u64(&sessions)) {
     return std::nullopt;
@@ -193,7 +202,17 @@ std::optional<locks::FullState> decode_state(std::string_view bytes) {
     }
     state.locks.push_back(std::move(lock));
   }
+  std::optional<Announcement> leader;
+  if (format == kStateFormat) {
+    leader.emplace();
+    if (!r.u64(&leader->origin.node) || !r.u64(&leader->origin.incarnation) ||
+        !r.u64(&leader->origin.request) || !r.str(&leader->lock_address) ||
+        !r.str(&leader->replication_address)) {
+      return std::nullopt;
+    }
+  }
   if (!r.done()) return std::nullopt;
+  if (announced) *announced = std::move(leader);
   return state;
 }
 

@@ -251,14 +251,29 @@ void LockMachine::fail_pending() {
 }
 
 std::string LockMachine::snapshot() {
-  return encode(service_->export_state());
+  Announcement announced;
+  {
+    std::lock_guard lock(mutex_);
+    announced = {announced_, announced_addresses_.lock, announced_addresses_.replication};
+  }
+  return encode(service_->export_state(), announced);
 }
 
+// The announcement comes back with the locks: a member that starts from a
+// snapshot taken after the leader's first entry would otherwise know no
+// leader's addresses until the next election (its 503s would say
+// "election" and its cache would follow no master).
 bool LockMachine::restore(std::string_view data) {
-  std::optional<locks::FullState> state = decode_state(data);
+  std::optional<Announcement> announced;
+  std::optional<locks::FullState> state = decode_state(data, &announced);
   if (!state || !service_->replace_state(*state)) {
     LOG(ERROR) << "cluster: a lock-service snapshot does not decode";
     return false;
+  }
+  if (announced) {  // an older snapshot leaves what this member knew
+    std::lock_guard lock(mutex_);
+    announced_ = announced->origin;
+    announced_addresses_ = {announced->lock_address, announced->replication_address};
   }
   return true;
 }

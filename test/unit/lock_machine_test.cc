@@ -103,6 +103,19 @@ TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   ASSERT_TRUE(state_back);
   EXPECT_TRUE(same_state(*state_back, state));
   EXPECT_FALSE(decode_state(encode(state).substr(1)));
+
+  Announcement announced{{1, 7, 0}, "192.0.2.11:11400", "192.0.2.11:11213"};
+  std::optional<Announcement> announced_back;
+  ASSERT_TRUE(decode_state(encode(state, announced), &announced_back));
+  EXPECT_EQ(announced_back, announced);
+  // A snapshot of format 1 (before the announcement was kept) still loads.
+  std::string older = encode(state);
+  older[0] = 1;
+  older.resize(older.size() - 3 * 8 - 2 * 4);  // an empty announcement's bytes
+  std::optional<locks::FullState> older_back = decode_state(older, &announced_back);
+  ASSERT_TRUE(older_back);
+  EXPECT_TRUE(same_state(*older_back, state));
+  EXPECT_FALSE(announced_back);
 }
 
 TEST(LockMachine, EveryMemberReachesTheSameStateFromTheSameLog) {
@@ -159,6 +172,28 @@ TEST(LockMachine, ASnapshotRestoresTheStateExactly) {
   apply_log(away, rest, first.size() + 1);
   EXPECT_TRUE(same_state(away.service().export_state(), leader.service().export_state()));
   EXPECT_FALSE(away.restore("not a snapshot"));
+}
+
+// A member that starts from a snapshot taken after the leader's first entry
+// (a member added, or restarted, once the log was compacted past it) knows
+// where the leader serves, as one that applied the whole log does: its 503s
+// name the leader, and its cache follows the leader's.
+TEST(LockMachine, ASnapshotKeepsWhereTheLeaderServes) {
+  LoggedChange announce = change(ChangeKind::kTermStart);
+  announce.origin = {1, 7, 0};
+  announce.change.id = "192.0.2.11:11400";
+  announce.change.name = "192.0.2.11:11213";
+  LockMachine leader = machine(1);
+  apply_log(leader, {{open(kSecretA)}, {announce}});
+
+  LockMachine joined = machine(4);
+  ASSERT_TRUE(joined.restore(leader.snapshot()));
+  consensus::RaftStatus following;
+  following.role = consensus::Role::kFollower;
+  following.leader_id = 1;
+  joined.on_status(following);
+  EXPECT_EQ(joined.leader_addresses().lock, "192.0.2.11:11400");
+  EXPECT_EQ(joined.leader_addresses().replication, "192.0.2.11:11213");
 }
 
 // A change for a session that is gone changes nothing, on every member.

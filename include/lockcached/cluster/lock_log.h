@@ -39,7 +39,21 @@ std::string encode(const LoggedChange& change);
 // nullopt when `bytes` are not an encoded change (a member skips it).
 std::optional<LoggedChange> decode_change(std::string_view bytes);
 
-std::string encode(const locks::FullState& state);
-std::optional<locks::FullState> decode_state(std::string_view bytes);
+// The last leader that announced itself (its kTermStart), and where it
+// serves. A snapshot carries it beside the lock service's state: a member
+// that starts from a snapshot taken after the leader's first entry must
+// still name that leader in its 503s and follow its cache.
+struct Announcement {
+  Origin origin;
+  std::string lock_address;
+  std::string replication_address;
+  bool operator==(const Announcement&) const = default;
+};
+
+std::string encode(const locks::FullState& state, const Announcement& announced = {});
+// `announced` (when given) is set from the bytes; a snapshot written before
+// announcements were kept leaves it nullopt.
+std::optional<locks::FullState> decode_state(std::string_view bytes,
+                                             std::optional<Announcement>* announced = nullptr);
 
 }  // namespace lockcached::cluster
