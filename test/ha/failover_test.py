@@ -133,23 +133,6 @@ def ask_the_master(cluster, command, timeout):
         time.sleep(0.05)
 
 
-def lock_table(c, prefix=""):
-    """`stats locks PREFIX` on the lock port: {name: (session, token)}."""
-    c.send(("stats locks %s" % prefix).strip() + "\r\n")
-    header = c.line()
-    if header != "200 LOCKS":
-        raise AssertionError("stats locks answered %r" % header)
-    table = {}
-    while True:
-        line = c.line()
-        if line == "END":
-            return table
-        word, name, session, _held_ms, _waiters, token, _client = line.split(" ")
-        if word != "LOCK":
-            raise AssertionError("stats locks listed %r" % line)
-        table[name] = (session, int(token))
-
-
 class KeepalivedFailover(haclient.ClusterTest):
     NODES = SERVERS + 1
     BINARY = BINARY
@@ -212,7 +195,7 @@ class KeepalivedFailover(haclient.ClusterTest):
         # Nothing of the old master's is held, and the new master's tokens
         # are above the old one's (its clock is in sync: they start at its
         # promotion's time in microseconds).
-        self.assertEqual(lock_table(resumer, "held:"), {})
+        self.assertEqual(haclient.lock_table(resumer, "held:"), {})
         reply = resumer.call("lock held:1")
         self.assertRegex(reply, r"^200 Acquired \d+$")
         first_token = int(reply.split()[2])

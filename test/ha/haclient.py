@@ -114,6 +114,28 @@ class TextClient:
             stats[name] = value
 
 
+class UnexpectedReply(AssertionError):
+    """A server answered something its protocol does not allow here."""
+
+
+def lock_table(c, prefix=""):
+    """`stats locks PREFIX` on the lock port, through `c` (anything with
+    call() and line(), as TextClient): {name: (session, token)}."""
+    header = c.call(("stats locks %s" % prefix).strip())
+    if header != "200 LOCKS":
+        raise UnexpectedReply("stats locks answered %r" % header)
+    table = {}
+    while True:
+        line = c.line()
+        if line == "END":
+            return table
+        fields = line.split(" ")
+        if len(fields) != 7 or fields[0] != "LOCK":
+            raise UnexpectedReply("stats locks listed %r" % line)
+        _, name, session, _held_ms, _waiters, token, _client = fields
+        table[name] = (session, int(token))
+
+
 def client(cluster, node, address, port=CACHE_PORT):
     return TextClient(connect(cluster, node, address, port))
 

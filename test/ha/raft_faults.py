@@ -272,17 +272,11 @@ class Client(threading.Thread):
 
     def locks_of_session(self):
         serial = self.session.split("-")[0]
-        self.send("stats locks")
-        if self.line() != "200 LOCKS":
-            raise Gone("stats locks refused")
-        table = {}
-        while True:
-            line = self.line()
-            if line == "END":
-                return table
-            _, name, session, _, _, token, _ = line.split(" ")
-            if session == serial:
-                table[name] = int(token)
+        try:
+            table = haclient.lock_table(self)
+        except haclient.UnexpectedReply as error:
+            raise Gone(str(error))
+        return {name: token for name, (session, token) in table.items() if session == serial}
 
     # ---- the loop ----
     def run(self):
