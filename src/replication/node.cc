@@ -100,11 +100,17 @@ MasterPlace Node::locate() const {
 }
 
 void Node::tick() {
-  // Before locate(): a Raft leader asks whether its cache has the data.
+  // Before locate(): a Raft leader asks whether its cache has the data. A
+  // link empties the store when it connects (on this thread, so no locate()
+  // comes between): until its snapshot is whole the store holds a part.
   {
     std::lock_guard lock(mutex_);
-    if (link_ && link_->status().snapshot_received) {
-      holds_data_.store(true, std::memory_order_release);
+    if (link_) {
+      LinkStatus link = link_->status();
+      if (link.snapshot_received || link.store_emptied) {
+        holds_data_.store(link.snapshot_received, std::memory_order_release);
+        holds_part_.store(!link.snapshot_received, std::memory_order_release);
+      }
     }
   }
   MasterPlace place = locate();
@@ -188,6 +194,7 @@ void Node::promote() {
   role_ = Role::kMaster;
   ++promotions_;
   holds_data_.store(true, std::memory_order_release);  // what it has is the data now
+  holds_part_.store(false, std::memory_order_release);
   if (hooks_.promoted) hooks_.promoted();
   // Release: whoever sees writes allowed sees the replica's service retired.
   read_only_.store(false, std::memory_order_release);

@@ -62,6 +62,7 @@ void ReplicaLink::on_connected() {
   // Whatever this node held came from an earlier master or its own time as
   // master: the snapshot must land in an empty store.
   store_.flush_all(0);
+  store_emptied_.store(true, std::memory_order_relaxed);
   applier_ = std::make_unique<Applier>(store_);
   chunk_ = std::make_unique<char[]>(kChunkSize);
   heard_ms_ = net::monotonic_ms();
@@ -138,6 +139,7 @@ LinkStatus ReplicaLink::status() const {
   LinkStatus status;
   status.connected = connected_.load(std::memory_order_relaxed);
   status.snapshot_received = snapshot_received_.load(std::memory_order_relaxed);
+  status.store_emptied = store_emptied_.load(std::memory_order_relaxed);
   status.bytes_applied = bytes_applied_.load(std::memory_order_relaxed);
   status.frames_applied = frames_applied_.load(std::memory_order_relaxed);
   return status;

@@ -276,7 +276,11 @@ void Server::change_members(const consensus::MembershipChange& change, const soc
 // others are down, or as cold: every node restarted), it serves with what
 // it has. On the replication thread (locate).
 bool Server::cache_may_lead() {
-  if (raft_->started_fresh() || replication_->holds_data()) return true;
+  // A new cluster's member has all there is, unless a link emptied its
+  // store since for a snapshot that did not come whole.
+  if (replication_->holds_data() || (raft_->started_fresh() && !replication_->holds_part())) {
+    return true;
+  }
   uint64_t term = raft_->status().term;
   {
     std::lock_guard lock(hand_over_mutex_);

@@ -89,10 +89,15 @@ class Node {
   NodeStatus status() const;
   // Thread-safe: this node's cache has the data: it has been the master,
   // or a replica that applied a master's whole snapshot (heartbeat.h:
-  // kSnapshotEndKey). A Raft member that restarted has not, and must not
+  // kSnapshotEndKey), and no link has emptied it since for a snapshot that
+  // did not come whole. A Raft member that restarted has not, and must not
   // become the master whose snapshot empties every replica
   // (Server::cache_may_lead).
   bool holds_data() const { return holds_data_.load(std::memory_order_acquire); }
+  // Thread-safe: a link emptied the store for a master's snapshot that has
+  // not come whole (the master died first): the store holds a part of the
+  // data, whatever this node held before.
+  bool holds_part() const { return holds_part_.load(std::memory_order_acquire); }
   const NodeSettings& settings() const { return settings_; }
 
  private:
@@ -123,6 +128,7 @@ class Node {
   std::unique_ptr<ReplicaLink> link_;
   bool link_was_streaming_ = false;
   std::atomic<bool> holds_data_{false};
+  std::atomic<bool> holds_part_{false};
   std::string link_host_;  // where link_ connects, "HOST:PORT"
   int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since
   uint64_t promotions_ = 0;

@@ -27,6 +27,7 @@ struct LinkSettings {
 struct LinkStatus {
   bool connected = false;
   bool snapshot_received = false;  // the master's whole snapshot is applied
+  bool store_emptied = false;      // it emptied the store for that snapshot
   uint64_t bytes_applied = 0;
   uint64_t frames_applied = 0;
 };
@@ -76,6 +77,7 @@ class ReplicaLink final : public net::EventHandler {
   std::string end_reason_;
   std::atomic<bool> connected_{false};
   std::atomic<bool> snapshot_received_{false};
+  std::atomic<bool> store_emptied_{false};
   std::atomic<uint64_t> bytes_applied_{0};  // the applier's, for status()
   std::atomic<uint64_t> frames_applied_{0};
 };

@@ -1,0 +1,157 @@
+// replication::Node as a Raft member's cache uses it (NodeSettings::locate
+// says where the master is): whether its store holds the data, which
+// decides whether it may become the master (Server::cache_may_lead). The
+// masters are loopback sockets this test plays, sending what a master
+// would.
+#include "lockcached/replication/node.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "lockcached/replication/heartbeat.h"
+#include "lockcached/store/clock.h"
+#include "lockcached/store/store.h"
+
+namespace lockcached::replication {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A master's replication port on loopback; accepts one replica at a time.
+class FakeMaster {
+ public:
+  FakeMaster() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(listen(listener_, 8), 0);
+    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    port_ = ntohs(address.sin_port);
+  }
+  ~FakeMaster() {
+    if (replica_ >= 0) close(replica_);
+    close(listener_);
+  }
+  uint16_t port() const { return port_; }
+
+  // The replica's connection, once it came (false after 5 s).
+  bool accept_replica() {
+    pollfd ready{listener_, POLLIN, 0};
+    if (poll(&ready, 1, 5000) != 1) return false;
+    replica_ = accept(listener_, nullptr, nullptr);
+    return replica_ >= 0;
+  }
+  void send(const std::string& bytes) {
+    ASSERT_EQ(::send(replica_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  void hang_up() {
+    close(replica_);
+    replica_ = -1;
+  }
+
+ private:
+  int listener_ = -1;
+  int replica_ = -1;
+  uint16_t port_ = 0;
+};
+
+bool eventually(const std::function<bool()>& condition) {
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+class ReplicationNodeTest : public ::testing::Test {
+ protected:
+  ReplicationNodeTest() : store_(config(), clock_) {}
+
+  static store::StoreConfig config() {
+    store::StoreConfig config;
+    config.memory_limit = size_t{16} << 20;
+    config.max_item_size = size_t{64} << 10;
+    config.shard_count = 2;
+    return config;
+  }
+
+  // A node whose master is wherever master_at() says.
+  void start_node() {
+    NodeSettings settings;
+    settings.locate = [this] {
+      std::lock_guard lock(mutex_);
+      return MasterPlace{MasterPlace::kElsewhere, "127.0.0.1", master_port_};
+    };
+    settings.listen_host = "127.0.0.1";
+    settings.tick_ms = 20;
+    node_ = std::make_unique<Node>(settings, store_, read_only_, Node::Hooks{[] {}, {}});
+    std::string error;
+    ASSERT_TRUE(node_->start(&error)) << error;
+  }
+  void master_at(uint16_t port) {
+    std::lock_guard lock(mutex_);
+    master_port_ = port;
+  }
+
+  store::ManualClock clock_;
+  store::Store store_;
+  std::atomic<bool> read_only_{true};
+  std::mutex mutex_;
+  uint16_t master_port_ = 0;
+  std::unique_ptr<Node> node_;
+};
+
+// A replica empties its store when it connects to a new master. If that
+// master dies before its snapshot is whole, the store holds a part of the
+// data, whatever the node held before: made the Raft leader, it must not
+// become the cache's master, whose snapshot would empty every replica.
+TEST_F(ReplicationNodeTest, AStoreEmptiedForASnapshotThatNeverCameWholeHoldsAPart) {
+  FakeMaster first;
+  master_at(first.port());
+  start_node();
+  EXPECT_FALSE(node_->holds_data());  // it never had a master
+  EXPECT_FALSE(node_->holds_part());
+  ASSERT_TRUE(first.accept_replica());
+  std::string whole;
+  append_snapshot_end(whole);  // an empty master's whole snapshot
+  first.send(whole);
+  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  EXPECT_FALSE(node_->holds_part());
+
+  // The leader moves; the new master goes before its snapshot's end.
+  FakeMaster second;
+  master_at(second.port());
+  ASSERT_TRUE(second.accept_replica());
+  second.hang_up();
+  EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
+  EXPECT_FALSE(node_->holds_data());
+
+  // A later master's whole snapshot makes the data whole again.
+  FakeMaster third;
+  master_at(third.port());
+  ASSERT_TRUE(third.accept_replica());
+  third.send(whole);
+  EXPECT_TRUE(eventually([&] { return node_->holds_data(); }));
+  EXPECT_FALSE(node_->holds_part());
+  node_->stop();
+}
+
+}  // namespace
+}  // namespace lockcached::replication
