@@ -30,7 +30,6 @@ import haclient  # noqa: E402
 import raft_faults  # noqa: E402
 from haclient import eventually  # noqa: E402
 
-CLI = os.path.abspath(os.environ.get("LOCKCACHED_CLI", "build/src/cli/lockcached-cli"))
 NODES = 3
 # A client through the address gets a grant again within: an election
 # (up to 2 default election timeouts of 1 s after the leader was last
@@ -100,9 +99,7 @@ class AddressFollowsTheLeader(unittest.TestCase):
         self.addCleanup(self.cluster.close)
         for node in range(NODES):
             self.cluster.start(node)
-            haclient.start_keepalived(self.cluster.net, node,
-                                      haclient.keepalived_config(self.cluster.net, node, CLI),
-                                      self.work)
+            self.cluster.start_keepalived(node)
         self.client = VipLocker(self.cluster)
         self.addCleanup(self.client.finish)
 
@@ -146,7 +143,7 @@ class AddressFollowsTheLeader(unittest.TestCase):
         # address stays where it is while its keepalived runs the check a
         # few times.
         self.cluster.start(leader)
-        eventually(lambda: self.cluster.cluster_stats(leader).get("role") == "follower", 10,
+        eventually(lambda: self.cluster.stats(leader).get("role") == "follower", 10,
                    "the restarted node follows")
         granted = len(self.client.grants)
         watch_until = time.monotonic() + 3
@@ -167,7 +164,7 @@ class AddressFollowsTheLeader(unittest.TestCase):
         self.cluster.net.split([leader, NODES])
         others = [n for n in range(NODES) if n != leader]
         leading = lambda: [n for n in others  # noqa: E731
-                           if self.cluster.cluster_stats(n, asked_from=n).get("role") == "leader"]
+                           if self.cluster.stats(n, asked_from=n).get("role") == "leader"]
         [new_leader] = eventually(leading, 10, "the majority elects a leader")
         self.address_on(new_leader, 10, "the new leader takes the address, the old lets go")
         self.cluster.net.heal()

@@ -136,8 +136,8 @@ def lock_table(c, prefix=""):
         table[name] = (session, int(token))
 
 
-def client(cluster, node, address, port=CACHE_PORT):
-    return TextClient(connect(cluster, node, address, port))
+def client(cluster, node, address, port=CACHE_PORT, timeout=5.0):
+    return TextClient(connect(cluster, node, address, port, timeout))
 
 
 class Servers:
@@ -241,16 +241,16 @@ def start_keepalived(cluster, node, config, work):
             stdout=log, stderr=log)
 
 
-def eventually(condition, timeout, what):
+def eventually(condition, timeout, what, error=AssertionError):
     """Polls a state only the servers can show (a role, a count) until it
-    holds; fails with `what` after `timeout` seconds."""
+    holds; raises `error` naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError("not within %.0f s: %s" % (timeout, what))
+            raise error("not within %.0f s: %s" % (timeout, what))
         time.sleep(0.05)
 
 

@@ -12,6 +12,7 @@ the namespaces, with no route out. Needs root and iproute2.
         cluster.take_down(0)                     # the machine is gone
         cluster.split([0, 3])                    # nodes 0 and 3 apart from the rest
         cluster.heal()
+        cluster.signal_all(0, signal.SIGSTOP)    # the whole machine paused
 
 Every namespace and process is removed on exit, also after a failure.
 Names carry the creating process's pid, so parallel runs do not collide.
@@ -98,6 +99,23 @@ class Cluster:
         """Runs `command` inside node `node` to its end."""
         return subprocess.run(["ip", "netns", "exec", self.names[node]] + list(command),
                               **run_args)
+
+    def pids(self, node):
+        """Every process running in node `node`."""
+        shown = _ip("netns", "pids", self.names[node]).stdout
+        return [int(pid) for pid in shown.split()]
+
+    def signal_all(self, node, sig):
+        """Sends `sig` to every process in node `node`, as to a whole
+        machine: SIGSTOP and SIGCONT pause and resume it (a VM paused),
+        SIGKILL ends it. Returns the processes signalled."""
+        pids = self.pids(node)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
+        return pids
 
     def add_address(self, node, address):
         _ip("addr", "add", "%s/%d" % (address, PREFIX), "dev", "eth0", netns=self.names[node])
