@@ -19,6 +19,11 @@ constexpr unsigned kMaxShards = 64;
 // Per shard; 64 shards of 128 one-line buckets are 512 KiB for an empty
 // store.
 constexpr size_t kInitialBuckets = 128;
+// Without evictions: how many buckets a store that finds no room looks
+// through for expired or flushed items before it is refused (tens of
+// microseconds; a whole table's walk per refused store would make a full
+// cache slow for everyone).
+constexpr size_t kReclaimLookahead = 1024;
 
 // memcached's rule for the value incr/decr work on (strtoull): optional
 // leading whitespace, decimal digits that fit in 64 bits, then the end or
@@ -99,7 +104,11 @@ struct Store::Shard {
 };
 
 Store::Store(const StoreConfig& config, const Clock& clock)
-    : clock_(clock), max_item_size_(config.max_item_size), hash_seed_(config.hash_seed) {
+    : clock_(clock),
+      max_item_size_(config.max_item_size),
+      hash_seed_(config.hash_seed),
+      cas_enabled_(config.cas_enabled),
+      evictions_(config.evictions) {
   unsigned shards = config.shard_count;
   if (shards == 0) {
     // Each shard must be able to hold a few of the largest items.
@@ -229,9 +238,14 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
 
 bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
   size_t bytes = needed > freed ? needed - freed : 0;
+  // Without evictions (memcached's -M) only expired and flushed items make
+  // room, and a store looks at a few buckets for them, not the whole table
+  // (the crawler takes out the rest).
+  size_t buckets = shard.table.bucket_count();
+  size_t lookahead = evictions_ ? 2 * buckets : std::min(kReclaimLookahead, buckets);
   // An item larger than a lowered target still fits once the rest is gone.
   if (bytes <= shard.limit &&
-      evict_down_to(shard, std::max(shard.target, bytes) - bytes, now, keep)) {
+      evict_down_to(shard, std::max(shard.target, bytes) - bytes, now, keep, lookahead)) {
     return true;
   }
   ++shard.counters(size_class_of(needed)).outofmemory;
@@ -240,10 +254,12 @@ bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, co
 
 // CLOCK: the hand walks the buckets and visits every item of a bucket once
 // per turn. An item used since the hand last passed loses its `accessed` bit
-// and stays; one that was not is evicted. Locked items and `keep` are passed
-// over. Two turns clear every bit, so finding nothing to evict in two turns
-// means nothing can go.
-bool Store::evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep) {
+// and stays; one that was not is evicted (without evictions, none is; expired
+// ones still go). Locked items and `keep` are passed over. Two turns clear
+// every bit, so finding nothing to evict in two turns means nothing can go;
+// the search gives up after `lookahead` buckets without one.
+bool Store::evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep,
+                          size_t lookahead) {
   size_t empty_moves = 0;
   while (shard.bytes > bytes) {
     bool evicted = false;
@@ -255,6 +271,8 @@ bool Store::evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* k
       } else if (!is_live(*item, now)) {
         reclaim(shard, item);
         evicted = true;
+      } else if (!evictions_) {
+        // live, and kept
       } else if (item->accessed) {
         item->accessed = false;
       } else {
@@ -270,7 +288,7 @@ bool Store::evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* k
       }
     });
     shard.hand = (shard.hand + 1) & (shard.table.bucket_count() - 1);
-    if (!evicted && ++empty_moves > 2 * shard.table.bucket_count()) return false;
+    if (!evicted && ++empty_moves > lookahead) return false;
   }
   return true;
 }
@@ -457,7 +475,7 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   Item* item = find(shard, hash, key, now);
   if (!item) return DeleteStatus::kNotFound;
   if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
-  if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
+  if (compare_cas != 0 && client_cas(*item) != compare_cas) return DeleteStatus::kExists;
   // A copy with the new CAS: readers may still be sending the old one.
   ItemRef copy = allocate(key, item->flags, exptime ? *exptime : item->exptime, item->value_len);
   if (!copy) return DeleteStatus::kNotFound;
@@ -499,14 +517,15 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
         return {StoreStatus::kNotStored};
       }
       break;
-    case StoreCommand::kCas:
+    case StoreCommand::kCas: {
       if (!old_item) return {StoreStatus::kNotFound};
-      if (old_item->cas != compare_cas) {
+      uint64_t current = client_cas(*old_item);
+      if (compare_cas == 0 || current != compare_cas) {
         // memcached: an older CAS with "invalidate" still stores, as stale,
         // keeping the item's TTL and whether its win token went out (so
         // the next reader is not told to recache again). A CAS of 0 is no
         // older one: it is never a match.
-        if (!mark_stale || compare_cas == 0 || compare_cas > old_item->cas) {
+        if (!mark_stale || compare_cas == 0 || compare_cas > current) {
           return {StoreStatus::kExists};
         }
         to_link->stale = true;
@@ -514,11 +533,14 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
         to_link->token_sent = old_item->token_sent;
       }
       break;
+    }
     case StoreCommand::kReplace:
     case StoreCommand::kAppend:
     case StoreCommand::kPrepend:
       if (!old_item) return {StoreStatus::kNotStored};
-      if (compare_cas != 0 && old_item->cas != compare_cas) return {StoreStatus::kExists};
+      if (cas_enabled_ && compare_cas != 0 && old_item->cas != compare_cas) {
+        return {StoreStatus::kExists};
+      }
       if (command != StoreCommand::kReplace) {
         to_link = combine(*old_item, *item, command == StoreCommand::kAppend);
         if (!to_link) return {StoreStatus::kNotStored};
@@ -534,7 +556,7 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
   }
   to_link->cas = next_cas();
   replace(shard, hash, old_item, to_link.get());
-  return {StoreStatus::kStored, to_link->cas};
+  return {StoreStatus::kStored, client_cas(*to_link)};
 }
 
 DeleteStatus Store::remove(std::string_view key, uint64_t compare_cas, OwnerId owner) {
@@ -544,7 +566,7 @@ DeleteStatus Store::remove(std::string_view key, uint64_t compare_cas, OwnerId o
   Item* item = find(shard, hash, key, clock_.now());
   if (!item) return DeleteStatus::kNotFound;
   if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
-  if (compare_cas != 0 && item->cas != compare_cas) return DeleteStatus::kExists;
+  if (compare_cas != 0 && client_cas(*item) != compare_cas) return DeleteStatus::kExists;
   unlink(shard, item, hash);
   return DeleteStatus::kDeleted;
 }
@@ -568,7 +590,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     if (shard.locked_against(old_item, owner)) return {ArithStatus::kLocked};
     // memcached refuses an empty value before it looks at the CAS.
     if (old_item->value_len == 0) return {ArithStatus::kNonNumeric};
-    if (request.compare_cas != 0 && request.compare_cas != old_item->cas) {
+    if (request.compare_cas != 0 && request.compare_cas != client_cas(*old_item)) {
       return {ArithStatus::kExists};
     }
     if (!parse_counter(old_item->value_view(), &value)) return {ArithStatus::kNonNumeric};
@@ -608,7 +630,8 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   }
   fresh->cas = next_cas();
   replace(shard, hash, old_item, fresh.get());
-  return {ArithStatus::kOk, value, fresh->cas, exptime, exptime_before, old_item == nullptr};
+  return {ArithStatus::kOk, value, client_cas(*fresh), exptime, exptime_before,
+          old_item == nullptr};
 }
 
 void Store::retime(Shard& shard, Item* item, RelTime exptime) {
@@ -696,14 +719,16 @@ StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas,
   Item* old_item = find(shard, hash, item->key(), now);
   if (!old_item) return {StoreStatus::kNotFound};
   if (shard.owner_of(old_item) != owner) return {StoreStatus::kNotLocked};
-  if (compare_cas != 0 && old_item->cas != compare_cas) return {StoreStatus::kExists};
+  if (cas_enabled_ && compare_cas != 0 && old_item->cas != compare_cas) {
+    return {StoreStatus::kExists};
+  }
   if (!make_room(shard, item->total_size(), old_item->total_size(), now, old_item)) {
     return {StoreStatus::kNoMemory};
   }
   clear_lock(shard, old_item);
   item->cas = next_cas();
   replace(shard, hash, old_item, item.get());
-  return {StoreStatus::kStored, item->cas};
+  return {StoreStatus::kStored, client_cas(*item)};
 }
 
 std::vector<LockedItem> Store::locked_items(std::string_view prefix) const {
@@ -810,7 +835,7 @@ void Store::set_memory_limit(size_t bytes) {
     // A lower limit holds at once, as memcached's cache_memlimit frees
     // memory at once, not only when the next store needs room. Locked items
     // stay, so a shard full of them may stay over.
-    evict_down_to(*shard, shard->limit, now, nullptr);
+    evict_down_to(*shard, shard->limit, now, nullptr, 2 * shard->table.bucket_count());
   }
 }
 

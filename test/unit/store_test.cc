@@ -244,6 +244,36 @@ TEST_F(StoreTest, CasStoresOnMatchOnly) {
   EXPECT_EQ(value_of("k"), "v3");
 }
 
+// memcached's -C: clients see a CAS of 0 and never match one; the other
+// stores ignore theirs.
+TEST_F(StoreTest, WithoutCasNoCasIsShownOrMatched) {
+  StoreConfig no_cas = small_config();
+  no_cas.cas_enabled = false;
+  Store store(no_cas, clock_);
+  auto put_in = [&](StoreCommand command, std::string_view key, uint64_t compare_cas) {
+    ItemRef item = store.allocate(key, 0, 0, 1);
+    item->value()[0] = 'v';
+    return store.store(command, item, compare_cas, kNoOwner);
+  };
+  StoreResult stored = put_in(StoreCommand::kSet, "k", 0);
+  ASSERT_EQ(stored.status, StoreStatus::kStored);
+  EXPECT_EQ(stored.cas, 0u);
+  EXPECT_EQ(store.client_cas(*store.get("k")), 0u);
+  EXPECT_EQ(put_in(StoreCommand::kCas, "k", 0).status, StoreStatus::kExists);
+  EXPECT_EQ(put_in(StoreCommand::kCas, "k", store.get("k")->cas).status, StoreStatus::kExists);
+  EXPECT_EQ(put_in(StoreCommand::kCas, "missing", 1).status, StoreStatus::kNotFound);
+  EXPECT_EQ(put_in(StoreCommand::kAppend, "k", 12345).status, StoreStatus::kStored);
+  EXPECT_EQ(put_in(StoreCommand::kReplace, "k", 12345).status, StoreStatus::kStored);
+  EXPECT_EQ(store.remove("k", 1, kNoOwner), DeleteStatus::kExists);
+  EXPECT_EQ(store.remove("k", 0, kNoOwner), DeleteStatus::kDeleted);
+  // flush_all still works: it goes by the CAS kept inside.
+  ASSERT_EQ(put_in(StoreCommand::kSet, "k", 0).status, StoreStatus::kStored);
+  store.flush_all(0);
+  EXPECT_FALSE(store.get("k"));
+  ASSERT_EQ(put_in(StoreCommand::kSet, "k", 0).status, StoreStatus::kStored);
+  EXPECT_TRUE(store.get("k"));
+}
+
 TEST_F(StoreTest, RemoveWithoutCompareCas) {
   EXPECT_EQ(store_.remove("k", 0, kNoOwner), DeleteStatus::kNotFound);
   ASSERT_EQ(set("k", "v"), StoreStatus::kStored);
@@ -1155,6 +1185,30 @@ TEST_F(EvictionTest, ExpiredItemsAtTheTailAreReclaimedNotEvicted) {
   EXPECT_EQ(stats.evictions, 0u);
   EXPECT_EQ(stats.reclaimed, 1u);
   EXPECT_EQ(stats.curr_items, kSlots);
+}
+
+// memcached's -M: a full store refuses rather than evict; an expired item
+// still makes room.
+TEST_F(EvictionTest, WithoutEvictionsAFullStoreRefuses) {
+  StoreConfig no_evictions = config();
+  no_evictions.evictions = false;
+  Store store(no_evictions, clock_);
+  auto set_in = [&](std::string_view key, int64_t exptime = 0) {
+    ItemRef item = store.allocate(key, 0, to_rel_time(exptime, clock_), kValueSize);
+    EXPECT_TRUE(item);
+    std::memset(item->value(), 'v', kValueSize);
+    return store.store(StoreCommand::kSet, item, 0, kNoOwner).status;
+  };
+  ASSERT_EQ(set_in(key(0), 5), StoreStatus::kStored);
+  for (size_t i = 1; i < kSlots; ++i)
+    ASSERT_EQ(set_in(key(i)), StoreStatus::kStored);
+  EXPECT_EQ(set_in(key(kSlots)), StoreStatus::kNoMemory);
+  clock_.advance(10);  // key 0 expires: its room can be taken
+  EXPECT_EQ(set_in(key(kSlots)), StoreStatus::kStored);
+  EXPECT_EQ(set_in(key(kSlots + 1)), StoreStatus::kNoMemory);
+  EXPECT_EQ(store.stats().evictions, 0u);
+  for (size_t i = 1; i <= kSlots; ++i)
+    EXPECT_TRUE(store.get(key(i))) << i;
 }
 
 TEST_F(EvictionTest, ResetStatsClearsEvictions) {

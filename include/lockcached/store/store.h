@@ -32,6 +32,12 @@ struct StoreConfig {
   uint64_t hash_seed = 0;
   // 0 picks a count from the memory limit (see Store::Store).
   unsigned shard_count = 0;
+  // memcached's -C: clients see a CAS of 0 and no CAS they send matches
+  // (the items keep theirs inside: flush_all needs it).
+  bool cas_enabled = true;
+  // memcached's -M: a store that finds no room is refused instead of
+  // evicting live items (expired and flushed ones still make room).
+  bool evictions = true;
 };
 
 // A compare_cas no item ever has (the CAS counter starts at 1 and counts
@@ -198,6 +204,10 @@ class Store {
 
   const Clock& clock() const { return clock_; }
   size_t max_item_size() const { return max_item_size_; }
+  bool cas_enabled() const { return cas_enabled_; }
+  bool evictions() const { return evictions_; }
+  // The CAS a client is shown of `item`: 0 with cas_enabled false.
+  uint64_t client_cas(const Item& item) const { return cas_enabled_ ? item.cas : 0; }
 
   // An unlinked item for the caller to fill; empty when value_len is over the
   // item size limit or memory is short.
@@ -218,9 +228,11 @@ class Store {
   // Sets a new exptime and returns the item (gat, touch).
   ItemRef touch(std::string_view key, RelTime exptime);
 
-  // Links `item` according to `command`. compare_cas is checked for kCas and,
-  // when non-zero, for kReplace/kAppend/kPrepend (the binary protocol turns
-  // a set or add with a CAS into kCas). `owner` may modify items it has
+  // Links `item` according to `command`. compare_cas is checked for kCas
+  // (0 never matches) and, when non-zero, for kReplace/kAppend/kPrepend (the
+  // binary protocol turns a set or add with a CAS into kCas); without CAS
+  // (cas_enabled false) kCas never matches and the others ignore it, as
+  // memcached -C does. `owner` may modify items it has
   // locked; everybody else gets kLocked. A kSet that finds no memory also
   // removes the old value, as memcached does.
   // With mark_stale ("ms ... I"), a kCas whose compare_cas is older than
@@ -373,8 +385,10 @@ class Store {
   // can go, counts the refusal against needed's size class.
   bool make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep);
   // Evicts until the shard's items take at most `bytes`, never a locked
-  // item or `keep`; false when nothing more can go.
-  bool evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep);
+  // item or `keep`; false when nothing more can go, or nothing went in
+  // `lookahead` buckets.
+  bool evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep,
+                     size_t lookahead);
   void report_eviction(const Item& item, RelTime now) const;
   // Takes out an item that expired or was flushed.
   void reclaim(Shard& shard, Item* item);
@@ -385,6 +399,8 @@ class Store {
   const Clock& clock_;
   const size_t max_item_size_;
   const uint64_t hash_seed_;
+  const bool cas_enabled_;
+  const bool evictions_;
   unsigned shard_bits_;
   std::vector<std::unique_ptr<Shard>> shards_;  // each its own allocation: no false sharing
   std::atomic<uint64_t> next_cas_{0};
