@@ -192,11 +192,13 @@ void CommandCore::release_all_locks(UnlockReason reason) {
 
 // memcached reads the time as it reads an exptime: a delay, or past 30 days
 // an absolute unix time; one already past (or negative) flushes now.
-void CommandCore::flush_all(int64_t when) {
+bool CommandCore::flush_all(int64_t when) {
   stats_.cmd_flush.add();
+  if (!policy_->flush_all) return false;
   store::RelTime now = store_.now();
   store::RelTime moment = store::to_rel_time(when, store_.clock());
   store_.flush_all(moment > now ? moment - now : 0);
+  return true;
 }
 
 }  // namespace lockcached::core

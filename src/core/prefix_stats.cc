@@ -4,7 +4,7 @@ namespace lockcached::core {
 
 void PrefixStats::add(std::string_view key, uint64_t gets, uint64_t hits, uint64_t sets,
                       uint64_t deletes) {
-  size_t end = key.find(kDelimiter);
+  size_t end = key.find(delimiter_);
   if (end == std::string_view::npos) return;
   std::string prefix(key.substr(0, end));
   std::lock_guard lock(mutex_);

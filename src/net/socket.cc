@@ -51,7 +51,8 @@ int open_socket(const std::string& host, uint16_t port, AddrInfoPtr* info, std::
 
 }  // namespace
 
-int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error) {
+int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error,
+                  int backlog) {
   AddrInfoPtr info;
   int fd = open_socket(host, port, &info, error);
   if (fd < 0) return -1;
@@ -59,7 +60,7 @@ int open_listener(const std::string& host, uint16_t port, bool share_port, std::
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (share_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   if (info->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  if (bind(fd, info->ai_addr, info->ai_addrlen) != 0 || listen(fd, kListenBacklog) != 0) {
+  if (bind(fd, info->ai_addr, info->ai_addrlen) != 0 || listen(fd, backlog) != 0) {
     *error = host + ":" + std::to_string(port) + ": " + std::strerror(errno);
     close(fd);
     return -1;

@@ -284,8 +284,9 @@ void append_header(OutputQueue& out, const Header& request, uint16_t status, siz
 }  // namespace
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
+  budget_.start_turn();
   size_t pos = 0;
-  while (pos < input.size() && !close_ && !keys_.active()) {
+  while (pos < input.size() && !close_ && !has_unfinished_work()) {
     if (state_ == State::kValue) {
       pos += fill_value(input.substr(pos), out);
       continue;
@@ -299,6 +300,9 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     }
     std::string_view rest = input.substr(pos);
     if (rest.size() < kHeaderSize) break;
+    // Counted before it is known to be complete: an incomplete one ends
+    // the turn anyway.
+    if (!budget_.take()) break;
     Header header = decode_header(rest.data());
     if (header.magic != kRequestMagic) {  // not a request: nothing to recover
       close_ = true;
@@ -409,6 +413,9 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
     case kSaslStep:
       return sasl(request, out);
     case kKeys:
+      // memcached's -X covers its dumps; this is lockcached's, refused as
+      // memcached's binary protocol refuses a disabled flush.
+      if (!core_.policy().dumps) return respond_error(out, h, kAuthError);
       keys_header_ = h;
       keys_.start(request.key);
       return continue_work(out);
@@ -487,6 +494,8 @@ void BinaryProtocol::arith(const Request& request, OutputQueue& out) {
 
 void BinaryProtocol::flush(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
+  // memcached's -F: its binary refusal, not counted in cmd_flush.
+  if (!core_.policy().flush_all) return respond_error(out, h, kAuthError);
   core_.flush_all(request.extras.empty() ? 0 : exptime_at(request.extras, 0));
   if (h.opcode == kFlush) respond(out, h, kSuccess);
 }
@@ -615,6 +624,7 @@ void BinaryProtocol::refuse(OutputQueue& out, const Header& header, uint16_t sta
 }
 
 void BinaryProtocol::continue_work(OutputQueue& out) {
+  if (budget_.yielded()) return budget_.resume();
   bool done = keys_.step(
       core_, [this, &out](std::string_view key) { respond(out, keys_header_, kSuccess, {}, key); });
   if (done) respond(out, keys_header_, kSuccess);
@@ -656,12 +666,14 @@ void BinaryProtocol::finish_value(OutputQueue& out) {
     return respond_store(out, h, core_.replace_and_unlock(item, h.cas));
   }
   store::StoreCommand command = store_command(h.opcode);
-  // memcached treats any storage request that carries a CAS as a cas.
-  if (h.cas != 0 && command != store::StoreCommand::kAppend &&
+  // memcached treats any storage request that carries a CAS as a cas;
+  // under its -C the item takes no CAS, so the request's goes unseen.
+  uint64_t cas = core_.cas_enabled() ? h.cas : 0;
+  if (cas != 0 && command != store::StoreCommand::kAppend &&
       command != store::StoreCommand::kPrepend) {
     command = store::StoreCommand::kCas;
   }
-  respond_store(out, h, core_.store(command, item, h.cas));
+  respond_store(out, h, core_.store(command, item, cas));
 }
 
 void BinaryProtocol::respond_store(OutputQueue& out, const Header& h, store::StoreResult result) {
@@ -703,7 +715,8 @@ void BinaryProtocol::respond_item(OutputQueue& out, const Header& request, const
   uint32_t flags = htobe32(item.flags);
   std::string_view key = with_key ? item.key() : std::string_view();
   size_t value_length = with_value ? item.value_len : 0;
-  append_header(out, request, kSuccess, 4, key.size(), 4 + key.size() + value_length, item.cas);
+  append_header(out, request, kSuccess, 4, key.size(), 4 + key.size() + value_length,
+                core_.cas_of(item));
   out.append({reinterpret_cast<const char*>(&flags), 4});
   out.append(key);
   // The value is sent from the item itself, not copied.

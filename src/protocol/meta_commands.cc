@@ -284,7 +284,7 @@ void MetaCommands::get(const Words& words, OutputQueue& out) {
         add_number(line, 't', ttl_left(result.exptime_read, now));
         break;
       case 'c':
-        add_unsigned(line, 'c', item.cas);
+        add_unsigned(line, 'c', core_.cas_of(item));
         break;
       case 'f':
         add_unsigned(line, 'f', item.flags);
@@ -547,7 +547,7 @@ void MetaCommands::debug(const Words& words, OutputQueue& out) {
   line += " exp=" +
           std::to_string(result.exptime == 0 ? -1 : int64_t{core_.now()} - int64_t{result.exptime});
   line += " la=" + std::to_string(result.last_access);
-  line += " cas=" + std::to_string(item.cas);
+  line += " cas=" + std::to_string(core_.cas_of(item));
   line += result.fetched_before ? " fetch=yes" : " fetch=no";
   line += " cls=" + std::to_string(store::size_class_of(item.total_size()));
   line += " size=" + std::to_string(item.total_size());

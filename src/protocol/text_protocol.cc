@@ -52,6 +52,7 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   // A watcher (`watch`) takes no more requests; what it sends is dropped,
   // as memcached ignores it.
   if (core_.watcher()) return input.size();
+  budget_.start_turn();
   size_t pos = 0;
   while (pos < input.size() && !close_ && !has_unfinished_work() && !core_.watcher()) {
     switch (state_) {
@@ -75,6 +76,7 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
           check_partial_line(input.substr(pos), out);
           return close_ ? input.size() : pos;
         }
+        if (!budget_.take()) break;  // the others on this thread first
         size_t end = static_cast<size_t>(newline - input.data());
         size_t next = end + 1;
         if (end - pos > 1 && input[end - 1] == '\r') --end;
@@ -161,7 +163,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
     close_ = true;
     return;
   }
-  if (command == "shutdown") return reply(out, "ERROR: shutdown not enabled");
+  if (command == "shutdown") return shutdown(words, out);
   if (command == "watch") return watch(words, out);
   // A browser or HTTP probe pointed at the cache port: just hang up.
   if (words.last().substr(0, 5) == "HTTP/") return close_for_error();
@@ -280,7 +282,7 @@ void TextProtocol::append_value(store::Item& item, bool with_cas, OutputQueue& o
   at = std::to_chars(at, at + 10, item.value_len).ptr;
   if (with_cas) {
     *at++ = ' ';
-    at = std::to_chars(at, at + 20, item.cas).ptr;
+    at = std::to_chars(at, at + 20, core_.cas_of(item)).ptr;
   }
   *at++ = '\r';
   *at++ = '\n';
@@ -479,6 +481,10 @@ void TextProtocol::flush_all(const Words& words, OutputQueue& out) {
   noreply_ = words.last() == "noreply";
   int32_t delay = 0;
   bool has_delay = words.count == 3 || (words.count == 2 && !noreply_);
+  if (!core_.policy().flush_all) {
+    core_.flush_all(0);  // refused, and counted first, as memcached's -F
+    return reply(out, "CLIENT_ERROR flush_all not allowed");
+  }
   if (has_delay && !parse_i32(words[1], &delay)) {
     return reply(out, kBadExptime);
   }
@@ -489,12 +495,15 @@ void TextProtocol::flush_all(const Words& words, OutputQueue& out) {
 // yrmcds's key dump: "VALUE <key>" lines, then END.
 void TextProtocol::keys(const Words& words, OutputQueue& out) {
   if (words.count > 2) return reply(out, "ERROR");
+  // memcached's -X covers its dumps; this is lockcached's.
+  if (!core_.policy().dumps) return reply(out, "CLIENT_ERROR keys not allowed");
   if (words.count == 2 && !valid_key(words[1])) return reply(out, kBadFormat);
   keys_.start(words.count == 2 ? words[1] : std::string_view());
   continue_work(out);
 }
 
 void TextProtocol::continue_work(OutputQueue& out) {
+  if (budget_.yielded()) return budget_.resume();
   if (!multi_get_.keys.empty()) return get_step(out);
   if (items_.active()) return dump_step(out);
   bool done = keys_.step(core_, [&out](std::string_view key) {
@@ -537,6 +546,7 @@ void TextProtocol::unlock(const Words& words, OutputQueue& out) {
 
 // memcached's log streams: `watch` alone is `watch fetchers`.
 void TextProtocol::watch(const Words& words, OutputQueue& out) {
+  if (!core_.policy().watch) return reply(out, "CLIENT_ERROR watch commands not allowed");
   uint32_t streams = words.count == 1 ? core::kWatchFetchers : 0;
   for (size_t i = 1; i < words.count; ++i) {
     uint32_t stream = core::watch_stream(words[i]);
@@ -547,6 +557,16 @@ void TextProtocol::watch(const Words& words, OutputQueue& out) {
   // then "OK" and the stream, as memcached 1.6.18 sends them.
   if (!core_.start_watch(streams)) return reply(out, "WATCHER_TOO_MANY log watcher limit reached");
   out.append("OK\r\n");
+}
+
+// memcached's -A: `shutdown` stops the server as SIGINT does, `shutdown
+// graceful` as SIGUSR1 does; the connection closes without a reply.
+void TextProtocol::shutdown(const Words& words, OutputQueue& out) {
+  if (!core_.policy().shutdown) return reply(out, "ERROR: shutdown not enabled");
+  bool graceful = words.count == 2 && words[1] == "graceful";
+  if (words.count != 1 && !graceful) return reply(out, "CLIENT_ERROR invalid shutdown mode");
+  close_ = true;
+  core_.shutdown(graceful);
 }
 
 void TextProtocol::verbosity(const Words& words, OutputQueue& out) {
@@ -646,6 +666,7 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
 // "stats cachedump CLASS LIMIT": memcached's replies, but LIMIT 0 lists
 // every item of the class (memcached stops at 2 MB), a piece at a time.
 void TextProtocol::cachedump(const Words& words, OutputQueue& out) {
+  if (!core_.policy().dumps) return reply(out, "CLIENT_ERROR stats cachedump not allowed");
   if (words.count < 4) return reply(out, "CLIENT_ERROR bad command line");
   uint32_t id;
   uint32_t limit;
@@ -715,6 +736,7 @@ void TextProtocol::lru_crawler(const Words& words, OutputQueue& out) {
   }
   if (what != "crawl" && what != "metadump") return reply(out, "ERROR");
   if (crawler != nullptr && !crawler->enabled()) return reply(out, kCrawlerDisabled);
+  if (what == "metadump" && !core_.policy().dumps) return reply(out, "ERROR metadump not allowed");
   std::bitset<store::kSizeClassCount + 1> classes;
   if (what == "metadump" && words[2] == "hash") {
     classes.set();
@@ -796,7 +818,7 @@ void TextProtocol::dump_step(OutputQueue& out) {
       out.append(" la=");
       append_signed(core_.unix_time(item.atime), out);
       out.append(" cas=");
-      out.append_number(item.cas);
+      out.append_number(core_.cas_of(item));
       out.append(item.fetched ? " fetch=yes cls=" : " fetch=no cls=");
       out.append_number(id);
       out.append(" size=");

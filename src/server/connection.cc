@@ -80,7 +80,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
       client_{id, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
-            worker.state().settings.authenticator.get()) {
+            worker.state().settings.authenticator.get(), &worker.state().settings.commands) {
   // sockaddr_in6 is large enough for either family accept() gives.
   std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
@@ -273,9 +273,14 @@ void Connection::run(std::string_view input, bool from_scratch) {
   if (!closed() && protocol_->wants_close()) close_when_sent();
 }
 
-// As memcached: the first byte of a connection tells its protocol for good.
+// As memcached: the first byte of a connection tells its protocol for good,
+// unless -B (--protocol) allows one only.
 void Connection::choose_protocol(char first_byte) {
-  if (static_cast<uint8_t>(first_byte) == protocol::binary::kRequestMagic) {
+  CacheProtocol allowed = worker_.state().settings.protocol;
+  bool binary = allowed == CacheProtocol::kAuto
+                    ? static_cast<uint8_t>(first_byte) == protocol::binary::kRequestMagic
+                    : allowed == CacheProtocol::kBinary;
+  if (binary) {
     protocol_ = std::make_unique<protocol::BinaryProtocol>(core_);
     protocol_kind_.store(ConnProtocol::kBinary, std::memory_order_relaxed);
   } else {

@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,6 +69,19 @@ int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
       .count();
 }
 
+// `stats settings` binding_protocol, memcached's words.
+std::string_view protocol_name(CacheProtocol protocol) {
+  switch (protocol) {
+    case CacheProtocol::kText:
+      return "ascii";
+    case CacheProtocol::kBinary:
+      return "binary";
+    case CacheProtocol::kAuto:
+      break;
+  }
+  return "auto-negotiate";
+}
+
 std::string join(const std::vector<std::string>& parts) {
   std::string joined;
   for (const std::string& part : parts)
@@ -78,7 +93,8 @@ std::string join(const std::vector<std::string>& parts) {
 
 Server::Server(const Settings& settings)
     : state_(settings),
-      governor_(state_.store, {allocator_resident_bytes, allocator_release_free_pages}) {}
+      governor_(state_.store, {allocator_resident_bytes, allocator_release_free_pages}),
+      prefix_stats_(settings.stats_prefix_delimiter, settings.stats_detail) {}
 
 Server::~Server() {
   stop();
@@ -126,7 +142,7 @@ bool Server::listen(PortKind kind, int setting, bool tls, uint16_t* port, std::s
       return false;
     }
     for (auto& worker : workers_) {
-      int fd = net::open_listener(host, *port, true, error);
+      int fd = net::open_listener(host, *port, true, error, state_.settings.listen_backlog);
       if (fd < 0) return false;
       if (*port == 0) *port = net::local_port(fd);
       // Listening sockets take ids from the connections' counter, so that
@@ -340,6 +356,14 @@ bool Server::refresh_certs(std::string* error) {
   }
   LOG(INFO) << "refresh_certs: certificates reloaded";
   return true;
+}
+
+// To the process, not this thread (raise): the signals are blocked in
+// every thread and main's sigwait takes them, so `shutdown` stops the
+// server exactly as an operator's SIGINT or SIGUSR1 does.
+void Server::shutdown(bool graceful) {
+  LOG(INFO) << "shutdown" << (graceful ? " graceful" : "") << " requested by a client";
+  kill(getpid(), graceful ? SIGUSR1 : SIGINT);
 }
 
 void Server::stop() {
@@ -682,23 +706,26 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("udpport", "0");
   out.emplace_back("inter", join(settings.listen));
   out.emplace_back("verbosity", std::to_string(core::log_verbosity.load(std::memory_order_relaxed)));
-  out.emplace_back("evictions", "on");
-  out.emplace_back("shutdown_command", "no");
+  auto yes_no = [](bool on) { return on ? "yes" : "no"; };
+  const core::CommandPolicy& commands = settings.commands;
+  out.emplace_back("evictions", settings.evictions ? "on" : "off");
+  out.emplace_back("shutdown_command", yes_no(commands.shutdown));
   out.emplace_back("num_threads", std::to_string(settings.threads));
-  out.emplace_back("stat_key_prefix", std::string(1, core::PrefixStats::kDelimiter));
-  out.emplace_back("detail_enabled", prefix_stats_.enabled() ? "yes" : "no");
-  out.emplace_back("cas_enabled", "yes");
-  out.emplace_back("tcp_backlog", std::to_string(net::kListenBacklog));
-  out.emplace_back("binding_protocol", "auto-negotiate");
+  out.emplace_back("stat_key_prefix", std::string(1, prefix_stats_.delimiter()));
+  out.emplace_back("detail_enabled", yes_no(prefix_stats_.enabled()));
+  out.emplace_back("reqs_per_event", std::to_string(commands.requests_per_event));
+  out.emplace_back("cas_enabled", yes_no(settings.cas_enabled));
+  out.emplace_back("tcp_backlog", std::to_string(settings.listen_backlog));
+  out.emplace_back("binding_protocol", std::string(protocol_name(settings.protocol)));
   // One --auth_file turns on both, as memcached's -Y with -S.
   const char* auth = state_.settings.authenticator ? "yes" : "no";
   out.emplace_back("auth_enabled_sasl", auth);
   out.emplace_back("auth_enabled_ascii", auth);
   out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
   out.emplace_back("maxconns_fast", "yes");
-  out.emplace_back("lru_crawler", crawler_.enabled() ? "yes" : "no");
-  out.emplace_back("flush_enabled", "yes");
-  out.emplace_back("dump_enabled", "yes");
+  out.emplace_back("lru_crawler", yes_no(crawler_.enabled()));
+  out.emplace_back("flush_enabled", yes_no(commands.flush_all));
+  out.emplace_back("dump_enabled", yes_no(commands.dumps));
   collect_tls_settings(out);
   out.emplace_back("memory_file", file_setting(settings.memory_file));
   out.emplace_back("lock_port", std::to_string(lock_port_));
@@ -706,6 +733,10 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("idle_timeout",
                    std::to_string(state_.idle_timeout_seconds.load(std::memory_order_relaxed)));
   out.emplace_back("tcp_keepalive", std::to_string(settings.tcp_keepalive_seconds));
+  out.emplace_back("watch_enabled", yes_no(commands.watch));
+  out.emplace_back("watcher_logbuf_size", std::to_string(settings.watch_buffer_bytes));
+  out.emplace_back("lock_memory", yes_no(settings.memory_locked));
+  out.emplace_back("enable_coredumps", yes_no(settings.coredumps_enabled));
   out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
   out.emplace_back("io", std::string(net::io_backend_name(settings.io)));
   out.emplace_back("uring_sqpoll", settings.uring.sqpoll ? "yes" : "no");

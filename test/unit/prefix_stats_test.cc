@@ -41,6 +41,18 @@ TEST(PrefixStatsTest, CountsByTheTextBeforeTheFirstDelimiter) {
   EXPECT_TRUE(stats.dump().empty());
 }
 
+// memcached's -D: another delimiter, and counting from the start.
+TEST(PrefixStatsTest, AnotherDelimiterOnFromTheStart) {
+  PrefixStats stats('/', true);
+  EXPECT_EQ(stats.delimiter(), '/');
+  stats.record_set("user/1");
+  stats.record_set("user:1");  // ':' is no delimiter now
+  std::vector<PrefixLine> lines = stats.dump();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].prefix, "user");
+  EXPECT_EQ(lines[0].counts.sets, 1u);
+}
+
 TEST(PrefixStatsTest, StopsAddingPrefixesAtTheBound) {
   PrefixStats stats;
   stats.set_enabled(true);

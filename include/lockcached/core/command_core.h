@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lockcached/core/auth.h"
+#include "lockcached/core/command_policy.h"
 #include "lockcached/core/prefix_stats.h"
 #include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
@@ -29,11 +30,13 @@ class CommandCore {
   // connection's own, living as long as it) saying who did them.
   // `control`, when given, takes the commands that act on the whole server.
   // `authenticator`, when given, must pass the connection before anything
-  // else is served (docs/authentication.md).
+  // else is served (docs/authentication.md). `policy`, when given, says
+  // which server-wide commands are allowed (else CommandPolicy's defaults).
   CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
               store::OwnerId owner, const std::atomic<bool>* read_only = nullptr,
               WatchHub* watch = nullptr, const ClientInfo* client = nullptr,
-              ServerControl* control = nullptr, const Authenticator* authenticator = nullptr)
+              ServerControl* control = nullptr, const Authenticator* authenticator = nullptr,
+              const CommandPolicy* policy = nullptr)
       : auth_(authenticator),
         store_(store),
         stats_(stats),
@@ -44,7 +47,8 @@ class CommandCore {
         watch_(watch),
         watch_mask_(watch ? &watch->mask() : &kNobodyWatches),
         client_(client ? client : &kUnknownClient),
-        control_(control) {}
+        control_(control),
+        policy_(policy ? policy : &kDefaultPolicy) {}
 
   store::OwnerId owner() const { return owner_; }
   // True while the connection must authenticate first: the protocols then
@@ -59,6 +63,10 @@ class CommandCore {
   bool read_only() const { return read_only_ && read_only_->load(std::memory_order_relaxed); }
   ThreadStats& thread_stats() { return stats_; }
   size_t max_item_size() const { return store_.max_item_size(); }
+  const CommandPolicy& policy() const { return *policy_; }
+  // The CAS a client is shown of `item` (0 under memcached's -C).
+  uint64_t cas_of(const store::Item& item) const { return store_.client_cas(item); }
+  bool cas_enabled() const { return store_.cas_enabled(); }
   // A client's exptime in server time (memcached rules, see store::to_rel_time).
   store::RelTime rel_time(int64_t exptime) const {
     return store::to_rel_time(exptime, store_.clock());
@@ -99,8 +107,10 @@ class CommandCore {
   void drop_stale(store::StoreCommand command, std::string_view key);
   store::DeleteStatus remove(std::string_view key, uint64_t compare_cas);
   store::ArithResult arith(std::string_view key, const store::ArithRequest& request);
-  // `when` as the client sent it: a delay or an absolute unix time.
-  void flush_all(int64_t when);
+  // `when` as the client sent it: a delay or an absolute unix time. False,
+  // counted all the same as memcached counts it, where the policy refuses
+  // flush_all (memcached's -F).
+  bool flush_all(int64_t when);
   void set_memory_limit(size_t bytes) { store_.set_memory_limit(bytes); }
 
   // Server-side locks. The core remembers which keys this connection holds
@@ -146,6 +156,10 @@ class CommandCore {
   }
   // The expiry crawler (`lru_crawler`); nullptr where there is none.
   store::Crawler* crawler() { return control_ != nullptr ? control_->crawler() : nullptr; }
+  // memcached's `shutdown [graceful]`, once the policy allows it.
+  void shutdown(bool graceful) {
+    if (control_ != nullptr) control_->shutdown(graceful);
+  }
   // `stats detail`; nullptr where the server keeps no per-prefix counters.
   PrefixStats* prefix_stats() { return prefix_stats_; }
   void count_meta_command() { stats_.cmd_meta.add(); }
@@ -162,6 +176,7 @@ class CommandCore {
   // Never written: the mask of a core without a hub.
   static constinit const std::atomic<uint32_t> kNobodyWatches;
   static const ClientInfo kUnknownClient;
+  static constexpr CommandPolicy kDefaultPolicy{};
 
   bool watching(uint32_t streams) const {
     return (watch_mask_->load(std::memory_order_relaxed) & streams) != 0;
@@ -185,6 +200,7 @@ class CommandCore {
   const std::atomic<uint32_t>* const watch_mask_;
   const ClientInfo* const client_;
   ServerControl* const control_;
+  const CommandPolicy* const policy_;
   std::shared_ptr<Watcher> watcher_;
   // Keys this connection has locked. A key may linger after its item was
   // deleted or replaced by the holder; unlocking it then is a harmless miss.

@@ -1,6 +1,7 @@
 // `stats detail on|off|dump`: memcached's per-prefix counters. A key's
-// prefix is what comes before its first ':' (memcached's stat_key_prefix);
-// keys without one are not counted.
+// prefix is what comes before its first delimiter (memcached's
+// stat_key_prefix, ':' unless -D names another); keys without one are not
+// counted.
 #pragma once
 
 #include <atomic>
@@ -28,12 +29,17 @@ struct PrefixLine {
 
 class PrefixStats {
  public:
-  static constexpr char kDelimiter = ':';
   // Beyond this many prefixes new ones are not counted: a client choosing
   // keys must not grow the table without bound while detail is on.
   static constexpr size_t kMaxPrefixes = 100000;
 
-  // Off by default, as in memcached: then recording costs one relaxed load.
+  // Off by default, as in memcached; memcached's -D turns it on from the start.
+  explicit PrefixStats(char delimiter = ':', bool enabled = false)
+      : delimiter_(delimiter), enabled_(enabled) {}
+
+  char delimiter() const { return delimiter_; }
+
+  // While off, recording costs one relaxed load.
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   void set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
 
@@ -59,7 +65,8 @@ class PrefixStats {
  private:
   void add(std::string_view key, uint64_t gets, uint64_t hits, uint64_t sets, uint64_t deletes);
 
-  std::atomic<bool> enabled_{false};
+  const char delimiter_;
+  std::atomic<bool> enabled_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, size_t> index_;  // prefix -> position in lines_
   std::vector<PrefixLine> lines_;

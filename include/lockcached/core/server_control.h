@@ -21,6 +21,9 @@ class ServerControl {
   // The expiry crawler, for memcached's `lru_crawler` commands; nullptr
   // where there is none.
   virtual store::Crawler* crawler() { return nullptr; }
+  // memcached's `shutdown`: stops the server as SIGINT does, or with
+  // `graceful` as SIGUSR1 does.
+  virtual void shutdown(bool graceful) = 0;
 };
 
 }  // namespace lockcached::core

@@ -11,15 +11,17 @@
 
 namespace lockcached::net {
 
-// What listen() is given: memcached's default (-b), the kernel caps it at
-// net.core.somaxconn.
+// What listen() is given unless told otherwise (--listen_backlog,
+// memcached's -b and its default); the kernel caps it at net.core.somaxconn.
 constexpr int kListenBacklog = 1024;
 
 // A non-blocking TCP listening socket on host:port ("0.0.0.0", "::1",
 // "localhost"...). With share_port, several sockets may listen on one port
-// (SO_REUSEPORT) and the kernel spreads new connections over them. Returns
-// the fd, or -1 with *error set.
-int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error);
+// (SO_REUSEPORT) and the kernel spreads new connections over them.
+// `backlog`: listen()'s queue of connections not yet accepted. Returns the
+// fd, or -1 with *error set.
+int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error,
+                  int backlog = kListenBacklog);
 
 // True when no socket listens on host:port yet. SO_REUSEPORT would let a
 // second server of the same user share a busy port silently; this check

@@ -19,11 +19,12 @@ class BinaryProtocol final : public ProtocolHandler {
   // The longest SASL message read (PLAIN: authzid, user and password).
   static constexpr size_t kMaxSaslMessage = 4096;
 
-  explicit BinaryProtocol(core::CommandCore& core) : core_(core) {}
+  explicit BinaryProtocol(core::CommandCore& core)
+      : core_(core), budget_(core.policy().requests_per_event) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool has_unfinished_work() const override { return keys_.active(); }
+  bool has_unfinished_work() const override { return keys_.active() || budget_.yielded(); }
   void continue_work(OutputQueue& out) override;
   bool reading_data() const override { return state_ != State::kHeader; }
 
@@ -71,6 +72,7 @@ class BinaryProtocol final : public ProtocolHandler {
   void respond_store(OutputQueue& out, const binary::Header& request, store::StoreResult result);
 
   core::CommandCore& core_;
+  TurnBudget budget_;
   State state_ = State::kHeader;
   bool close_ = false;
   // The storage request whose value is arriving (State::kValue).

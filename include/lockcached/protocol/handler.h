@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "lockcached/core/close_reason.h"
@@ -12,6 +13,34 @@ namespace lockcached::protocol {
 // Why a replica refuses a write (docs/high-availability.md): each protocol
 // puts it in its own error form.
 constexpr std::string_view kReadOnlyReason = "read-only replica: writes go to the master";
+
+// memcached's -R (CommandPolicy::requests_per_event): a cache protocol
+// counts the requests it runs in one consume() and, once the limit ran,
+// stops; the connection then yields (has_unfinished_work) and comes back
+// for the rest after the other connections on its thread had their turn.
+class TurnBudget {
+ public:
+  explicit TurnBudget(uint32_t limit) : limit_(limit) {}
+  // At the start of consume().
+  void start_turn() { used_ = 0; }
+  // Before a complete request: false once the turn's requests are spent.
+  bool take() {
+    if (limit_ != 0 && used_ == limit_) {
+      yielded_ = true;
+      return false;
+    }
+    ++used_;
+    return true;
+  }
+  // A turn ended on the limit and the connection has not come back yet.
+  bool yielded() const { return yielded_; }
+  void resume() { yielded_ = false; }
+
+ private:
+  const uint32_t limit_;  // 0: no limit
+  uint32_t used_ = 0;
+  bool yielded_ = false;
+};
 
 class ProtocolHandler {
  public:

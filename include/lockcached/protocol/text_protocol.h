@@ -27,13 +27,14 @@ class TextProtocol final : public ProtocolHandler {
   // The longest "user password" data block read; a longer one is refused.
   static constexpr size_t kMaxAuthData = 4096;
 
-  explicit TextProtocol(core::CommandCore& core) : core_(core), meta_(core) {}
+  explicit TextProtocol(core::CommandCore& core)
+      : core_(core), budget_(core.policy().requests_per_event), meta_(core) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
   core::CloseReason close_reason() const override { return close_reason_; }
   bool has_unfinished_work() const override {
-    return keys_.active() || items_.active() || !multi_get_.keys.empty();
+    return keys_.active() || items_.active() || !multi_get_.keys.empty() || budget_.yielded();
   }
   void continue_work(OutputQueue& out) override;
   bool reading_data() const override { return state_ != State::kLine; }
@@ -71,7 +72,7 @@ class TextProtocol final : public ProtocolHandler {
                      OutputQueue& out);
   void answer_key(std::string_view key, const GetOptions& options, OutputQueue& out);
   void get_step(OutputQueue& out);
-  static void append_value(store::Item& item, bool with_cas, OutputQueue& out);
+  void append_value(store::Item& item, bool with_cas, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);
   void meta(const Words& words, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
@@ -84,6 +85,7 @@ class TextProtocol final : public ProtocolHandler {
   void lock(const Words& words, OutputQueue& out);
   void unlock(const Words& words, OutputQueue& out);
   void watch(const Words& words, OutputQueue& out);
+  void shutdown(const Words& words, OutputQueue& out);
   void verbosity(const Words& words, OutputQueue& out);
   void refresh_certs(const Words& words, OutputQueue& out);
   void cache_memlimit(const Words& words, OutputQueue& out);
@@ -95,6 +97,7 @@ class TextProtocol final : public ProtocolHandler {
   void dump_step(OutputQueue& out);
 
   core::CommandCore& core_;
+  TurnBudget budget_;
   State state_ = State::kLine;
   bool noreply_ = false;
   bool close_ = false;

@@ -62,6 +62,7 @@ class Server final : public core::StatsSource, public core::ServerControl {
   void collect_cache_locks(std::string_view prefix, core::StatList& out) const override;
   bool refresh_certs(std::string* error) override;
   store::Crawler* crawler() override { return &crawler_; }
+  void shutdown(bool graceful) override;
 
  private:
   // `setting`: a port setting (kPortOff, kAnyFreePort or a port); *port

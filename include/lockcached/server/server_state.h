@@ -22,7 +22,10 @@ namespace lockcached::server {
 struct ServerState {
   explicit ServerState(const Settings& config)
       : settings(config),
-        store({config.memory_limit, config.max_item_size, config.hash_seed, 0}, clock),
+        watch(config.watch_buffer_bytes),
+        store({config.memory_limit, config.max_item_size, config.hash_seed, 0, config.cas_enabled,
+               config.evictions},
+              clock),
         tls(config.tls_enabled() ? std::make_unique<tls::ServerContext>(config.tls_files)
                                  : nullptr),
         idle_timeout_seconds(config.idle_timeout_seconds) {

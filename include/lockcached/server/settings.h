@@ -9,6 +9,7 @@
 
 #include "lockcached/consensus/raft_node.h"
 #include "lockcached/core/auth.h"
+#include "lockcached/core/command_policy.h"
 #include "lockcached/net/reactor.h"
 #include "lockcached/tls/context.h"
 
@@ -20,6 +21,10 @@ constexpr int kAnyFreePort = -1;
 
 // Which protocol a listening port speaks.
 enum class PortKind { kCache, kLockService };
+
+// What a cache connection may speak (memcached's -B): by its first byte
+// (kAuto), or only the one.
+enum class CacheProtocol : uint8_t { kAuto, kText, kBinary };
 
 struct Settings {
   std::vector<std::string> listen{"0.0.0.0"};
@@ -35,6 +40,22 @@ struct Settings {
   int lock_max_connections = 1024;  // on the lock port: its own budget, so that
                                     // cache load never locks operators out
   int idle_timeout_seconds = 0;     // close connections idle this long; 0: never
+  int listen_backlog = 1024;        // each listening socket's (memcached's -b)
+  CacheProtocol protocol = CacheProtocol::kAuto;
+  // memcached's -F, -X, -W, -A and -R.
+  core::CommandPolicy commands;
+  bool cas_enabled = true;  // memcached's -C turns it off
+  bool evictions = true;    // memcached's -M turns it off
+  // Each `watch` connection's buffer (memcached's -o watcher_logbuf_size).
+  size_t watch_buffer_bytes = size_t{256} << 10;
+  // `stats detail`: the prefix delimiter, and whether counting starts on
+  // (memcached's -D sets both).
+  char stats_prefix_delimiter = ':';
+  bool stats_detail = false;
+  // What main did to the process before the server started: memcached's
+  // -k (all memory locked) and -r (core files as large as allowed).
+  bool memory_locked = false;
+  bool coredumps_enabled = false;
   // Close a client connection whose peer stopped answering for about this
   // long (net::keepalive_times); 0: never look.
   int tcp_keepalive_seconds = 15;
