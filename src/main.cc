@@ -1,5 +1,6 @@
 // lockcached: flags in, server up, signals handled, server down.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,10 +33,14 @@
 #include "lockcached/server/server.h"
 #include "lockcached/server/usage.h"
 #include "lockcached/version.h"
+#include "lockcached_license.h"
 
 DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port)");
 DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off, -1: any free port)");
 DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
+DEFINE_int32(listen_backlog, 1024,
+             "Connections the kernel queues on each listening socket until they are accepted "
+             "(memcached's -b; net.core.somaxconn caps it)");
 DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
 DEFINE_string(io, "epoll",
               "Client I/O backend: epoll, or uring (io_uring: a loop turn's receives and sends "
@@ -52,12 +57,45 @@ DEFINE_string(memory_file, "",
               "stops and the next start loads it, if --memory_limit_mb and --max_item_size are "
               "unchanged; a start removes it, so a crash or a SIGTERM stop means a cold start "
               "(empty: every start is cold)");
+DEFINE_bool(disable_evictions, false,
+            "When memory is full, refuse a store (SERVER_ERROR out of memory storing object) "
+            "instead of evicting; expired items still make room (memcached's -M)");
+DEFINE_bool(lock_memory, false,
+            "Lock all memory into RAM with mlockall (memcached's -k); where it cannot be done "
+            "(no privilege, a bounded RLIMIT_MEMLOCK) the server warns and runs unlocked");
 DEFINE_int32(max_connections, 4096, "Simultaneous client connections on the cache port");
 DEFINE_int32(lock_max_connections, 1024,
              "Simultaneous client connections on the lock port, a budget of its own so that "
              "cache load cannot lock out lock-service clients");
 DEFINE_int32(idle_timeout, 0,
-             "Close connections idle for this many seconds (0: never; SIGHUP re-reads it)");
+             "Close connections idle for this many seconds (0: never; SIGHUP re-reads it; "
+             "memcached's -o idle_timeout)");
+DEFINE_int32(max_reqs_per_event, 0,
+             "Requests one cache connection runs before the others on its thread get a turn "
+             "(memcached's -R; 0: all those of one read, at most 64 KiB)");
+DEFINE_string(protocol, "auto",
+              "Protocols a cache connection may speak: auto (its first byte decides), ascii "
+              "(text and meta only) or binary (memcached's -B)");
+DEFINE_bool(disable_cas, false,
+            "No CAS: gets, gats, mg and binary replies show a CAS of 0, and cas never matches "
+            "(memcached's -C)");
+DEFINE_bool(disable_flush_all, false,
+            "Refuse flush_all, text and binary (memcached's -F)");
+DEFINE_bool(disable_dumping, false,
+            "Refuse the dumps of keys: stats cachedump, lru_crawler metadump and keys "
+            "(memcached's -X)");
+DEFINE_bool(disable_watch, false, "Refuse the watch command (memcached's -W)");
+DEFINE_bool(enable_shutdown, false,
+            "Allow the shutdown command: shutdown stops the server as SIGINT does, shutdown "
+            "graceful as SIGUSR1 does (memcached's -A)");
+DEFINE_int32(watch_buffer_kb, 256,
+             "Kilobytes of lines a watch connection may have waiting; more are dropped "
+             "(memcached's -o watcher_logbuf_size)");
+DEFINE_string(stats_prefix_delimiter, ":",
+              "The character that ends a key's prefix for stats detail (memcached's -D)");
+DEFINE_bool(stats_detail, false,
+            "Count stats detail from the start, as after stats detail on (memcached's -D "
+            "turns it on)");
 DEFINE_int32(tcp_keepalive, 15,
              "Seconds after which a client connection whose peer stopped answering (its "
              "machine died, its network was cut) is closed and its locks end, found by TCP "
@@ -66,6 +104,9 @@ DEFINE_string(user, "", "Run as this user once the ports are bound (when started
 DEFINE_bool(daemonize, false,
             "Detach into the background once every port is bound (memcached's -d)");
 DEFINE_string(pid_file, "", "Write the process id to this file (memcached's -P)");
+DEFINE_bool(enable_coredumps, false,
+            "Raise the core-file size limit as far as allowed (memcached's -r); a hard limit "
+            "of 0 stops the start");
 DEFINE_uint64(lock_service_max_locks_per_session, 10000,
               "Named locks one lock-service session may hold plus wait for (0: no limit)");
 DEFINE_uint64(lock_service_max_names, 1000000,
@@ -149,11 +190,15 @@ constexpr int kUsageError = 64;  // EX_USAGE: the configuration is wrong
 constexpr int kStartFailure = 1;  // e.g. a port in use
 
 const std::vector<server::FlagGroup> kFlagGroups = {
-    {"Ports and addresses", {"port", "lock_port", "listen"}},
-    {"Memory", {"memory_limit_mb", "max_item_size", "memory_file"}},
+    {"Ports and addresses", {"port", "lock_port", "listen", "listen_backlog"}},
+    {"Memory",
+     {"memory_limit_mb", "max_item_size", "memory_file", "disable_evictions", "lock_memory"}},
     {"Connections and threads",
      {"max_connections", "lock_max_connections", "idle_timeout", "tcp_keepalive", "threads", "io",
-      "uring_sqpoll"}},
+      "uring_sqpoll", "max_reqs_per_event", "protocol"}},
+    {"Commands (memcached's -C -F -X -W -A -D)",
+     {"disable_cas", "disable_flush_all", "disable_dumping", "disable_watch", "enable_shutdown",
+      "stats_prefix_delimiter", "stats_detail", "watch_buffer_kb"}},
     {"Named-lock service", {"lock_service_max_locks_per_session", "lock_service_max_names"}},
     {"Cluster (Raft)",
      {"cluster", "node_id", "data_dir", "cluster_secret_file", "cluster_join",
@@ -162,7 +207,7 @@ const std::vector<server::FlagGroup> kFlagGroups = {
     {"TLS", {"tls", "tls_port", "lock_tls_port", "tls_cert_file", "tls_key_file", "tls_ca_file",
              "tls_verify_client", "tls_min_version", "tls_ciphers", "tls_handshake_timeout"}},
     {"Authentication", {"auth_file", "enable_sasl"}},
-    {"Process", {"flagfile", "user", "daemonize", "pid_file"}},
+    {"Process", {"flagfile", "user", "daemonize", "pid_file", "enable_coredumps"}},
     {"Logging (glog)", {"logtostderr", "log_dir", "v", "logbufsecs"}},
 };
 
@@ -170,12 +215,13 @@ constexpr const char* kUsageIntro =
     "lockcached: memcached-compatible cache server with server-side locking.\n"
     "Usage: lockcached [--flag=value ...] [--flagfile=FILE]";
 constexpr const char* kUsageOutro =
-    "memcached's options work too: -p -U -l -m -c -t -I -v -vv -u -d -P -Z -Y -S -e -h -V,\n"
-    "-o with ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_ciphers and\n"
-    "ssl_min_version, and --memory-limit --conn-limit --max-item-size --udp-port\n"
-    "--verbose --daemon --pidfile --enable-ssl --auth-file --enable-sasl --memory-file\n"
-    "--extended (UDP stays off). A flagfile holds one --flag=value per line; an\n"
-    "unknown flag or a bad value anywhere stops the server with exit status 64.\n"
+    "memcached's options work too, short and long: -p -U -l -m -M -c -k -t -I -v -vv\n"
+    "-u -d -P -r -A -C -F -X -W -B -b -R -D -Y -S -Z -e -h -V -i, and -o with\n"
+    "idle_timeout and the TLS settings (UDP stays off). Those that tune memcached's\n"
+    "own machinery (-f -n -L -N, -o hashpower, slab_*, lru_*, ext_* and the like)\n"
+    "are accepted with a warning that says why they change nothing here; -s -a are\n"
+    "refused. A flagfile holds one --flag=value per line; an unknown flag or a bad\n"
+    "value anywhere stops the server with exit status 64.\n"
     "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly, SIGUSR1 after writing\n"
     "the cache to --memory_file (-e) when it is set; SIGHUP re-reads the flagfile\n"
     "for --memory_limit_mb, --idle_timeout and --v, reloads the TLS certificates\n"
@@ -231,6 +277,12 @@ FlagProblem check_tls_flags() {
     return {"tls_verify_client", "needs --tls_ca_file, the CA client certificates must be signed by"};
   }
   return {};
+}
+
+server::CacheProtocol cache_protocol() {
+  if (FLAGS_protocol == "ascii") return server::CacheProtocol::kText;
+  if (FLAGS_protocol == "binary") return server::CacheProtocol::kBinary;
+  return server::CacheProtocol::kAuto;
 }
 
 // The members of --cluster, or nothing (none given, or a mistake).
@@ -324,6 +376,15 @@ FlagProblem check_flags() {
   if (FLAGS_max_connections < 1) return {"max_connections", "must be at least 1"};
   if (FLAGS_lock_max_connections < 1) return {"lock_max_connections", "must be at least 1"};
   if (FLAGS_idle_timeout < 0) return {"idle_timeout", "must be 0 or more"};
+  if (FLAGS_listen_backlog < 1) return {"listen_backlog", "must be at least 1"};
+  if (FLAGS_max_reqs_per_event < 0) return {"max_reqs_per_event", "must be 0 or more"};
+  if (FLAGS_protocol != "auto" && FLAGS_protocol != "ascii" && FLAGS_protocol != "binary") {
+    return {"protocol", "must be auto, ascii or binary"};
+  }
+  if (FLAGS_watch_buffer_kb < 1) return {"watch_buffer_kb", "must be at least 1"};
+  if (FLAGS_stats_prefix_delimiter.size() != 1) {
+    return {"stats_prefix_delimiter", "must be one character"};
+  }
   if (FLAGS_tcp_keepalive < 0 || FLAGS_tcp_keepalive > lockcached::net::kMaxKeepaliveSeconds) {
     return {"tcp_keepalive",
             "must be 0.." + std::to_string(lockcached::net::kMaxKeepaliveSeconds)};
@@ -420,6 +481,19 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.max_connections = FLAGS_max_connections;
   settings.lock_max_connections = FLAGS_lock_max_connections;
   settings.idle_timeout_seconds = FLAGS_idle_timeout;
+  settings.listen_backlog = FLAGS_listen_backlog;
+  settings.protocol = cache_protocol();
+  settings.commands.flush_all = !FLAGS_disable_flush_all;
+  settings.commands.dumps = !FLAGS_disable_dumping;
+  settings.commands.watch = !FLAGS_disable_watch;
+  settings.commands.shutdown = FLAGS_enable_shutdown;
+  settings.commands.requests_per_event = static_cast<uint32_t>(FLAGS_max_reqs_per_event);
+  settings.cas_enabled = !FLAGS_disable_cas;
+  settings.evictions = !FLAGS_disable_evictions;
+  settings.stats_prefix_delimiter = FLAGS_stats_prefix_delimiter[0];
+  settings.stats_detail = FLAGS_stats_detail;
+  settings.watch_buffer_bytes = static_cast<size_t>(FLAGS_watch_buffer_kb) << 10;
+  settings.coredumps_enabled = FLAGS_enable_coredumps;
   settings.tcp_keepalive_seconds = FLAGS_tcp_keepalive;
   settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
   settings.lock_service_max_names = FLAGS_lock_service_max_names;
@@ -495,6 +569,10 @@ std::vector<std::string> load_configuration(int argc, char** argv,
     std::cout << "lockcached " << LOCKCACHED_VERSION << "\n";
     std::exit(EXIT_SUCCESS);
   }
+  if (loaded.info_request == "license") {  // memcached's -i
+    std::cout << "lockcached " << LOCKCACHED_VERSION << "\n\n" << kLicenseText;
+    std::exit(EXIT_SUCCESS);
+  }
   if (loaded.info_request == "help") {
     std::cout << server::usage_text(kUsageIntro, kFlagGroups, kUsageOutro,
                                     {{"v", "Logging detail: 1 logs connections opening and "
@@ -510,6 +588,11 @@ std::vector<std::string> load_configuration(int argc, char** argv,
     std::string origin = loaded.origin_of(problem.flag);
     usage_error("--" + problem.flag + ": " + problem.message +
                 (origin.empty() ? "" : " (" + origin + ")"));
+  }
+  // Inherited by the daemon -d forks, and checked before it: a limit that
+  // allows no core file stops the start as memcached's -r does.
+  if (std::string error; FLAGS_enable_coredumps && !server::enable_core_dumps(&error)) {
+    usage_error("--enable_coredumps: " + error);
   }
   if (std::string error; !(*authenticator = load_auth_file(&error)) && !error.empty()) {
     usage_error("--auth_file: " + error);
@@ -657,6 +740,12 @@ int main(int argc, char** argv) {
     daemon.failed(status);
     return status;
   };
+  // After the fork: mlockall is not inherited.
+  bool memory_locked = false;
+  if (std::string why_not; FLAGS_lock_memory) {
+    memory_locked = server::lock_all_memory(!FLAGS_user.empty() && geteuid() == 0, &why_not);
+    LOG_IF(WARNING, !memory_locked) << "--lock_memory (-k): memory not locked: " << why_not;
+  }
   unsigned long wanted_fds = static_cast<unsigned long>(FLAGS_max_connections) +
                              static_cast<unsigned long>(FLAGS_lock_max_connections) + 64;
   if (unsigned long got = server::raise_descriptor_limit(wanted_fds); got < wanted_fds) {
@@ -664,7 +753,9 @@ int main(int argc, char** argv) {
                  << ": fewer connections than --max_connections plus --lock_max_connections "
                     "will be accepted";
   }
-  server::Server server(settings_from_flags(authenticator));
+  server::Settings settings = settings_from_flags(authenticator);
+  settings.memory_locked = memory_locked;
+  server::Server server(settings);
   std::string error;
   if (!server.start(&error)) {
     LOG(ERROR) << "cannot start: " << error;
@@ -683,6 +774,9 @@ int main(int argc, char** argv) {
     server.stop();
     return fail(kStartFailure);
   }
+  // Linux stops a process that changed its user from dumping core; -r
+  // asked for core files.
+  if (FLAGS_enable_coredumps && !FLAGS_user.empty()) prctl(PR_SET_DUMPABLE, 1);
   LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";
   std::string status = "STATUS=memcached protocols on port " + std::to_string(server.port());
   if (server.lock_port() != 0) status += ", lock service on " + std::to_string(server.lock_port());

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -18,24 +19,157 @@ struct Unsupported {
 };
 constexpr Unsupported kUnsupported[] = {
     {'a', "unix-mask"},
-    {'A', "enable-shutdown"},
     {'s', "unix-socket"},
-    {'r', "enable-coredumps"},
-    {'M', "disable-evictions"},
-    {'k', "lock-memory"},
-    {'i', "license"},
-    {'f', "slab-growth-factor"},
-    {'n', "slab-min-size"},
-    {'L', "enable-largepages"},
-    {'D', ""},
-    {'R', "max-reqs-per-event"},
-    {'C', "disable-cas"},
-    {'b', "listen-backlog"},
-    {'B', "protocol"},
-    {'F', "disable-flush-all"},
-    {'X', "disable-dumping"},
-    {'W', "disable-watch"},
-    {'N', "napi_ids"},
+};
+
+// memcached's switches (options without a value) that set a boolean flag.
+struct Switch {
+  char letter;
+  std::string_view flag;
+};
+constexpr Switch kSwitches[] = {
+    {'d', "daemonize"},         {'Z', "tls"},
+    {'S', "enable_sasl"},  // main refuses it without an auth file
+    {'A', "enable_shutdown"},   {'C', "disable_cas"},       {'F', "disable_flush_all"},
+    {'X', "disable_dumping"},   {'W', "disable_watch"},     {'M', "disable_evictions"},
+    {'k', "lock_memory"},       {'r', "enable_coredumps"},
+};
+
+// How memcached checks the value of an option that changes nothing here:
+// a mistake still stops the start, as it stops memcached's.
+struct ValueRule {
+  enum Kind : uint8_t {
+    kNone,     // no value (one given is ignored, as memcached ignores it)
+    kText,     // any value but none
+    kInteger,  // a whole number from min to max
+    kNumber,   // a number above min, at most max
+    kChoice,   // one of `choices` (space-separated)
+  };
+  Kind kind = kNone;
+  double min = 0;
+  double max = 0;
+  std::string_view choices;
+  bool optional = false;  // the value may be left out
+};
+constexpr ValueRule integer(double min, double max, bool optional = false) {
+  ValueRule rule;
+  rule.kind = ValueRule::kInteger;
+  rule.min = min;
+  rule.max = max;
+  rule.optional = optional;
+  return rule;
+}
+constexpr ValueRule number_above(double min, double max) {
+  ValueRule rule = integer(min, max);
+  rule.kind = ValueRule::kNumber;
+  return rule;
+}
+constexpr ValueRule one_of(std::string_view choices) {
+  ValueRule rule;
+  rule.kind = ValueRule::kChoice;
+  rule.choices = choices;
+  return rule;
+}
+constexpr ValueRule kNoValue{};
+constexpr ValueRule kAnyText = [] {
+  ValueRule rule;
+  rule.kind = ValueRule::kText;
+  return rule;
+}();
+constexpr double kInt32 = 2147483647;
+constexpr ValueRule kU32 = integer(0, 4294967295.0);
+
+// memcached options that tune memcached's own machinery (its slabs, its
+// LRU, its hash table, extstore...). They start lockcached as they start
+// memcached: the value is checked as memcached checks it, then the option
+// is dropped with one warning that says why it changes nothing here. An
+// empty `why`: lockcached always does what the option asks (no warning).
+// `name`: an -o key, or "-" and the letter of a short option.
+struct NoEffect {
+  std::string_view name;
+  ValueRule value;
+  std::string_view why;
+};
+constexpr std::string_view kNoSlabs =
+    "lockcached has no slab classes: each item is one allocation of its own size";
+constexpr std::string_view kNoSlabMoves =
+    "lockcached has no slab classes to move memory between";
+constexpr std::string_view kNoSegmentedLru =
+    "lockcached evicts with one CLOCK hand per shard, not memcached's segmented LRU";
+constexpr std::string_view kCrawlerPaced =
+    "lockcached's expiry crawler paces itself (a tenth of a core at most)";
+constexpr std::string_view kNoExtstore = "lockcached keeps every item in memory (no extstore)";
+const NoEffect kNoEffect[] = {
+    {"-f", number_above(1, 1e9), kNoSlabs},
+    {"-n", integer(1, kInt32), kNoSlabs},
+    {"-L", kNoValue,
+     "lockcached does not preallocate its memory; huge pages follow the kernel's "
+     "transparent_hugepage setting"},
+    {"-N", integer(1, kInt32),
+     "lockcached spreads connections over its threads with SO_REUSEPORT"},
+    {"maxconns_fast", kNoValue, ""},
+    {"no_maxconns_fast", kNoValue,
+     "lockcached always answers a connection over --max_connections with ERROR Too many "
+     "open connections and closes it"},
+    {"hashpower", integer(12, 32),
+     "lockcached's hash tables start small and double as they fill"},
+    {"no_hashexpand", kNoValue, "lockcached's hash tables start small and double as they fill"},
+    {"slab_reassign", kNoValue, kNoSlabMoves},
+    {"no_slab_reassign", kNoValue, kNoSlabMoves},
+    {"slab_automove", integer(0, 2, /*optional=*/true), kNoSlabMoves},
+    {"no_slab_automove", kNoValue, kNoSlabMoves},
+    {"slab_automove_ratio", number_above(0, 1), kNoSlabMoves},
+    {"slab_automove_window", integer(3, kInt32), kNoSlabMoves},
+    {"slab_sizes", kAnyText, kNoSlabs},
+    {"slab_chunk_max", integer(1, kInt32), kNoSlabs},
+    {"no_chunked_items", kNoValue, kNoSlabs},
+    {"tail_repair_time", integer(10, kInt32),
+     "lockcached frees an item that a reply still points at once that reply is sent"},
+    {"hash_algorithm", one_of("jenkins murmur3 xxh3"),
+     "lockcached hashes keys with a seeded hash of its own"},
+    {"lru_crawler", kNoValue, ""},  // lockcached's expiry crawler always runs
+    {"no_lru_crawler", kNoValue, "lockcached's expiry crawler always runs"},
+    {"lru_crawler_sleep", integer(0, 1000000), kCrawlerPaced},
+    {"lru_crawler_tocrawl", kU32, kCrawlerPaced},
+    {"lru_maintainer", kNoValue, kNoSegmentedLru},
+    {"no_lru_maintainer", kNoValue, kNoSegmentedLru},
+    {"hot_lru_pct", integer(1, 79), kNoSegmentedLru},
+    {"warm_lru_pct", integer(1, 79), kNoSegmentedLru},
+    {"hot_max_factor", number_above(0, 1e9), kNoSegmentedLru},
+    {"warm_max_factor", number_above(0, 1e9), kNoSegmentedLru},
+    {"temporary_ttl", integer(-kInt32 - 1, kInt32), kNoSegmentedLru},
+    {"worker_logbuf_size", kU32,
+     "lockcached's threads write watch lines straight into the watchers' buffers"},
+    {"track_sizes", kNoValue, ""},  // `stats sizes` is always on
+    {"inline_ascii_resp", kNoValue, ""},     // memcached ignores both
+    {"no_inline_ascii_resp", kNoValue, ""},
+    {"modern", kNoValue, ""},  // memcached 1.6: "currently: nothing"
+    {"no_modern", kNoValue, "lockcached has no older defaults to return to"},
+    {"drop_privileges", kNoValue,
+     "lockcached sets up no system-call filter of its own (lockcached.service does)"},
+    {"no_drop_privileges", kNoValue, ""},
+    {"resp_obj_mem_limit", kNoValue, "memcached no longer uses it either"},
+    {"read_buf_mem_limit", kU32, "lockcached's idle connections hold no read buffer"},
+    {"sock_cookie_id", kU32, "lockcached marks no socket"},
+    {"ssl_keyformat", one_of("1"), ""},  // PEM, the only one
+    {"ssl_wbuf_size", kU32, "lockcached writes TLS records of up to 16 KiB"},
+    {"ssl_session_cache", kNoValue, ""},  // always on
+    {"ssl_kernel_tls", kNoValue, "lockcached does TLS in user space"},
+    {"ext_path", kAnyText, kNoExtstore},
+    {"ext_page_size", kU32, kNoExtstore},
+    {"ext_wbuf_size", kU32, kNoExtstore},
+    {"ext_threads", kU32, kNoExtstore},
+    {"ext_io_depth", kU32, kNoExtstore},
+    {"ext_item_size", kU32, kNoExtstore},
+    {"ext_item_age", kU32, kNoExtstore},
+    {"ext_low_ttl", kU32, kNoExtstore},
+    {"ext_recache_rate", kU32, kNoExtstore},
+    {"ext_compact_under", kU32, kNoExtstore},
+    {"ext_drop_under", kU32, kNoExtstore},
+    {"ext_max_sleep", kU32, kNoExtstore},
+    {"ext_max_frag", number_above(0, 1), kNoExtstore},
+    {"ext_drop_unread", kNoValue, kNoExtstore},
+    {"slab_automove_freeratio", number_above(0, 1), kNoExtstore},
 };
 
 // memcached's long options that are not gflags flags of the same meaning,
@@ -45,9 +179,32 @@ struct LongAlias {
   char letter;
 };
 constexpr LongAlias kLongAliases[] = {
-    {"memory-limit", 'm'}, {"conn-limit", 'c'}, {"max-item-size", 'I'},
-    {"udp-port", 'U'},     {"verbose", 'v'},    {"daemon", 'd'},   {"pidfile", 'P'},
-    {"enable-ssl", 'Z'},   {"extended", 'o'},   {"auth-file", 'Y'}, {"enable-sasl", 'S'},
+    {"memory-limit", 'm'},
+    {"conn-limit", 'c'},
+    {"max-item-size", 'I'},
+    {"udp-port", 'U'},
+    {"verbose", 'v'},
+    {"daemon", 'd'},
+    {"pidfile", 'P'},
+    {"enable-ssl", 'Z'},
+    {"extended", 'o'},
+    {"auth-file", 'Y'},
+    {"enable-sasl", 'S'},
+    {"enable-shutdown", 'A'},
+    {"enable-coredumps", 'r'},
+    {"disable-evictions", 'M'},
+    {"lock-memory", 'k'},
+    {"license", 'i'},
+    {"slab-growth-factor", 'f'},
+    {"slab-min-size", 'n'},
+    {"enable-largepages", 'L'},
+    {"max-reqs-per-event", 'R'},
+    {"disable-cas", 'C'},
+    {"listen-backlog", 'b'},
+    {"disable-flush-all", 'F'},
+    {"disable-dumping", 'X'},
+    {"disable-watch", 'W'},
+    {"napi-ids", 'N'},
     {"memory-file", 'e'},
 };
 
@@ -69,10 +226,65 @@ const ExtendedOption kExtendedOptions[] = {
     {"ssl_verify_mode", "tls_verify_client", {{"0", "false"}, {"2", "true"}, {"3", "true"}}},
     // TLS 1.0 and 1.1 are refused: broken, and off in Debian's OpenSSL.
     {"ssl_min_version", "tls_min_version", {{"2", "1.2"}, {"3", "1.3"}}},
+    {"idle_timeout", "idle_timeout", {}},
+    {"watcher_logbuf_size", "watch_buffer_kb", {}},
 };
 
 bool takes_value(char letter) {
-  return std::string_view("pUlmctIuPoYe").find(letter) != std::string_view::npos;
+  return std::string_view("pUlmctIuPoYefnDRbBN").find(letter) != std::string_view::npos;
+}
+
+const NoEffect* no_effect(std::string_view name) {
+  for (const NoEffect& option : kNoEffect) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
+}
+
+// Whether `text` is what `rule` allows; *expected says what would be.
+bool value_fits(const ValueRule& rule, std::optional<std::string_view> text,
+                std::string* expected) {
+  if (rule.kind == ValueRule::kNone || (!text && rule.optional)) return true;
+  auto number = [](double value) {
+    std::string text = std::to_string(value);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (text.back() == '.') text.pop_back();
+    return text;
+  };
+  switch (rule.kind) {
+    case ValueRule::kNone:
+    case ValueRule::kText:
+      *expected = "a value";
+      return text && !text->empty();
+    case ValueRule::kInteger: {
+      *expected = "a whole number from " + number(rule.min) + " to " + number(rule.max);
+      int64_t value = 0;
+      auto [end, error] = text ? std::from_chars(text->data(), text->data() + text->size(), value)
+                               : std::from_chars_result{nullptr, std::errc::invalid_argument};
+      return text && error == std::errc() && end == text->data() + text->size() &&
+             value >= rule.min && value <= rule.max;
+    }
+    case ValueRule::kNumber: {
+      *expected = "a number above " + number(rule.min) + ", at most " + number(rule.max);
+      if (!text || text->empty()) return false;
+      std::string copy(*text);
+      char* end = nullptr;
+      double value = std::strtod(copy.c_str(), &end);
+      return *end == '\0' && value > rule.min && value <= rule.max;
+    }
+    case ValueRule::kChoice: {
+      *expected = "one of: " + std::string(rule.choices);
+      if (!text || text->empty()) return false;
+      std::string_view choices = rule.choices;
+      while (!choices.empty()) {
+        size_t space = std::min(choices.find(' '), choices.size());
+        if (choices.substr(0, space) == *text) return true;
+        choices.remove_prefix(std::min(space + 1, choices.size()));
+      }
+      return false;
+    }
+  }
+  return false;
 }
 
 std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t max) {
@@ -228,29 +440,39 @@ class Translator {
         return flag("user", *value);
       case 'v':
         return flag("v", std::to_string(++verbosity_));
-      case 'd':
-        return flag("daemonize", "true");
       case 'P':
         if (value->empty()) return fail(spelled + " needs a file name");
         return flag("pid_file", *value);
-      case 'Z':
-        return flag("tls", "true");
       case 'Y':
         if (value->empty()) return fail(spelled + " needs a file name");
         return flag("auth_file", *value);
-      case 'S':  // main refuses it without an auth file
-        return flag("enable_sasl", "true");
       case 'e':
         if (value->empty()) return fail(spelled + " needs a file name");
         return flag("memory_file", *value);
       case 'o':
         return extended(spelled, *value);
+      case 'b':
+        return integer_flag(spelled, *value, "listen_backlog", 1, kInt32Max);
+      case 'R':
+        return integer_flag(spelled, *value, "max_reqs_per_event", 1, kInt32Max);
+      case 'B':
+        return protocol(spelled, *value);
+      case 'D':
+        return delimiter(spelled, *value);
       case 'h':
         return result_.args.push_back("--help");
       case 'V':
         return result_.args.push_back("--version");
+      case 'i':
+        return result_.args.push_back("--license");
       default:
         break;
+    }
+    for (const Switch& known : kSwitches) {
+      if (known.letter == letter) return flag(known.flag, "true");
+    }
+    if (const NoEffect* ignored = no_effect(std::string("-") + letter)) {
+      return drop(*ignored, spelled + (value ? " " + std::string(*value) : ""), value);
     }
     for (const Unsupported& unsupported : kUnsupported) {
       if (unsupported.letter == letter) return fail_unsupported(unsupported);
@@ -284,7 +506,37 @@ class Translator {
     flag("listen", join_commas(listen_addresses_));
   }
 
-  // memcached's -o list: the TLS settings translate, anything else is refused.
+  // -B: the protocols a cache connection may speak.
+  void protocol(const std::string& spelled, std::string_view name) {
+    if (name != "ascii" && name != "binary" && name != "auto") {
+      return fail(spelled + " " + std::string(name) + ": expected ascii, binary or auto");
+    }
+    flag("protocol", name);
+  }
+
+  // -D: memcached takes the value's first character, and turns the
+  // per-prefix counters on.
+  void delimiter(const std::string& spelled, std::string_view text) {
+    if (text.empty()) return fail(spelled + " needs a delimiter character");
+    flag("stats_prefix_delimiter", text.substr(0, 1));
+    flag("stats_detail", "true");
+  }
+
+  // An option without effect here, `shown` as given: its value checked,
+  // then one warning (none where lockcached always does what it asks).
+  void drop(const NoEffect& option, const std::string& shown,
+            std::optional<std::string_view> value) {
+    if (std::string expected; !value_fits(option.value, value, &expected)) {
+      return fail(shown + ": expected " + expected);
+    }
+    if (!option.why.empty()) {
+      result_.warnings.push_back(shown + " ignored: " + std::string(option.why));
+    }
+  }
+
+  // memcached's -o list: the TLS settings and idle_timeout translate, the
+  // options of memcached's own machinery are dropped (kNoEffect), anything
+  // else is refused.
   void extended(const std::string& spelled, std::string_view list) {
     size_t start = 0;
     while (start <= list.size() && result_.error.empty()) {
@@ -300,6 +552,11 @@ class Translator {
     size_t equals = option.find('=');
     std::string_view name = option.substr(0, equals);
     std::string_view value = equals == std::string_view::npos ? "" : option.substr(equals + 1);
+    if (const NoEffect* ignored = no_effect(name)) {
+      std::optional<std::string_view> given;
+      if (equals != std::string_view::npos) given = value;
+      return drop(*ignored, spelled + " " + std::string(option), given);
+    }
     for (const ExtendedOption& known : kExtendedOptions) {
       if (known.name != name) continue;
       if (value.empty()) return fail(spelled + " " + std::string(name) + " needs a value");

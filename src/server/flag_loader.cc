@@ -70,10 +70,11 @@ ResolvedFlag resolve(const FlagRegistry& registry, const std::string& name) {
 
 std::string where(const std::string& origin) { return " (" + origin + ")"; }
 
-// gflags' --help* and --version: "help", "helpfull" or "version"; "" for
-// any other flag.
+// gflags' --help* and --version, and memcached's --license (-i): "help",
+// "helpfull", "version" or "license"; "" for any other flag.
 std::string info_request_of(std::string_view name) {
   if (name == "version") return "version";
+  if (name == "license") return "license";
   if (name == "help" || name == "helpshort") return "help";
   if (name.starts_with("help")) return "helpfull";  // helpfull, helpxml, helpon, ...
   return "";

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -14,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string_view>
 
 namespace lockcached::server {
 
@@ -140,6 +144,52 @@ unsigned long raise_descriptor_limit(unsigned long wanted) {
   limit.rlim_cur = std::min<rlim_t>(wanted, limit.rlim_max);
   setrlimit(RLIMIT_NOFILE, &limit);
   return limit.rlim_cur;
+}
+
+namespace {
+
+// Whether the effective capabilities (/proc/self/status CapEff) hold `cap`.
+bool has_capability(int cap) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (!line.starts_with("CapEff:")) continue;
+    uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caps >> cap) & 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool enable_core_dumps(std::string* error) {
+  rlimit limit{RLIM_INFINITY, RLIM_INFINITY};
+  if (setrlimit(RLIMIT_CORE, &limit) != 0 && getrlimit(RLIMIT_CORE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;  // as far as an unprivileged process may
+    setrlimit(RLIMIT_CORE, &limit);
+  }
+  if (getrlimit(RLIMIT_CORE, &limit) != 0 || limit.rlim_cur == 0) {
+    *error = "the hard limit on core files is 0 (ulimit -Hc; LimitCORE= under systemd)";
+    return false;
+  }
+  return true;
+}
+
+bool lock_all_memory(bool dropping_privileges, std::string* why_not) {
+  rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+  bool unbounded = setrlimit(RLIMIT_MEMLOCK, &unlimited) == 0;
+  if (!unbounded && (dropping_privileges || !has_capability(CAP_IPC_LOCK))) {
+    rlimit limit{};
+    getrlimit(RLIMIT_MEMLOCK, &limit);
+    *why_not = "RLIMIT_MEMLOCK is " + std::to_string(limit.rlim_cur) +
+               " bytes and cannot be raised (LimitMEMLOCK=infinity under systemd, ulimit -l "
+               "unlimited): the cache could not grow past it";
+    return false;
+  }
+  if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+    *why_not = std::string("mlockall: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace lockcached::server

@@ -126,14 +126,92 @@ TEST(CommandLineTest, DaemonAndPidFileMapOntoFlags) {
 
 TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
   EXPECT_EQ(translate({"-x"}).error, "unknown option -x (see --help)");
-  EXPECT_EQ(translate({"-M"}).error,
-            "memcached's option -M (--disable-evictions) is not supported by lockcached");
-  EXPECT_EQ(translate({"--disable-cas"}).error,
-            "memcached's option -C (--disable-cas) is not supported by lockcached");
-  EXPECT_EQ(translate({"-o", "modern"}).error,
-            "memcached's option -o modern is not supported by lockcached");
-  EXPECT_EQ(translate({"-o", "ssl_key=k,hashpower=20"}).error,
-            "memcached's option -o hashpower is not supported by lockcached");
+  EXPECT_EQ(translate({"-e", "/tmp/f"}).error,
+            "memcached's option -e (--memory-file) is not supported by lockcached");
+  EXPECT_EQ(translate({"--unix-socket=/tmp/s"}).error,
+            "memcached's option -s (--unix-socket) is not supported by lockcached");
+  EXPECT_EQ(translate({"-o", "ssl_key=k,bogus=20"}).error,
+            "memcached's option -o bogus is not supported by lockcached");
+}
+
+// memcached's switches with a meaning here: a boolean flag each.
+TEST(CommandLineTest, SwitchesMapOntoFlags) {
+  EXPECT_EQ(translated({"-A", "-C", "-F", "-X", "-W", "-M", "-k", "-r"}),
+            (Args{"--enable_shutdown=true", "--disable_cas=true", "--disable_flush_all=true",
+                  "--disable_dumping=true", "--disable_watch=true", "--disable_evictions=true",
+                  "--lock_memory=true", "--enable_coredumps=true"}));
+  EXPECT_EQ(translated({"-CFXW"}), (Args{"--disable_cas=true", "--disable_flush_all=true",
+                                         "--disable_dumping=true", "--disable_watch=true"}));
+  EXPECT_EQ(translated({"--enable-shutdown", "--disable-cas", "--disable-flush-all",
+                        "--disable-dumping", "--disable-watch", "--disable-evictions",
+                        "--lock-memory", "--enable-coredumps"}),
+            (Args{"--enable_shutdown=true", "--disable_cas=true", "--disable_flush_all=true",
+                  "--disable_dumping=true", "--disable_watch=true", "--disable_evictions=true",
+                  "--lock_memory=true", "--enable_coredumps=true"}));
+  EXPECT_EQ(translate({"--disable-cas=1"}).error, "--disable-cas takes no value");
+}
+
+TEST(CommandLineTest, ValuedOptionsWithAMeaning) {
+  EXPECT_EQ(translated({"-b", "64", "-R5", "-B", "binary", "-D", "/"}),
+            (Args{"--listen_backlog=64", "--max_reqs_per_event=5", "--protocol=binary",
+                  "--stats_prefix_delimiter=/", "--stats_detail=true"}));
+  EXPECT_EQ(translated({"--listen-backlog=8", "--max-reqs-per-event", "1", "--protocol=ascii"}),
+            (Args{"--listen_backlog=8", "--max_reqs_per_event=1", "--protocol=ascii"}));
+  // memcached takes -D's first character.
+  EXPECT_EQ(translated({"-Dab"}), (Args{"--stats_prefix_delimiter=a", "--stats_detail=true"}));
+  EXPECT_EQ(translated({"-o", "idle_timeout=10"}), (Args{"--idle_timeout=10"}));
+  EXPECT_EQ(translate({"-B", "text"}).error, "-B text: expected ascii, binary or auto");
+  EXPECT_EQ(translate({"-R", "0"}).error, "-R 0: expected a whole number from 1 to 2147483647");
+  EXPECT_EQ(translate({"-b", "x"}).error, "-b x: expected a whole number from 1 to 2147483647");
+  EXPECT_EQ(translate({"-D", ""}).error, "-D needs a delimiter character");
+}
+
+TEST(CommandLineTest, LicenseLetter) {
+  EXPECT_EQ(translated({"-i"}), (Args{"--license"}));
+  EXPECT_EQ(translated({"--license"}), (Args{"--license"}));
+}
+
+// Options of memcached's own machinery: dropped, one warning each saying why.
+TEST(CommandLineTest, OptionsWithoutEffectAreDroppedWithAWarning) {
+  TranslatedCommandLine result =
+      translate({"-f", "1.1", "-n48", "-L", "-N", "2", "-o", "hashpower=20,slab_reassign",
+                 "-o", "slab_automove=2,lru_maintainer,ext_path=/mnt/x:1G", "--slab-growth-factor=2"});
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.args, (Args{"lockcached"}));
+  std::vector<std::string> named;
+  for (const std::string& warning : result.warnings)
+    named.push_back(warning.substr(0, warning.find(" ignored: ")));
+  EXPECT_EQ(named, (std::vector<std::string>{"-f 1.1", "-n 48", "-L", "-N 2", "-o hashpower=20",
+                                             "-o slab_reassign", "-o slab_automove=2",
+                                             "-o lru_maintainer", "-o ext_path=/mnt/x:1G",
+                                             "--slab-growth-factor 2"}));
+  EXPECT_NE(result.warnings[0].find("no slab classes"), std::string::npos) << result.warnings[0];
+}
+
+// What lockcached always does needs no warning.
+TEST(CommandLineTest, OptionsAskingForWhatLockcachedDoesAreSilent) {
+  TranslatedCommandLine result =
+      translate({"-o", "maxconns_fast,modern,lru_crawler,track_sizes,ssl_session_cache"});
+  EXPECT_EQ(result.error, "");
+  EXPECT_EQ(result.args, (Args{"lockcached"}));
+  EXPECT_TRUE(result.warnings.empty());
+}
+
+// The values memcached refuses stop lockcached too.
+TEST(CommandLineTest, OptionsWithoutEffectCheckTheirValues) {
+  EXPECT_EQ(translate({"-f", "1"}).error, "-f 1: expected a number above 1, at most 1000000000");
+  EXPECT_EQ(translate({"-n", "0"}).error, "-n 0: expected a whole number from 1 to 2147483647");
+  EXPECT_EQ(translate({"-o", "hashpower=8"}).error,
+            "-o hashpower=8: expected a whole number from 12 to 32");
+  EXPECT_EQ(translate({"-o", "hashpower"}).error,
+            "-o hashpower: expected a whole number from 12 to 32");
+  EXPECT_EQ(translate({"-o", "hash_algorithm=md5"}).error,
+            "-o hash_algorithm=md5: expected one of: jenkins murmur3 xxh3");
+  EXPECT_EQ(translate({"-o", "slab_automove_ratio=0"}).error,
+            "-o slab_automove_ratio=0: expected a number above 0, at most 1");
+  EXPECT_EQ(translate({"-o", "ext_path"}).error, "-o ext_path: expected a value");
+  EXPECT_EQ(translate({"-o", "ssl_keyformat=2"}).error, "-o ssl_keyformat=2: expected one of: 1");
+  EXPECT_EQ(translate({"-o", "slab_automove"}).error, "");
 }
 
 // memcached's warm restart: -e FILE.

@@ -52,8 +52,8 @@ std::optional<std::vector<std::string>> read_file_lines(const std::string& path,
                                                         std::string* error);
 
 struct LoadedFlags {
-  // The request for help or version instead of a start: "help", "helpfull",
-  // "version"; empty for a normal start.
+  // The request for help, version or license instead of a start: "help",
+  // "helpfull", "version", "license"; empty for a normal start.
   std::string info_request;
   // Every flagfile named, in order: what SIGHUP re-reads.
   std::vector<std::string> flagfiles;

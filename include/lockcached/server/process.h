@@ -57,5 +57,15 @@ std::string not_owned_by(const std::string& user, const std::string& dir);
 // Every connection is a descriptor: raise the soft limit towards `wanted`.
 // Returns the limit in force.
 unsigned long raise_descriptor_limit(unsigned long wanted);
+// memcached's -r: the core-file size limit raised as far as the hard limit
+// allows (unlimited where it can be). False, with *error, when it stays 0:
+// no core file could be written (memcached refuses to start then too).
+bool enable_core_dumps(std::string* error);
+// memcached's -k: every page, present and future, locked into RAM. False,
+// with *why_not, when mlockall fails, or when the locked memory could not
+// grow with the cache: RLIMIT_MEMLOCK cannot be made unlimited and the
+// process lacks CAP_IPC_LOCK (or loses it at `dropping_privileges`), so a
+// later allocation past the limit would fail rather than stay unlocked.
+bool lock_all_memory(bool dropping_privileges, std::string* why_not);
 
 }  // namespace lockcached::server
