@@ -36,7 +36,10 @@
 #include "lockcached_license.h"
 
 DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port)");
-DEFINE_int32(lock_port, 11400, "TCP port of the named-lock service (0: off, -1: any free port)");
+DEFINE_int32(lock_port, 11400,
+             "TCP port of the named-lock service (0: off, -1: any free port). Not given, it "
+             "follows --port: --port plus 189 (11211: 11400), any free port with --port=0, off "
+             "above 65346; so instances on different cache ports each get their own");
 DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
 DEFINE_int32(listen_backlog, 1024,
              "Connections the kernel queues on each listening socket until they are accepted "
@@ -277,6 +280,26 @@ FlagProblem check_tls_flags() {
     return {"tls_verify_client", "needs --tls_ca_file, the CA client certificates must be signed by"};
   }
   return {};
+}
+
+// Where the lock service listens when --lock_port is not given: beside the
+// cache port, so that instances on different cache ports (as memcached's
+// operators run them, -p 11211, -p 11212...) never share one.
+constexpr int kLockPortOffset = 11400 - 11211;
+
+// Sets --lock_port from --port where it was not given; a warning when that
+// leaves the lock service off.
+std::string follow_cache_port() {
+  if (!gflags::GetCommandLineFlagInfoOrDie("lock_port").is_default) return "";
+  if (FLAGS_port == 0) {
+    FLAGS_lock_port = server::kAnyFreePort;
+    return "";
+  }
+  FLAGS_lock_port = FLAGS_port + kLockPortOffset;
+  if (FLAGS_lock_port <= 65535) return "";
+  FLAGS_lock_port = server::kLockServiceOff;
+  return "no lock service: --port " + std::to_string(FLAGS_port) + " plus " +
+         std::to_string(kLockPortOffset) + " is no port (give --lock_port)";
 }
 
 server::CacheProtocol cache_protocol() {
@@ -583,6 +606,9 @@ std::vector<std::string> load_configuration(int argc, char** argv,
   if (loaded.info_request == "helpfull") {
     gflags::ShowUsageWithFlags(argv[0]);
     std::exit(EXIT_SUCCESS);
+  }
+  if (std::string warning = follow_cache_port(); !warning.empty()) {
+    command_line.warnings.push_back(warning);
   }
   if (FlagProblem problem = check_flags(); !problem.flag.empty()) {
     std::string origin = loaded.origin_of(problem.flag);

@@ -498,6 +498,54 @@ TEST(ConfigurationE2e, ADaemonThatCannotStartFailsItsStarter) {
   EXPECT_FALSE(fs::exists(pid_path));
 }
 
+// A cache port P for which P + 1 and the lock ports of both (+ 189) are
+// free too; 0 when none is found.
+uint16_t free_ports_for_two_instances() {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    uint16_t port = free_port();
+    if (port > 65000) continue;
+    bool all_free = true;
+    for (int offset : {1, 189, 190})
+      all_free = all_free && e2e::port_is_free(static_cast<uint16_t>(port + offset));
+    if (all_free) return port;
+  }
+  return 0;
+}
+
+// memcached's operators run instances side by side, each started with
+// memcached's options alone: each gets the lock port beside its own cache
+// port (cache port + 189), so the second starts as the first did.
+TEST(ConfigurationE2e, TwoInstancesOnMemcachedsOptionsRunSideBySide) {
+  TempDir dir;
+  chmod(dir.path().c_str(), 0777);
+  uint16_t first = free_ports_for_two_instances();
+  ASSERT_NE(first, 0);
+  std::vector<fs::path> pid_files;
+  for (uint16_t port : {first, static_cast<uint16_t>(first + 1)}) {
+    pid_files.push_back(dir.path() / ("memcached-" + std::to_string(port) + ".pid"));
+    std::vector<std::string> args = {"-d", "-p", std::to_string(port), "-m", "64", "-l",
+                                     "127.0.0.1", "-P", pid_files.back().string()};
+    if (geteuid() == 0) args.insert(args.end(), {"-u", "nobody"});
+    Outcome started = run_server(args);
+    ASSERT_TRUE(started.exited_with(0)) << e2e::describe_wait_status(started.wait_status) << "\n"
+                                        << started.output;
+  }
+  for (uint16_t port : {first, static_cast<uint16_t>(first + 1)}) {
+    Client cache, locks;
+    ASSERT_TRUE(cache.connect(port));
+    uint16_t lock_port = static_cast<uint16_t>(port + 189);
+    EXPECT_EQ(e2e::stat_u64(cache.stats("settings"), "lock_port"), lock_port);
+    ASSERT_TRUE(locks.connect(lock_port));
+    EXPECT_EQ(locks.request("lock deploy 0").rfind("200 Acquired", 0), 0u) << port;
+  }
+  for (const fs::path& pid_file : pid_files) {
+    pid_t pid = static_cast<pid_t>(std::stol(read_file(pid_file)));
+    ASSERT_GT(pid, 1);
+    EXPECT_EQ(kill(pid, SIGTERM), 0);
+    EXPECT_TRUE(e2e::eventually([&] { return kill(pid, 0) != 0; }, 10s));
+  }
+}
+
 // Cache clients filling --max_connections must not keep lock-service
 // clients out: the lock port counts against --lock_max_connections.
 TEST(ConfigurationE2e, TheLockPortAcceptsAClientWhileTheCachePortIsFull) {

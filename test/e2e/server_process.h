@@ -193,6 +193,8 @@ bool eventually(const std::function<bool()>& condition,
 // For the ports a test must name itself (a cluster's, a replication port).
 std::vector<uint16_t> free_ports(size_t count);
 inline uint16_t free_port() { return free_ports(1)[0]; }
+// Whether `port` on 127.0.0.1 can be bound now.
+bool port_is_free(uint16_t port);
 
 // Makes binary-safe text readable in failure messages ("\r\n" -> "\\r\\n").
 std::string escape(std::string_view bytes, size_t max_length = 200);
