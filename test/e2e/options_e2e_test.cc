@@ -6,16 +6,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "binary_client.h"
 #include "server_process.h"
 
 namespace {
@@ -166,9 +171,304 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 
 TEST(OptionsE2e, UnknownAndUnsupportedOptionsAreRefused) {
   expect_usage_error({"-x"}, "lockcached: unknown option -x");
-  expect_usage_error({"-M"}, "memcached's option -M (--disable-evictions) is not supported");
+  expect_usage_error({"-e", "/tmp/cache"},
+                     "memcached's option -e (--memory-file) is not supported");
   expect_usage_error({"-p", "eleven"}, "-p eleven: expected a whole number");
   expect_usage_error({"-l", "127.0.0.1:11211"}, "a port per address is not supported");
+  expect_usage_error({"-o", "hashpower=8"}, "-o hashpower=8: expected a whole number from 12 to 32");
+  expect_usage_error({"-B", "text"}, "-B text: expected ascii, binary or auto");
+  expect_usage_error({"--protocol=text"}, "--protocol: must be auto, ascii or binary");
+  expect_usage_error({"--stats_prefix_delimiter=::"}, "--stats_prefix_delimiter: must be one "
+                                                      "character");
+}
+
+// The settings memcached's switches give, in `stats settings` (memcached's
+// names where it has them).
+void expect_switched_settings(const std::map<std::string, std::string>& settings) {
+  for (auto [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"cas_enabled", "no"},
+                                                        {"flush_enabled", "no"},
+                                                        {"dump_enabled", "no"},
+                                                        {"watch_enabled", "no"},
+                                                        {"shutdown_command", "yes"},
+                                                        {"evictions", "off"},
+                                                        {"tcp_backlog", "64"},
+                                                        {"reqs_per_event", "5"},
+                                                        {"binding_protocol", "ascii"},
+                                                        {"stat_key_prefix", "/"},
+                                                        {"detail_enabled", "yes"},
+                                                        {"idle_timeout", "30"},
+                                                        {"watcher_logbuf_size", "65536"}}) {
+    EXPECT_EQ(stat_text(settings, name), value) << name;
+  }
+}
+
+TEST(OptionsE2e, MemcachedSwitchesShowInStatsSettings) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-C", "-F", "-X", "-W", "-A", "-M", "-b", "64", "-R", "5", "-B",
+                            "ascii", "-D", "/", "-o", "idle_timeout=30,watcher_logbuf_size=64"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  expect_switched_settings(client.stats("settings"));
+  // And none of them warns: each has its meaning here.
+  EXPECT_EQ(server.log().find("warning"), std::string::npos) << server.log();
+}
+
+// Each has a flag of its own, so that the flagfile can set it too.
+TEST(OptionsE2e, TheSwitchesFlagsInAFlagfile) {
+  std::string flagfile = ::testing::TempDir() + "switches_" + std::to_string(getpid()) + ".conf";
+  {
+    std::ofstream out(flagfile);
+    out << "--disable_cas\n--disable_flush_all\n--disable_dumping\n--disable_watch\n"
+           "--enable_shutdown\n--disable_evictions\n--listen_backlog=64\n"
+           "--max_reqs_per_event=5\n--protocol=ascii\n--stats_prefix_delimiter=/\n"
+           "--stats_detail\n--idle_timeout=30\n--watch_buffer_kb=64\n";
+  }
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--flagfile=" + flagfile}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  expect_switched_settings(client.stats("settings"));
+  std::filesystem::remove(flagfile);
+}
+
+// -C: CAS 0 everywhere, and no CAS ever matches.
+TEST(OptionsE2e, DisableCas) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-C"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "k", "a"), "STORED");
+  ASSERT_EQ(client.request("gets k"), "VALUE k 0 1 0");
+  EXPECT_EQ(client.read_line(), "a");
+  EXPECT_EQ(client.read_line(), "END");
+  EXPECT_EQ(client.store("cas", "k", "b", 0, 0, "0"), "EXISTS");
+  EXPECT_EQ(client.request("mg k c"), "HD c0");
+  e2e::binary::BinClient binary;
+  ASSERT_TRUE(binary.connect(server.port()));
+  e2e::binary::Response got = binary.call(e2e::binary::op::kGet, "k");
+  EXPECT_EQ(got.status, e2e::binary::st::kSuccess);
+  EXPECT_EQ(got.cas, 0u);
+  EXPECT_EQ(binary.status(e2e::binary::op::kDelete, "k", {}, {}, 1), e2e::binary::st::kExists);
+}
+
+// -X covers lockcached's own key listing too, in both protocols.
+TEST(OptionsE2e, DisableDumpingRefusesTheKeyListings) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-X"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "k", "a"), "STORED");
+  EXPECT_EQ(client.request("keys"), "CLIENT_ERROR keys not allowed");
+  EXPECT_EQ(client.request("stats cachedump 1 0"), "CLIENT_ERROR stats cachedump not allowed");
+  EXPECT_EQ(client.request("lru_crawler metadump all"), "ERROR metadump not allowed");
+  e2e::binary::BinClient binary;
+  ASSERT_TRUE(binary.connect(server.port()));
+  EXPECT_EQ(binary.status(e2e::binary::op::kKeys), 0x20);  // as a refused binary flush
+}
+
+TEST(OptionsE2e, DisableFlushAllAndWatch) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-F", "-W"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "k", "a"), "STORED");
+  EXPECT_EQ(client.request("flush_all"), "CLIENT_ERROR flush_all not allowed");
+  EXPECT_EQ(client.get("k"), "a");
+  EXPECT_EQ(client.request("watch"), "CLIENT_ERROR watch commands not allowed");
+  EXPECT_EQ(client.request("version").rfind("VERSION ", 0), 0u);
+  e2e::binary::BinClient binary;
+  ASSERT_TRUE(binary.connect(server.port()));
+  EXPECT_EQ(binary.status(e2e::binary::op::kFlush), 0x20);  // memcached's "Auth failure."
+  EXPECT_EQ(client.get("k"), "a");
+}
+
+// -M: a full cache refuses the store rather than evict.
+TEST(OptionsE2e, DisableEvictionsRefusesInsteadOfEvicting) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-M", "-m", "2"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  std::string value(100000, 'x');
+  std::string reply;
+  int stored = 0;
+  while (stored < 100 && (reply = client.store("set", "k" + std::to_string(stored), value)) ==
+                             "STORED") {
+    ++stored;
+  }
+  EXPECT_EQ(reply, "SERVER_ERROR out of memory storing object");
+  EXPECT_GT(stored, 5);
+  EXPECT_EQ(client.get("k0"), value);
+  EXPECT_EQ(e2e::stat_u64(client.stats(), "evictions"), 0u);
+}
+
+// -A: `shutdown` stops the server as SIGINT does, `shutdown graceful` as
+// SIGUSR1; the asking connection closes without a reply.
+TEST(OptionsE2e, EnableShutdown) {
+  for (std::string command : {"shutdown", "shutdown graceful"}) {
+    ServerProcess server;
+    ASSERT_TRUE(server.start({"-A"}));
+    Client client;
+    ASSERT_TRUE(client.connect(server.port()));
+    EXPECT_EQ(client.request("shutdown now"), "CLIENT_ERROR invalid shutdown mode");
+    ASSERT_TRUE(client.send(command + "\r\n"));
+    EXPECT_TRUE(client.wait_for_close());
+    EXPECT_EQ(client.buffered(), "");
+    std::optional<int> status = server.wait_for_exit(10s);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << e2e::describe_wait_status(status);
+    EXPECT_TRUE(server.wait_for_output_end(5s));
+    EXPECT_NE(server.log().find(command == "shutdown" ? "Got Interrupt" : "graceful shutdown"),
+              std::string::npos)
+        << server.log();
+  }
+}
+
+TEST(OptionsE2e, ShutdownIsRefusedWithoutEnableShutdown) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start());
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.request("shutdown"), "ERROR: shutdown not enabled");
+  EXPECT_EQ(client.request("version").rfind("VERSION ", 0), 0u);
+}
+
+// -R: a client that pipelines without end cannot keep another on the same
+// thread waiting; each yields after that many requests.
+void expect_no_starvation(const std::string& io) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-t", "1", "-R", "1", "--io=" + io}));
+  Client flood, other;
+  ASSERT_TRUE(flood.connect(server.port()));
+  ASSERT_TRUE(other.connect(server.port()));
+  ASSERT_EQ(flood.store("set", "counter", "0"), "STORED");
+  constexpr int kRequests = 100000;
+  std::string batch;
+  for (int i = 0; i < 1000; ++i)
+    batch += "incr counter 1\r\n";
+  // The flood's replies are read as they come, so that it is never held
+  // back by its own unread replies.
+  std::atomic<int> answered{0};
+  std::thread reader([&] {
+    while (answered < kRequests && flood.read_line(30s).rfind('<', 0) != 0) ++answered;
+  });
+  // Straight to the socket: the reader thread owns the Client.
+  std::thread writer([&, fd = flood.fd()] {
+    for (int sent = 0; sent < kRequests; sent += 1000) {
+      for (size_t off = 0; off < batch.size();) {
+        ssize_t n = ::send(fd, batch.data() + off, batch.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) return;
+        off += static_cast<size_t>(n);
+      }
+    }
+  });
+  bool flooding = e2e::eventually([&] { return answered > 0; }, 10s, 1ms);
+  // Answered while the flood is still at it.
+  std::string value = flooding ? other.get("counter").value_or("") : "";
+  int seen = answered;
+  writer.join();
+  reader.join();
+  ASSERT_TRUE(flooding);
+  EXPECT_EQ(answered, kRequests);
+  ASSERT_FALSE(value.empty());
+  EXPECT_LT(std::stoi(value), kRequests);
+  EXPECT_LT(seen, kRequests);
+  EXPECT_GT(e2e::stat_u64(other.stats(), "conn_yields"), 0u);
+}
+
+TEST(OptionsE2e, APipeliningClientCannotStarveAnother) {
+  expect_no_starvation("epoll");
+}
+
+// Where the kernel refuses io_uring the server falls back to epoll.
+TEST(OptionsE2e, APipeliningClientCannotStarveAnotherOnIoUring) {
+  expect_no_starvation("uring");
+}
+
+// Options of memcached's own machinery: accepted, one warning line each.
+TEST(OptionsE2e, OptionsWithoutEffectStartWithOneWarningEach) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-f", "1.25", "-n", "48", "-L", "-o",
+                            "hashpower=16,slab_reassign,slab_automove=1,lru_maintainer",
+                            "-o", "maxconns_fast,modern,lru_crawler"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.store("set", "k", "v"), "STORED");
+  std::string log = server.log();
+  for (const char* shown : {"-f 1.25", "-n 48", "-L", "-o hashpower=16", "-o slab_reassign",
+                            "-o slab_automove=1", "-o lru_maintainer"}) {
+    std::string line = std::string("lockcached: warning: ") + shown + " ignored: ";
+    size_t at = log.find(line);
+    EXPECT_NE(at, std::string::npos) << line << "\n" << log;
+    EXPECT_EQ(log.find(line, at + 1), std::string::npos) << line;
+  }
+  // What lockcached always does: not a word.
+  size_t warnings = 0;
+  for (size_t at = log.find("lockcached: warning: "); at != std::string::npos;
+       at = log.find("lockcached: warning: ", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 7u) << log;
+  for (const char* silent : {"maxconns_fast", "modern", "lru_crawler"})
+    EXPECT_EQ(log.find(std::string("-o ") + silent + " ignored"), std::string::npos) << silent;
+}
+
+TEST(OptionsE2e, LicensePrintsAndExits) {
+  ServerProcess server;
+  EXPECT_FALSE(server.start({"-i"}, 5s));
+  std::optional<int> status = server.wait_for_exit(5s);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << e2e::describe_wait_status(status);
+  EXPECT_TRUE(server.wait_for_output_end(5s));
+  EXPECT_EQ(server.log().rfind("lockcached ", 0), 0u) << server.log();
+  EXPECT_NE(server.log().find("BSD 2-Clause License"), std::string::npos) << server.log();
+}
+
+// /proc/PID/status's `field` in kB, or -1.
+long status_kb(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// -k: locked where the process may lock without bound, else a warning and
+// a server that runs unlocked, as memcached does.
+TEST(OptionsE2e, LockMemory) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-k"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  std::string locked = stat_text(client.stats("settings"), "lock_memory");
+  if (geteuid() == 0) {
+    EXPECT_EQ(locked, "yes");
+  }
+  if (locked == "yes") {
+    EXPECT_GT(status_kb(server.pid(), "VmLck"), 0);
+  } else {
+    EXPECT_NE(server.log().find("--lock_memory (-k): memory not locked"), std::string::npos)
+        << server.log();
+    EXPECT_EQ(status_kb(server.pid(), "VmLck"), 0);
+  }
+}
+
+// -r: the core-file limit as high as the hard limit allows.
+TEST(OptionsE2e, EnableCoredumps) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-r"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(stat_text(client.stats("settings"), "enable_coredumps"), "yes");
+  std::ifstream limits("/proc/" + std::to_string(server.pid()) + "/limits");
+  std::string line;
+  while (std::getline(limits, line) && line.rfind("Max core file size", 0) != 0) {
+  }
+  std::istringstream fields(line.substr(std::string("Max core file size").size()));
+  std::string soft, hard;
+  fields >> soft >> hard;
+  EXPECT_EQ(soft, hard) << line;
+  EXPECT_NE(soft, "0") << line;
 }
 
 // A unix datagram socket standing in for systemd's notification socket.

@@ -194,7 +194,7 @@ def answers_version(port, tls=None):
         return False
 
 
-def _memcached_command(port, extra=()):
+def memcached_command(port, extra=()):
     binary = os.environ.get("MEMCACHED_BINARY", "memcached")
     command = [binary, "-U", "0", "-p", str(port), "-l", "127.0.0.1", "-t", "1", *extra]
     if os.geteuid() == 0:
@@ -202,14 +202,15 @@ def _memcached_command(port, extra=()):
     return command
 
 
-def _start_memcached(port, log, extra, tls):
+def _start_memcached(port, log, extra, tls, ready):
     """Starts memcached on `port`, stderr to the file `log`; returns the
-    process once it answers (in TLS with `tls`), else None."""
-    process = subprocess.Popen(_memcached_command(port, extra), stdin=subprocess.DEVNULL,
+    process once it answers (in TLS with `tls`; or once ready(port)), else
+    None."""
+    process = subprocess.Popen(memcached_command(port, extra), stdin=subprocess.DEVNULL,
                                stdout=log, stderr=log)
     deadline = time.monotonic() + READY_DEADLINE_S
     while time.monotonic() < deadline and process.poll() is None:
-        if answers_version(port, tls):
+        if ready(port) if ready else answers_version(port, tls):
             return process
         time.sleep(0.05)
     if process.poll() is None:
@@ -219,23 +220,25 @@ def _start_memcached(port, log, extra, tls):
 
 
 @contextlib.contextmanager
-def memcached(extra=(), tls=None):
+def memcached(extra=(), tls=None, ready=None):
     """Runs Debian's memcached on a free port, with `extra` options; yields the port.
 
     `tls`: the ssl.SSLContext a client needs where `extra` turns TLS on (-Z).
+    `ready`: how to tell it serves, ready(port), where a text `version` cannot
+    (-B binary).
     """
     # A file, not a pipe: nobody reads memcached's output while it runs.
     with tempfile.TemporaryFile() as log:
         for _ in range(3):  # the free port may be taken before memcached binds it
             port = free_port()
-            process = _start_memcached(port, log, extra, tls)
+            process = _start_memcached(port, log, extra, tls, ready)
             if process is not None:
                 break
         else:
             log.seek(0)
             output = log.read().decode(errors="replace")
             raise RuntimeError(f"memcached did not start "
-                               f"({' '.join(_memcached_command(port, extra))}):"
+                               f"({' '.join(memcached_command(port, extra))}):"
                                f"\n{output}")
     try:
         yield port
