@@ -172,6 +172,26 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def read_until(sock, end):
+    """What `sock` sends up to and including `end` (everything, if it closes first)."""
+    reply = b""
+    while not reply.endswith(end):
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        reply += chunk
+    return reply
+
+
+def stats(port, group=""):
+    """`stats [GROUP]` of the server on `port`, as a name -> value dict."""
+    command = f"stats {group}".strip().encode() + b"\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(command)
+        reply = read_until(sock, b"END\r\n").decode(errors="replace")
+    return dict(re.findall(r"^STAT (\S+) (.*?)\r$", reply, re.M))
+
+
 def answers_version(port, tls=None):
     """True when a server on `port` answers "version\\r\\n" with a VERSION line.
 
@@ -183,13 +203,7 @@ def answers_version(port, tls=None):
             if tls is not None:
                 sock = stack.enter_context(tls.wrap_socket(sock, server_hostname="localhost"))
             sock.sendall(b"version\r\n")
-            reply = b""
-            while not reply.endswith(b"\r\n"):
-                chunk = sock.recv(4096)
-                if not chunk:
-                    break
-                reply += chunk
-            return reply.startswith(b"VERSION ")
+            return read_until(sock, b"\r\n").startswith(b"VERSION ")
     except OSError:
         return False
 

@@ -28,12 +28,14 @@ import unittest
 
 import compare_memcached
 import lockcached_server
+from lockcached_server import stats
 
 BINARY = None
 WARNING = re.compile(r"^lockcached: warning: (.*)$", re.M)
 
 # memcached's binary protocol, as far as these tests need it.
-GET, SET, DELETE, INCREMENT, FLUSH, VERSION, FLUSHQ, KEYS = 0x00, 0x01, 0x04, 0x05, 0x08, 0x0B, 0x18, 0x50
+GET, SET, DELETE, INCREMENT, FLUSH, VERSION, STAT, FLUSHQ = (0x00, 0x01, 0x04, 0x05, 0x08, 0x0B,
+                                                             0x10, 0x18)
 
 
 def binary_request(opcode, key=b"", extras=b"", value=b"", cas=0):
@@ -97,24 +99,6 @@ def raw(port, data, timeout=1.0):
             return reply, True
 
 
-def stats(port, group=b""):
-    command = b"stats " + group + b"\r\n" if group else b"stats\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(command)
-        data = b""
-        while not data.endswith(b"END\r\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    found = {}
-    for line in data.decode().split("\r\n"):
-        if line.startswith("STAT "):
-            _, name, value = line.split(" ", 2)
-            found[name] = value
-    return found
-
-
 def warnings(running):
     return WARNING.findall(running.log())
 
@@ -159,7 +143,7 @@ class Unprivileged:
 
 class OptionsWithAMeaning(unittest.TestCase):
     def assert_same_settings(self, reference, port, *names):
-        theirs, ours = stats(reference, b"settings"), stats(port, b"settings")
+        theirs, ours = stats(reference, "settings"), stats(port, "settings")
         for name in names:
             self.assertEqual(ours.get(name), theirs.get(name), name)
 
@@ -247,14 +231,14 @@ class OptionsWithAMeaning(unittest.TestCase):
             self.assertTrue(answers_binary_version(port))
             # `stats settings` in binary: the key is the name, the value the value.
             for server in (port, reference):
-                reply = raw(server, binary_request(0x10, b"settings"), 0.3)[0]
+                reply = raw(server, binary_request(STAT, b"settings"), 0.3)[0]
                 self.assertIn(b"binding_protocolbinary", reply, server)
 
     def test_listen_backlog(self):
         with both(["-b", "64"]) as (reference, running):
             port = cache_port(running)
             self.assert_same_settings(reference, port, "tcp_backlog")
-            self.assertEqual(stats(port, b"settings")["tcp_backlog"], "64")
+            self.assertEqual(stats(port, "settings")["tcp_backlog"], "64")
             if shutil.which("ss"):  # Send-Q of a listening socket: its backlog
                 for listening in (port, reference):
                     table = subprocess.run(["ss", "-Hltn", f"sport = :{listening}"],
@@ -333,7 +317,7 @@ class OptionsWithAMeaning(unittest.TestCase):
         if os.geteuid() != 0:
             self.skipTest("locking memory needs root or CAP_IPC_LOCK")
         with both(["-k"]) as (reference, running):
-            self.assertEqual(stats(cache_port(running), b"settings")["lock_memory"], "yes")
+            self.assertEqual(stats(cache_port(running), "settings")["lock_memory"], "yes")
             for pid in (self.pid_of(reference), running.process.pid):
                 self.assertGreater(self.status_kb(pid, "VmLck"), 0, pid)
 
@@ -355,7 +339,7 @@ class OptionsWithAMeaning(unittest.TestCase):
 
     def test_enable_coredumps(self):
         with both(["-r"]) as (reference, running):
-            self.assertEqual(stats(cache_port(running), b"settings")["enable_coredumps"], "yes")
+            self.assertEqual(stats(cache_port(running), "settings")["enable_coredumps"], "yes")
             self.assertEqual(self.core_limit(running.process.pid),
                              self.core_limit(self.pid_of(reference)))
 
