@@ -63,6 +63,10 @@ DEFINE_string(memory_file, "",
 DEFINE_bool(disable_evictions, false,
             "When memory is full, refuse a store (SERVER_ERROR out of memory storing object) "
             "instead of evicting; expired items still make room (memcached's -M)");
+DEFINE_bool(lru_crawler, true,
+            "Run the expiry crawler, which takes out expired items nobody asks for "
+            "(memcached's -o lru_crawler and no_lru_crawler; lru_crawler enable and disable "
+            "switch it while serving)");
 DEFINE_bool(lock_memory, false,
             "Lock all memory into RAM with mlockall (memcached's -k); where it cannot be done "
             "(no privilege, a bounded RLIMIT_MEMLOCK) the server warns and runs unlocked");
@@ -195,7 +199,8 @@ constexpr int kStartFailure = 1;  // e.g. a port in use
 const std::vector<server::FlagGroup> kFlagGroups = {
     {"Ports and addresses", {"port", "lock_port", "listen", "listen_backlog"}},
     {"Memory",
-     {"memory_limit_mb", "max_item_size", "memory_file", "disable_evictions", "lock_memory"}},
+     {"memory_limit_mb", "max_item_size", "memory_file", "disable_evictions", "lru_crawler",
+      "lock_memory"}},
     {"Connections and threads",
      {"max_connections", "lock_max_connections", "idle_timeout", "tcp_keepalive", "threads", "io",
       "uring_sqpoll", "max_reqs_per_event", "protocol"}},
@@ -220,11 +225,12 @@ constexpr const char* kUsageIntro =
 constexpr const char* kUsageOutro =
     "memcached's options work too, short and long: -p -U -l -m -M -c -k -t -I -v -vv\n"
     "-u -d -P -r -A -C -F -X -W -B -b -R -D -Y -S -Z -e -h -V -i, and -o with\n"
-    "idle_timeout and the TLS settings (UDP stays off). Those that tune memcached's\n"
-    "own machinery (-f -n -L -N, -o hashpower, slab_*, lru_*, ext_* and the like)\n"
-    "are accepted with a warning that says why they change nothing here; -s -a are\n"
-    "refused. A flagfile holds one --flag=value per line; an unknown flag or a bad\n"
-    "value anywhere stops the server with exit status 64.\n"
+    "idle_timeout, lru_crawler, no_lru_crawler, watcher_logbuf_size and the TLS\n"
+    "settings (UDP stays off). Those that tune memcached's own machinery (-f -n -L\n"
+    "-N, -o hashpower, slab_*, the other lru_*, ext_* and the like) are accepted\n"
+    "with a warning that says why they change nothing here; -s -a are refused. A\n"
+    "flagfile holds one --flag=value per line; an unknown flag or a bad value\n"
+    "anywhere stops the server with exit status 64.\n"
     "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly, SIGUSR1 after writing\n"
     "the cache to --memory_file (-e) when it is set; SIGHUP re-reads the flagfile\n"
     "for --memory_limit_mb, --idle_timeout and --v, reloads the TLS certificates\n"
@@ -513,6 +519,7 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
   settings.commands.requests_per_event = static_cast<uint32_t>(FLAGS_max_reqs_per_event);
   settings.cas_enabled = !FLAGS_disable_cas;
   settings.evictions = !FLAGS_disable_evictions;
+  settings.lru_crawler = FLAGS_lru_crawler;
   settings.stats_prefix_delimiter = FLAGS_stats_prefix_delimiter[0];
   settings.stats_detail = FLAGS_stats_detail;
   settings.watch_buffer_bytes = static_cast<size_t>(FLAGS_watch_buffer_kb) << 10;

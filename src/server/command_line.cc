@@ -127,8 +127,6 @@ const NoEffect kNoEffect[] = {
      "lockcached frees an item that a reply still points at once that reply is sent"},
     {"hash_algorithm", one_of("jenkins murmur3 xxh3"),
      "lockcached hashes keys with a seeded hash of its own"},
-    {"lru_crawler", kNoValue, ""},  // lockcached's expiry crawler always runs
-    {"no_lru_crawler", kNoValue, "lockcached's expiry crawler always runs"},
     {"lru_crawler_sleep", integer(0, 1000000), kCrawlerPaced},
     {"lru_crawler_tocrawl", kU32, kCrawlerPaced},
     {"lru_maintainer", kNoValue, kNoSegmentedLru},
@@ -206,6 +204,17 @@ constexpr LongAlias kLongAliases[] = {
     {"disable-watch", 'W'},
     {"napi-ids", 'N'},
     {"memory-file", 'e'},
+};
+
+// memcached's -o switches (no value) with a flag here, and what each sets.
+struct ExtendedSwitch {
+  std::string_view name;
+  std::string_view flag;
+  std::string_view value;
+};
+constexpr ExtendedSwitch kExtendedSwitches[] = {
+    {"lru_crawler", "lru_crawler", "true"},
+    {"no_lru_crawler", "lru_crawler", "false"},
 };
 
 // memcached's TLS settings among its -o options, and the flag each sets.
@@ -534,9 +543,9 @@ class Translator {
     }
   }
 
-  // memcached's -o list: the TLS settings and idle_timeout translate, the
-  // options of memcached's own machinery are dropped (kNoEffect), anything
-  // else is refused.
+  // memcached's -o list: the TLS settings, idle_timeout, watcher_logbuf_size
+  // and [no_]lru_crawler translate, the options of memcached's own machinery
+  // are dropped (kNoEffect), anything else is refused.
   void extended(const std::string& spelled, std::string_view list) {
     size_t start = 0;
     while (start <= list.size() && result_.error.empty()) {
@@ -552,6 +561,9 @@ class Translator {
     size_t equals = option.find('=');
     std::string_view name = option.substr(0, equals);
     std::string_view value = equals == std::string_view::npos ? "" : option.substr(equals + 1);
+    for (const ExtendedSwitch& known : kExtendedSwitches) {
+      if (known.name == name) return flag(known.flag, known.value);
+    }
     if (const NoEffect* ignored = no_effect(name)) {
       std::optional<std::string_view> given;
       if (equals != std::string_view::npos) given = value;

@@ -124,6 +124,7 @@ bool Server::start(std::string* error) {
   load_memory_file();
   if (!settings.virtual_ip.empty() && !start_replication(error)) return false;
   if (!settings.cluster.empty() && !start_cluster(error)) return false;
+  crawler_.set_enabled(settings.lru_crawler);  // before any client can ask
   for (auto& worker : workers_)
     worker->start();
   crawler_.start();

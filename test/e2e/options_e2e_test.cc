@@ -198,6 +198,7 @@ void expect_switched_settings(const std::map<std::string, std::string>& settings
                                                         {"stat_key_prefix", "/"},
                                                         {"detail_enabled", "yes"},
                                                         {"idle_timeout", "30"},
+                                                        {"lru_crawler", "no"},
                                                         {"watcher_logbuf_size", "65536"}}) {
     EXPECT_EQ(stat_text(settings, name), value) << name;
   }
@@ -206,7 +207,8 @@ void expect_switched_settings(const std::map<std::string, std::string>& settings
 TEST(OptionsE2e, MemcachedSwitchesShowInStatsSettings) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"-C", "-F", "-X", "-W", "-A", "-M", "-b", "64", "-R", "5", "-B",
-                            "ascii", "-D", "/", "-o", "idle_timeout=30,watcher_logbuf_size=64"}));
+                            "ascii", "-D", "/", "-o",
+                            "idle_timeout=30,watcher_logbuf_size=64,no_lru_crawler"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   expect_switched_settings(client.stats("settings"));
@@ -222,7 +224,7 @@ TEST(OptionsE2e, TheSwitchesFlagsInAFlagfile) {
     out << "--disable_cas\n--disable_flush_all\n--disable_dumping\n--disable_watch\n"
            "--enable_shutdown\n--disable_evictions\n--listen_backlog=64\n"
            "--max_reqs_per_event=5\n--protocol=ascii\n--stats_prefix_delimiter=/\n"
-           "--stats_detail\n--idle_timeout=30\n--watch_buffer_kb=64\n";
+           "--stats_detail\n--idle_timeout=30\n--watch_buffer_kb=64\n--lru_crawler=false\n";
   }
   ServerProcess server;
   ASSERT_TRUE(server.start({"--flagfile=" + flagfile}));
@@ -379,7 +381,7 @@ TEST(OptionsE2e, OptionsWithoutEffectStartWithOneWarningEach) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"-f", "1.25", "-n", "48", "-L", "-o",
                             "hashpower=16,slab_reassign,slab_automove=1,lru_maintainer",
-                            "-o", "maxconns_fast,modern,lru_crawler"}));
+                            "-o", "maxconns_fast,modern,track_sizes"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   EXPECT_EQ(client.store("set", "k", "v"), "STORED");
@@ -398,7 +400,7 @@ TEST(OptionsE2e, OptionsWithoutEffectStartWithOneWarningEach) {
     ++warnings;
   }
   EXPECT_EQ(warnings, 7u) << log;
-  for (const char* silent : {"maxconns_fast", "modern", "lru_crawler"})
+  for (const char* silent : {"maxconns_fast", "modern", "track_sizes"})
     EXPECT_EQ(log.find(std::string("-o ") + silent + " ignored"), std::string::npos) << silent;
 }
 

@@ -309,6 +309,18 @@ class OptionsWithAMeaning(unittest.TestCase):
                 # memcached looks for idle connections every second or so.
                 self.assertEqual(raw(server, b"version\r\n", timeout=6)[1], True, server)
 
+    def test_lru_crawler_off_and_on(self):
+        with both(["-o", "no_lru_crawler"]) as (reference, running):
+            port = cache_port(running)
+            self.assert_same_settings(reference, port, "lru_crawler")
+            self.assertEqual(stats(port, "settings")["lru_crawler"], "no")
+            self.assert_same_replies(reference, port, b"lru_crawler metadump all\r\n"
+                                     b"lru_crawler crawl all\r\nlru_crawler enable\r\n")
+            self.assert_same_settings(reference, port, "lru_crawler")
+        with both(["-o", "lru_crawler"]) as (reference, running):
+            self.assert_same_settings(reference, cache_port(running), "lru_crawler")
+            self.assertEqual(warnings(running), [])
+
     def test_watcher_logbuf_size(self):
         with both(["-o", "watcher_logbuf_size=64"]) as (reference, running):
             self.assert_same_settings(reference, cache_port(running), "watcher_logbuf_size")
@@ -390,7 +402,7 @@ WITHOUT_EFFECT = [
     ["-o", "slab_automove_ratio=0.5"], ["-o", "slab_automove_window=10"],
     ["-o", "slab_sizes=100-200-300"], ["-o", "slab_chunk_max=524288"],
     ["-o", "no_chunked_items"], ["-o", "tail_repair_time=60"], ["-o", "hash_algorithm=xxh3"],
-    ["-o", "no_lru_crawler"], ["-o", "lru_crawler_sleep=50"], ["-o", "lru_crawler_tocrawl=100"],
+    ["-o", "lru_crawler_sleep=50"], ["-o", "lru_crawler_tocrawl=100"],
     ["-o", "lru_maintainer"], ["-o", "no_lru_maintainer"], ["-o", "hot_lru_pct=10"],
     ["-o", "warm_lru_pct=30"], ["-o", "hot_max_factor=0.3"], ["-o", "warm_max_factor=1.5"],
     ["-o", "temporary_ttl=30"], ["-o", "worker_logbuf_size=64"], ["-o", "no_modern"],
@@ -405,7 +417,7 @@ WITHOUT_EFFECT = [
 ]
 # What lockcached always does: no warning.
 ALWAYS_SO = [
-    ["-o", "maxconns_fast"], ["-o", "modern"], ["-o", "lru_crawler"], ["-o", "track_sizes"],
+    ["-o", "maxconns_fast"], ["-o", "modern"], ["-o", "track_sizes"],
     ["-o", "inline_ascii_resp"], ["-o", "no_inline_ascii_resp"], ["-o", "no_drop_privileges"],
     ["-o", "ssl_keyformat=1"], ["-o", "ssl_session_cache"],
 ]

@@ -160,6 +160,8 @@ TEST(CommandLineTest, ValuedOptionsWithAMeaning) {
   // memcached takes -D's first character.
   EXPECT_EQ(translated({"-Dab"}), (Args{"--stats_prefix_delimiter=a", "--stats_detail=true"}));
   EXPECT_EQ(translated({"-o", "idle_timeout=10"}), (Args{"--idle_timeout=10"}));
+  EXPECT_EQ(translated({"-o", "no_lru_crawler", "-o", "lru_crawler,watcher_logbuf_size=64"}),
+            (Args{"--lru_crawler=false", "--lru_crawler=true", "--watch_buffer_kb=64"}));
   EXPECT_EQ(translate({"-B", "text"}).error, "-B text: expected ascii, binary or auto");
   EXPECT_EQ(translate({"-R", "0"}).error, "-R 0: expected a whole number from 1 to 2147483647");
   EXPECT_EQ(translate({"-b", "x"}).error, "-b x: expected a whole number from 1 to 2147483647");
@@ -191,7 +193,7 @@ TEST(CommandLineTest, OptionsWithoutEffectAreDroppedWithAWarning) {
 // What lockcached always does needs no warning.
 TEST(CommandLineTest, OptionsAskingForWhatLockcachedDoesAreSilent) {
   TranslatedCommandLine result =
-      translate({"-o", "maxconns_fast,modern,lru_crawler,track_sizes,ssl_session_cache"});
+      translate({"-o", "maxconns_fast,modern,track_sizes,ssl_session_cache"});
   EXPECT_EQ(result.error, "");
   EXPECT_EQ(result.args, (Args{"lockcached"}));
   EXPECT_TRUE(result.warnings.empty());

@@ -46,6 +46,9 @@ struct Settings {
   core::CommandPolicy commands;
   bool cas_enabled = true;  // memcached's -C turns it off
   bool evictions = true;    // memcached's -M turns it off
+  // The expiry crawler runs from the start (memcached's -o no_lru_crawler
+  // turns it off; `lru_crawler enable|disable` switch it while serving).
+  bool lru_crawler = true;
   // Each `watch` connection's buffer (memcached's -o watcher_logbuf_size).
   size_t watch_buffer_bytes = size_t{256} << 10;
   // `stats detail`: the prefix delimiter, and whether counting starts on
