@@ -126,8 +126,8 @@ TEST(CommandLineTest, DaemonAndPidFileMapOntoFlags) {
 
 TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
   EXPECT_EQ(translate({"-x"}).error, "unknown option -x (see --help)");
-  EXPECT_EQ(translate({"-e", "/tmp/f"}).error,
-            "memcached's option -e (--memory-file) is not supported by lockcached");
+  EXPECT_EQ(translate({"-a", "700"}).error,
+            "memcached's option -a (--unix-mask) is not supported by lockcached");
   EXPECT_EQ(translate({"--unix-socket=/tmp/s"}).error,
             "memcached's option -s (--unix-socket) is not supported by lockcached");
   EXPECT_EQ(translate({"-o", "ssl_key=k,bogus=20"}).error,
