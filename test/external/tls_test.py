@@ -347,7 +347,7 @@ class MemcachedSpellingTest(unittest.TestCase):
             ((*BASE_FLAGS, "--tls"), 64, "--tls_cert_file: is needed"),
             ((*BASE_FLAGS, f"--tls_cert_file={cert('server.pem')}"), 64, "no port speaks TLS"),
             ((*BASE_FLAGS, "-Z", "-o", "ssl_verify_mode=1"), 64, "lockcached takes 0, 2, 3"),
-            ((*BASE_FLAGS, "-o", "hashpower=20"), 64, "-o hashpower is not supported"),
+            ((*BASE_FLAGS, "-Z", "-o", "ssl_min_version=1"), 64, "lockcached takes 2, 3"),
             (tls_flags("--tls_verify_client"), 64, "needs --tls_ca_file"),
             # Files that do not load are configuration mistakes too; memcached
             # 1.6.18 also exits 64 with these lines.
