@@ -58,7 +58,6 @@ def answers_binary_version(port):
         return False
 
 
-@contextlib.contextmanager
 def built_with_address_sanitizer(binary):
     """Whether `binary` (or the one the --io=uring wrapper script execs) is."""
     with open(binary, "rb") as f:
@@ -70,6 +69,7 @@ def built_with_address_sanitizer(binary):
     return b"__asan_init" in content
 
 
+@contextlib.contextmanager
 def both(options, ready=None):
     """memcached and lockcached, each started with `options`; yields
     (memcached's port, lockcached's Running). `ready`: see
