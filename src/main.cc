@@ -5,14 +5,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "lockcached/server/command_line.h"
 #include "lockcached/replication/virtual_ip.h"
 #include "lockcached/server/flag_loader.h"
+#include "lockcached/server/listen_address.h"
 #include "lockcached/server/process.h"
 #include "lockcached/server/server.h"
 #include "lockcached/server/usage.h"
@@ -39,8 +41,17 @@ DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port
 DEFINE_int32(lock_port, 11400,
              "TCP port of the named-lock service (0: off, -1: any free port). Not given, it "
              "follows --port: --port plus 189 (11211: 11400), any free port with --port=0, off "
-             "above 65346; so instances on different cache ports each get their own");
-DEFINE_string(listen, "0.0.0.0", "Comma-separated addresses to listen on");
+             "above 65346 and with --unix_socket; so instances on different cache ports each "
+             "get their own");
+DEFINE_string(listen, "0.0.0.0",
+              "Where the memcached protocols listen, as memcached's -l: [notls:]HOST[:PORT],... "
+              "(a PORT of the address's own instead of --port; notls: plain with --tls; "
+              "[IPv6]:PORT; * for every address). The other ports listen on each HOST");
+DEFINE_string(unix_socket, "",
+              "A unix-domain socket for the memcached protocols instead of TCP (memcached's -s): "
+              "no cache port then, and no lock port unless --lock_port is given");
+DEFINE_string(unix_socket_mask, "0700",
+              "Permission bits of --unix_socket's file, in octal (memcached's -a)");
 DEFINE_int32(listen_backlog, 1024,
              "Connections the kernel queues on each listening socket until they are accepted "
              "(memcached's -b; net.core.somaxconn caps it)");
@@ -194,10 +205,11 @@ using lockcached::core::Authenticator;
 // Exit statuses (lockcached(1), "EXIT STATUS"). 64 tells lockcached.service
 // (RestartPreventExitStatus=64) that restarting cannot help.
 constexpr int kUsageError = 64;  // EX_USAGE: the configuration is wrong
-constexpr int kStartFailure = 1;  // e.g. a port in use
+constexpr int kStartFailure = 1;  // the moment's fault, e.g. a port still in use
 
 const std::vector<server::FlagGroup> kFlagGroups = {
-    {"Ports and addresses", {"port", "lock_port", "listen", "listen_backlog"}},
+    {"Ports and addresses",
+     {"port", "lock_port", "listen", "unix_socket", "unix_socket_mask", "listen_backlog"}},
     {"Memory",
      {"memory_limit_mb", "max_item_size", "memory_file", "disable_evictions", "lru_crawler",
       "lock_memory"}},
@@ -223,29 +235,20 @@ constexpr const char* kUsageIntro =
     "lockcached: memcached-compatible cache server with server-side locking.\n"
     "Usage: lockcached [--flag=value ...] [--flagfile=FILE]";
 constexpr const char* kUsageOutro =
-    "memcached's options work too, short and long: -p -U -l -m -M -c -k -t -I -v -vv\n"
-    "-u -d -P -r -A -C -F -X -W -B -b -R -D -Y -S -Z -e -h -V -i, and -o with\n"
+    "memcached's options work too, short and long: -p -U -l -s -a -m -M -c -k -t -I -v\n"
+    "-vv -u -d -P -r -A -C -F -X -W -B -b -R -D -Y -S -Z -e -h -V -i, and -o with\n"
     "idle_timeout, lru_crawler, no_lru_crawler, watcher_logbuf_size and the TLS\n"
     "settings (UDP stays off). Those that tune memcached's own machinery (-f -n -L\n"
     "-N, -o hashpower, slab_*, the other lru_*, ext_* and the like) are accepted\n"
-    "with a warning that says why they change nothing here; -s -a are refused. A\n"
-    "flagfile holds one --flag=value per line; an unknown flag or a bad value\n"
-    "anywhere stops the server with exit status 64.\n"
+    "with a warning that says why they change nothing here. A flagfile holds one\n"
+    "--flag=value per line; an unknown flag or a bad value anywhere stops the server\n"
+    "with exit status 64, as does an address it may never listen on (not this\n"
+    "host's, a privileged port); an address in use exits 1.\n"
     "Signals: SIGTERM, SIGINT and SIGUSR1 stop it cleanly, SIGUSR1 after writing\n"
     "the cache to --memory_file (-e) when it is set; SIGHUP re-reads the flagfile\n"
     "for --memory_limit_mb, --idle_timeout and --v, reloads the TLS certificates\n"
     "and re-reads --auth_file.\n"
     "--helpfull lists every flag, glog's and gflags' included.\n";
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, ',')) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
 
 // The flag at fault and what is wrong with its value; empty when all is well.
 struct FlagProblem {
@@ -288,6 +291,46 @@ FlagProblem check_tls_flags() {
   return {};
 }
 
+// --listen as memcached's -l has it; nothing (and *error) for a mistake.
+std::vector<server::ListenAddress> listen_addresses(std::string* error) {
+  std::vector<server::ListenAddress> addresses;
+  if (!server::parse_listen_addresses(FLAGS_listen, &addresses, error)) addresses.clear();
+  return addresses;
+}
+
+// --unix_socket_mask: octal permission bits; nullopt for anything else.
+std::optional<unsigned> unix_socket_mask() {
+  unsigned mask = 0;
+  const std::string& text = FLAGS_unix_socket_mask;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mask, 8);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || mask > 0777) {
+    return std::nullopt;
+  }
+  return mask;
+}
+
+bool is_default(const char* flag) {
+  return gflags::GetCommandLineFlagInfoOrDie(flag).is_default;
+}
+
+FlagProblem check_listen_flags() {
+  std::string error;
+  std::vector<server::ListenAddress> addresses = listen_addresses(&error);
+  if (addresses.empty()) return {"listen", error};
+  // memcached's rule: "'notls' option is valid only when SSL is enabled".
+  if (!FLAGS_tls && std::any_of(addresses.begin(), addresses.end(),
+                                [](const auto& address) { return address.notls; })) {
+    return {"listen", "notls: needs --tls (memcached's -Z); without it no port speaks TLS"};
+  }
+  if (FLAGS_unix_socket.size() > lockcached::net::kMaxUnixPathLength) {
+    return {"unix_socket", "a unix socket's path may have " +
+                               std::to_string(lockcached::net::kMaxUnixPathLength) +
+                               " bytes at most"};
+  }
+  if (!unix_socket_mask()) return {"unix_socket_mask", "must be octal permission bits, 0 to 0777"};
+  return {};
+}
+
 // Where the lock service listens when --lock_port is not given: beside the
 // cache port, so that instances on different cache ports (as memcached's
 // operators run them, -p 11211, -p 11212...) never share one.
@@ -296,7 +339,13 @@ constexpr int kLockPortOffset = 11400 - 11211;
 // Sets --lock_port from --port where it was not given; a warning when that
 // leaves the lock service off.
 std::string follow_cache_port() {
-  if (!gflags::GetCommandLineFlagInfoOrDie("lock_port").is_default) return "";
+  if (!is_default("lock_port")) return "";
+  // --unix_socket is memcached's -s, which turns the network off: no lock
+  // port either, unless asked for (or --cluster, whose leader serves it).
+  if (!FLAGS_unix_socket.empty() && FLAGS_cluster.empty()) {
+    FLAGS_lock_port = server::kLockServiceOff;
+    return "";
+  }
   if (FLAGS_port == 0) {
     FLAGS_lock_port = server::kAnyFreePort;
     return "";
@@ -418,7 +467,7 @@ FlagProblem check_flags() {
     return {"tcp_keepalive",
             "must be 0.." + std::to_string(lockcached::net::kMaxKeepaliveSeconds)};
   }
-  if (split_commas(FLAGS_listen).empty()) return {"listen", "needs at least one address"};
+  if (FlagProblem problem = check_listen_flags(); !problem.flag.empty()) return problem;
   if (!FLAGS_virtual_ip.empty() && !lockcached::replication::is_numeric_address(FLAGS_virtual_ip)) {
     return {"virtual_ip", "must be a numeric IPv4 or IPv6 address: " + FLAGS_virtual_ip};
   }
@@ -478,8 +527,11 @@ lockcached::tls::Settings tls_settings_from_flags() {
 server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticator) {
   server::Settings settings;
   settings.authenticator = std::move(authenticator);
-  settings.listen = split_commas(FLAGS_listen);
+  std::string ignored;  // checked at start
+  settings.listen = listen_addresses(&ignored);
   settings.port = static_cast<uint16_t>(FLAGS_port);
+  settings.unix_socket = FLAGS_unix_socket;
+  settings.unix_socket_mask = unix_socket_mask().value_or(0700);
   settings.lock_port = FLAGS_lock_port;
   settings.threads = FLAGS_threads > 0 ? static_cast<unsigned>(FLAGS_threads)
                                        : std::max(1u, std::thread::hardware_concurrency());
@@ -532,8 +584,7 @@ server::Settings settings_from_flags(std::shared_ptr<Authenticator> authenticato
       std::chrono::duration_cast<std::chrono::microseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
-  std::string ignored;
-  settings.cluster = cluster_members(&ignored);  // checked at start
+  settings.cluster = cluster_members(&ignored);
   settings.node_id = FLAGS_node_id;
   settings.cluster_join = FLAGS_cluster_join;
   settings.data_dir = FLAGS_data_dir;
@@ -642,6 +693,15 @@ std::vector<std::string> load_configuration(int argc, char** argv,
   }
   for (const std::string& warning : command_line.warnings)
     std::cerr << "lockcached: warning: " << warning << "\n";
+  std::string ignored;  // checked above
+  std::vector<server::ListenAddress> addresses = listen_addresses(&ignored);
+  if (!FLAGS_unix_socket.empty() &&
+      (!is_default("port") || std::any_of(addresses.begin(), addresses.end(), [](auto& address) {
+        return address.port != server::ListenAddress::kDefaultPort;
+      }))) {
+    std::cerr << "lockcached: warning: --port and the ports of --listen are not used: "
+                 "--unix_socket serves the memcached protocols instead of TCP (memcached's -s)\n";
+  }
   return command_line.args;
 }
 
@@ -790,9 +850,9 @@ int main(int argc, char** argv) {
   settings.memory_locked = memory_locked;
   server::Server server(settings);
   std::string error;
-  if (!server.start(&error)) {
+  if (bool configuration_error = false; !server.start(&error, &configuration_error)) {
     LOG(ERROR) << "cannot start: " << error;
-    return fail(kStartFailure);
+    return fail(configuration_error ? kUsageError : kStartFailure);
   }
   server::PidFile pid_file;
   if (!pid_file.write(FLAGS_pid_file, &error)) {
@@ -802,7 +862,10 @@ int main(int argc, char** argv) {
   }
   if (FLAGS_user.empty() && geteuid() == 0) {
     LOG(WARNING) << "running as root; use --user to drop privileges";
-  } else if (!FLAGS_user.empty() && !server::drop_privileges(FLAGS_user, &error)) {
+  } else if (!FLAGS_user.empty() &&
+             ((!FLAGS_unix_socket.empty() &&
+               !server::give_to_user(FLAGS_unix_socket, FLAGS_user, &error)) ||
+              !server::drop_privileges(FLAGS_user, &error))) {
     LOG(ERROR) << "cannot start: " << error;
     server.stop();
     return fail(kStartFailure);
@@ -811,7 +874,9 @@ int main(int argc, char** argv) {
   // asked for core files.
   if (FLAGS_enable_coredumps && !FLAGS_user.empty()) prctl(PR_SET_DUMPABLE, 1);
   LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";
-  std::string status = "STATUS=memcached protocols on port " + std::to_string(server.port());
+  std::string status = "STATUS=memcached protocols on " +
+                       (FLAGS_unix_socket.empty() ? "port " + std::to_string(server.port())
+                                                  : "unix:" + FLAGS_unix_socket);
   if (server.lock_port() != 0) status += ", lock service on " + std::to_string(server.lock_port());
   notify_service_manager("READY=1\n" + status);
   daemon.ready(/*keep_output=*/FLAGS_v > 0);

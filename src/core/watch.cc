@@ -121,7 +121,9 @@ void append_uri_encoded(std::string& out, std::string_view bytes) {
   out.resize(static_cast<size_t>(uri_encode(bytes, out.data() + start) - out.data()));
 }
 
+// memcached's rip: the address, or "unix" for a unix-domain socket's client.
 std::string client_ip(const ClientInfo& client) {
+  if (client.address.sin6_family == AF_UNIX) return "unix";
   char text[INET6_ADDRSTRLEN] = "";
   if (client.address.sin6_family == AF_INET) {
     const auto* v4 = reinterpret_cast<const sockaddr_in*>(&client.address);
@@ -139,6 +141,15 @@ uint16_t client_port(const ClientInfo& client) {
   if (client.address.sin6_family == AF_INET6) return ntohs(client.address.sin6_port);
   return 0;
 }
+
+namespace {
+
+// memcached's transport names: "local" for a unix-domain socket.
+std::string_view transport(const ClientInfo& client) {
+  return client.address.sin6_family == AF_UNIX ? " transport=local" : " transport=tcp";
+}
+
+}  // namespace
 
 void Watcher::attach(std::function<void()> wake) {
   std::lock_guard lock(mutex_);
@@ -305,7 +316,8 @@ void WatchHub::conn_new(const ClientInfo& client) {
   body += client_ip(client);
   body += " rport=";
   append_number(body, client_port(client));
-  body += " transport=tcp cfd=";
+  body += transport(client);
+  body += " cfd=";
   append_number(body, client.id);
   publish(kWatchConnEvents, body);
 }
@@ -316,7 +328,8 @@ void WatchHub::conn_close(const ClientInfo& client, CloseReason reason) {
   body += client_ip(client);
   body += " rport=";
   append_number(body, client_port(client));
-  body += " transport=tcp reason=";
+  body += transport(client);
+  body += " reason=";
   body += reason_name(reason);
   body += " cfd=";
   append_number(body, client.id);

@@ -253,8 +253,12 @@ Master::~Master() {
 }
 
 bool Master::listen(std::string* error) {
-  listen_fd_ = net::open_listener(settings_.address, settings_.port, false, error);
-  if (listen_fd_ < 0) return false;
+  net::ListenError failure;
+  listen_fd_ = net::open_listener(settings_.address, settings_.port, false, &failure);
+  if (listen_fd_ < 0) {
+    *error = failure.message;
+    return false;
+  }
   acceptor_ = std::make_unique<Acceptor>(*this);
   if (!reactor_.add(listen_fd_, EPOLLIN, acceptor_.get())) {
     *error = "epoll refused the replication listener";

@@ -8,19 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "lockcached/server/listen_address.h"
+
 namespace lockcached::server {
 namespace {
-
-// memcached 1.6 options that lockcached does not implement: refusing them
-// beats starting a server that silently behaves otherwise than asked.
-struct Unsupported {
-  char letter;
-  std::string_view long_name;  // empty: memcached has none
-};
-constexpr Unsupported kUnsupported[] = {
-    {'a', "unix-mask"},
-    {'s', "unix-socket"},
-};
 
 // memcached's switches (options without a value) that set a boolean flag.
 struct Switch {
@@ -204,6 +195,8 @@ constexpr LongAlias kLongAliases[] = {
     {"disable-watch", 'W'},
     {"napi-ids", 'N'},
     {"memory-file", 'e'},
+    {"unix-socket", 's'},
+    {"unix-mask", 'a'},
 };
 
 // memcached's -o switches (no value) with a flag here, and what each sets.
@@ -240,7 +233,7 @@ const ExtendedOption kExtendedOptions[] = {
 };
 
 bool takes_value(char letter) {
-  return std::string_view("pUlmctIuPoYefnDRbBN").find(letter) != std::string_view::npos;
+  return std::string_view("pUlmctIuPoYefnDRbBNsa").find(letter) != std::string_view::npos;
 }
 
 const NoEffect* no_effect(std::string_view name) {
@@ -304,47 +297,6 @@ std::optional<int64_t> parse_integer(std::string_view text, int64_t min, int64_t
   return value;
 }
 
-// Splits memcached's -l list (commas or semicolons) and refuses the
-// HOST:PORT form: lockcached listens on one cache port for every address.
-bool add_listen_addresses(std::string_view list, std::vector<std::string>* addresses,
-                          std::string* error) {
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find_first_of(",;", start);
-    if (end == std::string_view::npos) end = list.size();
-    std::string_view address = list.substr(start, end - start);
-    start = end + 1;
-    if (address.empty()) continue;
-    bool bracketed = address.front() == '[';
-    size_t close = address.find(']');
-    if (bracketed && close == std::string_view::npos) {
-      *error = "-l " + std::string(address) + ": missing ']'";
-      return false;
-    }
-    bool has_port = bracketed ? close + 1 < address.size()
-                              : address.find(':') != std::string_view::npos &&
-                                    address.find(':') == address.rfind(':');
-    if (has_port) {
-      *error = "-l " + std::string(address) +
-               ": a port per address is not supported; give the port with -p";
-      return false;
-    }
-    addresses->emplace_back(bracketed ? address.substr(1, close - 1) : address);
-  }
-  if (addresses->empty()) {
-    *error = "-l needs at least one address";
-    return false;
-  }
-  return true;
-}
-
-std::string join_commas(const std::vector<std::string>& parts) {
-  std::string joined;
-  for (const std::string& part : parts)
-    joined += (joined.empty() ? "" : ",") + part;
-  return joined;
-}
-
 // Walks the command line once, like getopt, writing the translation.
 class Translator {
  public:
@@ -399,11 +351,6 @@ class Translator {
       }
       return;
     }
-    if (!is_gflag_(name)) {
-      for (const Unsupported& unsupported : kUnsupported) {
-        if (unsupported.long_name == name) return fail_unsupported(unsupported);
-      }
-    }
     result_.args.push_back(arg);
   }
 
@@ -435,7 +382,7 @@ class Translator {
       case 'U':
         return udp_port(spelled, *value);
       case 'l':
-        return listen(*value);
+        return listen(spelled, *value);
       case 'm':
         return integer_flag(spelled, *value, "memory_limit_mb", 1, kInt32Max);
       case 'c':
@@ -458,6 +405,11 @@ class Translator {
       case 'e':
         if (value->empty()) return fail(spelled + " needs a file name");
         return flag("memory_file", *value);
+      case 's':
+        if (value->empty()) return fail(spelled + " needs a file name");
+        return flag("unix_socket", *value);
+      case 'a':  // octal, checked with the flag
+        return flag("unix_socket_mask", *value);
       case 'o':
         return extended(spelled, *value);
       case 'b':
@@ -483,9 +435,6 @@ class Translator {
     if (const NoEffect* ignored = no_effect(std::string("-") + letter)) {
       return drop(*ignored, spelled + (value ? " " + std::string(*value) : ""), value);
     }
-    for (const Unsupported& unsupported : kUnsupported) {
-      if (unsupported.letter == letter) return fail_unsupported(unsupported);
-    }
     fail("unknown option -" + std::string(1, letter) + " (see --help)");
   }
 
@@ -508,11 +457,14 @@ class Translator {
     }
   }
 
-  void listen(std::string_view list) {
+  // --listen takes memcached's syntax; this only checks it early, to name -l.
+  void listen(const std::string& spelled, std::string_view list) {
     std::string error;
-    if (!add_listen_addresses(list, &listen_addresses_, &error)) return fail(error);
+    if (!parse_listen_addresses(list, &listen_addresses_, &error)) {
+      return fail(spelled + " " + error);
+    }
     // memcached adds every -l to the list; the last --listen= carries it all.
-    flag("listen", join_commas(listen_addresses_));
+    flag("listen", listen_text(listen_addresses_));
   }
 
   // -B: the protocols a cache connection may speak.
@@ -598,14 +550,6 @@ class Translator {
     result_.args.push_back("--" + std::string(name) + "=" + std::string(value));
   }
 
-  void fail_unsupported(const Unsupported& unsupported) {
-    std::string names = "-" + std::string(1, unsupported.letter);
-    if (!unsupported.long_name.empty()) {
-      names += " (--" + std::string(unsupported.long_name) + ")";
-    }
-    fail("memcached's option " + names + " is not supported by lockcached");
-  }
-
   void fail(std::string message) {
     if (result_.error.empty()) result_.error = std::move(message);
   }
@@ -616,7 +560,7 @@ class Translator {
   const IsGflag& is_gflag_;
   size_t next_ = 1;
   int verbosity_ = 0;
-  std::vector<std::string> listen_addresses_;
+  std::vector<ListenAddress> listen_addresses_;
   TranslatedCommandLine result_;
 };
 

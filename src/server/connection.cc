@@ -81,7 +81,8 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
             worker.state().settings.authenticator.get(), &worker.state().settings.commands) {
-  // sockaddr_in6 is large enough for either family accept() gives.
+  // sockaddr_in6 holds either IP family accept() gives; of a unix-domain
+  // peer, only the family is kept.
   std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{

@@ -123,6 +123,16 @@ std::string not_owned_by(const std::string& user, const std::string& dir) {
   return error ? dir : "";
 }
 
+bool give_to_user(const std::string& path, const std::string& user, std::string* error) {
+  const passwd* entry = getpwnam(user.c_str());
+  if (entry == nullptr || chown(path.c_str(), entry->pw_uid, entry->pw_gid) != 0) {
+    *error = "--user: cannot give " + path + " to " + user + ": " +
+             (entry == nullptr ? "no such user" : std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 bool drop_privileges(const std::string& user, std::string* error) {
   const passwd* entry = getpwnam(user.c_str());
   if (entry == nullptr) {

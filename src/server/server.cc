@@ -1,6 +1,8 @@
 #include "lockcached/server/server.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -47,9 +49,11 @@ uint64_t unix_micros() {
       duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
 }
 
-// memcached's form of a TCP address in `stats conns`: "tcp:1.2.3.4:5",
-// "tcp6:[::1]:5".
-std::string tcp_address(const std::string& address) {
+// memcached's form of an address (net::address_text) in `stats conns`:
+// "tcp:1.2.3.4:5", "tcp6:[::1]:5", "unix:/run/x.sock". memcached keeps no
+// address for a client of a unix socket and shows "?:<AF 0>" for it.
+std::string conn_address(const std::string& address, bool listening) {
+  if (address.starts_with("unix:")) return listening ? address : "?:<AF 0>";
   return (address.starts_with('[') ? "tcp6:" : "tcp:") + address;
 }
 
@@ -82,11 +86,21 @@ std::string_view protocol_name(CacheProtocol protocol) {
   return "auto-negotiate";
 }
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string joined;
-  for (const std::string& part : parts)
-    joined += (joined.empty() ? "" : ",") + part;
-  return joined;
+// The hosts of --listen, each once, and whether --tls may leave a port on
+// it plain: only where every entry of the host says notls:.
+std::vector<std::pair<std::string, bool>> hosts_and_notls(
+    const std::vector<ListenAddress>& addresses) {
+  std::vector<std::pair<std::string, bool>> hosts;
+  for (const ListenAddress& address : addresses) {
+    auto same = std::find_if(hosts.begin(), hosts.end(),
+                             [&](const auto& host) { return host.first == address.host; });
+    if (same == hosts.end()) {
+      hosts.emplace_back(address.host, address.notls);
+    } else {
+      same->second = same->second && address.notls;
+    }
+  }
+  return hosts;
 }
 
 }  // namespace
@@ -100,7 +114,8 @@ Server::~Server() {
   stop();
 }
 
-bool Server::start(std::string* error) {
+bool Server::start(std::string* error, bool* configuration_error) {
+  *configuration_error = false;
   const Settings& settings = state_.settings;
   for (unsigned i = 0; i < settings.threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(state_, *this, *this));
@@ -112,11 +127,9 @@ bool Server::start(std::string* error) {
         std::make_shared<locks::LockService>(state_.lock_limits(), settings.fencing_token_floor));
   }
   if (state_.tls && !state_.tls->reload(error)) return false;
-  int cache_port = settings.port == 0 ? kAnyFreePort : settings.port;
-  if (!listen(PortKind::kCache, cache_port, settings.tls, &port_, error) ||
-      !listen(PortKind::kLockService, settings.lock_port, settings.tls, &lock_port_, error) ||
-      !listen(PortKind::kCache, settings.tls_port, true, &tls_port_, error) ||
-      !listen(PortKind::kLockService, settings.lock_tls_port, true, &lock_tls_port_, error)) {
+  if (net::ListenError failure; !open_listeners(&failure)) {
+    *error = failure.message;
+    *configuration_error = failure.configuration;
     return false;
   }
   // Once the ports are ours (a start that fails there leaves the file for
@@ -132,30 +145,95 @@ bool Server::start(std::string* error) {
   return true;
 }
 
-// Every worker gets its own socket on each address (SO_REUSEPORT), so the
-// kernel spreads connections and no thread hands one to another.
-bool Server::listen(PortKind kind, int setting, bool tls, uint16_t* port, std::string* error) {
-  if (setting == kPortOff) return true;
-  *port = setting == kAnyFreePort ? 0 : static_cast<uint16_t>(setting);
-  for (const std::string& host : state_.settings.listen) {
-    if (*port != 0 && !net::port_is_free(host, *port)) {
-      *error = host + ":" + std::to_string(*port) + ": address already in use";
+bool Server::open_listeners(net::ListenError* error) {
+  const Settings& settings = state_.settings;
+  return (settings.unix_socket.empty() ? listen_cache(error) : listen_unix(error)) &&
+         listen_per_host(PortKind::kLockService, settings.lock_port, settings.tls, &lock_port_,
+                         error) &&
+         listen_per_host(PortKind::kCache, settings.tls_port, true, &tls_port_, error) &&
+         listen_per_host(PortKind::kLockService, settings.lock_tls_port, true, &lock_tls_port_,
+                         error);
+}
+
+// memcached's -l HOST:PORT and notls:HOST: an address's own port, else
+// --port (0: one free port, the same on every address that takes it).
+bool Server::listen_cache(net::ListenError* error) {
+  const Settings& settings = state_.settings;
+  uint16_t shared_port = settings.port;
+  bool shared_used = false;
+  for (const ListenAddress& address : settings.listen) {
+    bool own = address.port != ListenAddress::kDefaultPort;
+    uint16_t port = own ? static_cast<uint16_t>(address.port) : shared_port;
+    if (!listen_on(PortKind::kCache, address.host, settings.tls && !address.notls, &port, error)) {
       return false;
     }
-    for (auto& worker : workers_) {
-      int fd = net::open_listener(host, *port, true, error, state_.settings.listen_backlog);
-      if (fd < 0) return false;
-      if (*port == 0) *port = net::local_port(fd);
-      // Listening sockets take ids from the connections' counter, so that
-      // an id in `stats conns` names one socket.
-      worker->add_listener(fd, kind,
-                           state_.next_connection_id.fetch_add(1, std::memory_order_relaxed), tls);
-    }
-    LOG(INFO) << "Listening on " << host << ":" << *port
-              << (kind == PortKind::kCache ? " (memcached protocol" : " (lock service")
-              << (tls ? " over TLS)" : ")");
+    if (!own) shared_port = port;
+    shared_used = shared_used || !own;
+    if (port_ == 0) port_ = port;
+  }
+  if (shared_used) port_ = shared_port;
+  return true;
+}
+
+bool Server::listen_per_host(PortKind kind, int setting, bool tls, uint16_t* port,
+                             net::ListenError* error) {
+  if (setting == kPortOff) return true;
+  *port = setting == kAnyFreePort ? 0 : static_cast<uint16_t>(setting);
+  for (const auto& [host, notls] : hosts_and_notls(state_.settings.listen)) {
+    if (!listen_on(kind, host, tls && !notls, port, error)) return false;
   }
   return true;
+}
+
+// Every worker gets its own socket on each address (SO_REUSEPORT), so the
+// kernel spreads connections and no thread hands one to another.
+bool Server::listen_on(PortKind kind, const std::string& host, bool tls, uint16_t* port,
+                       net::ListenError* error) {
+  if (*port != 0 && !net::can_bind(host, *port, error)) return false;
+  for (auto& worker : workers_) {
+    int fd = net::open_listener(host, *port, true, error, state_.settings.listen_backlog);
+    if (fd < 0) return false;
+    if (*port == 0) *port = net::local_port(fd);
+    add_listener(*worker, fd, kind, tls);
+  }
+  LOG(INFO) << "Listening on " << host << ":" << *port
+            << (kind == PortKind::kCache ? " (memcached protocol" : " (lock service")
+            << (tls ? " over TLS)" : ")");
+  return true;
+}
+
+// A path cannot be bound twice: every worker waits on the one socket
+// (Worker::add_listener), and the kernel wakes one of them per client.
+// Plain always, as memcached's: the socket's mode decides who may connect.
+bool Server::listen_unix(net::ListenError* error) {
+  const Settings& settings = state_.settings;
+  int fd = net::open_unix_listener(settings.unix_socket, settings.unix_socket_mask, error,
+                                   settings.listen_backlog);
+  if (fd < 0) return false;
+  struct stat made{};
+  if (lstat(settings.unix_socket.c_str(), &made) == 0) {
+    unix_socket_device_ = made.st_dev;
+    unix_socket_inode_ = made.st_ino;
+  }
+  for (auto& worker : workers_) {
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) {
+      *error = {"unix socket " + settings.unix_socket + ": " + std::strerror(errno), false};
+      ::close(fd);
+      return false;
+    }
+    add_listener(*worker, copy, PortKind::kCache, false);
+  }
+  ::close(fd);
+  LOG(INFO) << "Listening on unix:" << settings.unix_socket << " (memcached protocol)";
+  return true;
+}
+
+// Listening sockets take ids from the connections' counter, so that an id
+// in `stats conns` names one socket.
+void Server::add_listener(Worker& worker, int fd, PortKind kind, bool tls) {
+  worker.add_listener(fd, kind, state_.next_connection_id.fetch_add(1, std::memory_order_relaxed),
+                      tls);
 }
 
 bool Server::start_replication(std::string* error) {
@@ -368,6 +446,15 @@ void Server::shutdown(bool graceful) {
 }
 
 void Server::stop() {
+  if (unix_socket_inode_ != 0) {
+    struct stat now{};
+    const std::string& path = state_.settings.unix_socket;
+    if (lstat(path.c_str(), &now) == 0 && now.st_dev == unix_socket_device_ &&
+        now.st_ino == unix_socket_inode_) {
+      unlink(path.c_str());  // may fail after --user: the next start replaces it
+    }
+    unix_socket_inode_ = 0;
+  }
   if (replication_) replication_->stop();
   if (raft_) {
     raft_->stop();
@@ -467,9 +554,9 @@ void Server::collect_connections(uint64_t asking, core::StatList& out) const {
   int64_t now_ms = net::monotonic_ms();
   for (const ConnectionStatus& connection : all) {
     std::string prefix = std::to_string(connection.id) + ":";
-    out.emplace_back(prefix + "addr", tcp_address(connection.address));
+    out.emplace_back(prefix + "addr", conn_address(connection.address, connection.listening));
     if (!connection.listening) {
-      out.emplace_back(prefix + "listen_addr", tcp_address(connection.local_address));
+      out.emplace_back(prefix + "listen_addr", conn_address(connection.local_address, true));
     }
     std::string_view state = connection.listening      ? "conn_listening"
                              : connection.id == asking ? "conn_parse_cmd"
@@ -502,8 +589,8 @@ void Server::collect_cache_locks(std::string_view prefix, core::StatList& out) c
   for (const store::LockedItem& item : locked) {
     auto holder = addresses.find(item.owner);
     if (holder == addresses.end()) continue;
-    std::string value = std::to_string(item.owner) + " " + tcp_address(holder->second) + " " +
-                        std::to_string(now >= item.since ? now - item.since : 0);
+    std::string value = std::to_string(item.owner) + " " + conn_address(holder->second, false) +
+                        " " + std::to_string(now >= item.since ? now - item.since : 0);
     if (protocol::listable_as_is(item.key)) {
       out.emplace_back(item.key, std::move(value));
     } else {
@@ -705,11 +792,15 @@ void Server::collect_settings(core::StatList& out) const {
   out.emplace_back("maxconns", std::to_string(settings.max_connections));
   out.emplace_back("tcpport", std::to_string(port_));
   out.emplace_back("udpport", "0");
-  out.emplace_back("inter", join(settings.listen));
+  out.emplace_back("inter", listen_text(settings.listen));
   out.emplace_back("verbosity", std::to_string(core::log_verbosity.load(std::memory_order_relaxed)));
   auto yes_no = [](bool on) { return on ? "yes" : "no"; };
   const core::CommandPolicy& commands = settings.commands;
   out.emplace_back("evictions", settings.evictions ? "on" : "off");
+  out.emplace_back("domain_socket", settings.unix_socket.empty() ? "NULL" : settings.unix_socket);
+  char mask[8];
+  std::snprintf(mask, sizeof mask, "%o", settings.unix_socket_mask);
+  out.emplace_back("umask", mask);
   out.emplace_back("shutdown_command", yes_no(commands.shutdown));
   out.emplace_back("num_threads", std::to_string(settings.threads));
   out.emplace_back("stat_key_prefix", std::string(1, prefix_stats_.delimiter()));

@@ -68,7 +68,9 @@ void Worker::add_listener(int fd, PortKind kind, uint64_t id, bool tls) {
   status.last_active_ms = net::monotonic_ms();
   listener_status_.push_back(std::move(status));
   listeners_.push_back(std::make_unique<Listener>(*this, fd, kind, tls));
-  CHECK(reactor_.add(fd, EPOLLIN, listeners_.back().get()));
+  // Exclusive: where every worker waits on one socket (a unix socket's),
+  // a client wakes one of them, not all.
+  CHECK(reactor_.add(fd, EPOLLIN | EPOLLEXCLUSIVE, listeners_.back().get()));
 }
 
 void Worker::start() {
@@ -105,10 +107,15 @@ void Worker::accept_from(int listen_fd, PortKind kind, bool tls) {
       continue;
     }
     state_.total_connections.fetch_add(1, std::memory_order_relaxed);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (state_.settings.tcp_keepalive_seconds > 0 && !net::set_keepalive(fd, keepalive_)) {
-      PLOG_EVERY_N(WARNING, 1000) << "TCP keepalive refused; a client that vanishes is not noticed";
+    // A unix socket's peer is on this host: its end closes the connection
+    // when it dies, and there is no Nagle to turn off.
+    if (peer.ss_family != AF_UNIX) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (state_.settings.tcp_keepalive_seconds > 0 && !net::set_keepalive(fd, keepalive_)) {
+        PLOG_EVERY_N(WARNING, 1000)
+            << "TCP keepalive refused; a client that vanishes is not noticed";
+      }
     }
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
     auto* connection = new Connection(*this, fd, id, kind, peer, net::local_name(fd),

@@ -70,14 +70,30 @@ TEST(CommandLineTest, ItemSizeTakesKAndMSuffixes) {
 TEST(CommandLineTest, ListenAccumulatesLikeMemcached) {
   EXPECT_EQ(translated({"-l", "127.0.0.1,::1"}), (Args{"--listen=127.0.0.1,::1"}));
   EXPECT_EQ(translated({"-l", "127.0.0.1", "-l", "[::1]"}),
-            (Args{"--listen=127.0.0.1", "--listen=127.0.0.1,::1"}));
+            (Args{"--listen=127.0.0.1", "--listen=127.0.0.1,[::1]"}));
   EXPECT_EQ(translated({"-l", "10.0.0.1;10.0.0.2"}), (Args{"--listen=10.0.0.1,10.0.0.2"}));
 }
 
-TEST(CommandLineTest, ListenRefusesAPortPerAddress) {
-  EXPECT_NE(translate({"-l", "127.0.0.1:11211"}).error.find("port per address"), std::string::npos);
-  EXPECT_NE(translate({"-l", "[::1]:11211"}).error.find("port per address"), std::string::npos);
-  EXPECT_FALSE(translate({"-l", ","}).error.empty());
+// --listen has memcached's syntax: the entries go through as given.
+TEST(CommandLineTest, ListenKeepsPortsAndNotls) {
+  EXPECT_EQ(translated({"-l", "127.0.0.1:11211"}), (Args{"--listen=127.0.0.1:11211"}));
+  EXPECT_EQ(translated({"-l", "notls:[::1]:5", "-l", "*"}),
+            (Args{"--listen=notls:[::1]:5", "--listen=notls:[::1]:5,*"}));
+  EXPECT_EQ(translated({"--listen=127.0.0.1:1"}), (Args{"--listen=127.0.0.1:1"}));  // gflags'
+  EXPECT_EQ(translated({"-l", "127.0.0.1:99999"})[0],
+            "error: -l 127.0.0.1:99999: the port must be a number from 0 to 65535");
+  EXPECT_EQ(translated({"-l", "[::1"})[0], "error: -l [::1: missing ']'");
+  EXPECT_EQ(translated({"-l", ","})[0], "error: -l needs at least one address");
+}
+
+TEST(CommandLineTest, UnixSocketAndItsMask) {
+  EXPECT_EQ(translated({"-s", "/run/x.sock", "-a", "0770"}),
+            (Args{"--unix_socket=/run/x.sock", "--unix_socket_mask=0770"}));
+  EXPECT_EQ(translated({"-s/run/x.sock", "-a770"}),
+            (Args{"--unix_socket=/run/x.sock", "--unix_socket_mask=770"}));
+  EXPECT_EQ(translated({"--unix-socket=/run/x.sock", "--unix-mask", "700"}),
+            (Args{"--unix_socket=/run/x.sock", "--unix_socket_mask=700"}));
+  EXPECT_EQ(translated({"-s", ""})[0], "error: -s needs a file name");
 }
 
 TEST(CommandLineTest, UdpPortIsAcceptedAndWarnedAboutUnlessZero) {
@@ -124,12 +140,8 @@ TEST(CommandLineTest, DaemonAndPidFileMapOntoFlags) {
   EXPECT_EQ(translate({"--daemon=yes"}).error, "--daemon takes no value");
 }
 
-TEST(CommandLineTest, UnknownAndUnsupportedOptionsAreErrors) {
+TEST(CommandLineTest, UnknownOptionsAreErrors) {
   EXPECT_EQ(translate({"-x"}).error, "unknown option -x (see --help)");
-  EXPECT_EQ(translate({"-a", "700"}).error,
-            "memcached's option -a (--unix-mask) is not supported by lockcached");
-  EXPECT_EQ(translate({"--unix-socket=/tmp/s"}).error,
-            "memcached's option -s (--unix-socket) is not supported by lockcached");
   EXPECT_EQ(translate({"-o", "ssl_key=k,bogus=20"}).error,
             "memcached's option -o bogus is not supported by lockcached");
 }

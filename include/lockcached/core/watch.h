@@ -46,7 +46,7 @@ struct ClientInfo {
   // conns` and `stats cachelocks` show, and every stream's `cfd=` (memcached
   // prints its descriptor there, which is its connection's number).
   uint64_t id = 0;
-  sockaddr_in6 address{};  // AF_INET or AF_INET6; family 0 when unknown
+  sockaddr_in6 address{};  // AF_INET or AF_INET6; AF_UNIX (the family alone); 0: unknown
 };
 
 // How a cache-object lock ended.

@@ -15,18 +15,39 @@ namespace lockcached::net {
 // memcached's -b and its default); the kernel caps it at net.core.somaxconn.
 constexpr int kListenBacklog = 1024;
 
+// Why a listening socket could not be had: the message ("HOST:PORT: Cannot
+// assign requested address"), and whether the configuration is at fault,
+// so that no retry can mend it (an address not on this host, a port or a
+// path this user may not bind, a name that does not exist), rather than
+// the moment (the address still in use by a server that is stopping).
+struct ListenError {
+  std::string message;
+  bool configuration = false;
+};
+
 // A non-blocking TCP listening socket on host:port ("0.0.0.0", "::1",
 // "localhost"...). With share_port, several sockets may listen on one port
 // (SO_REUSEPORT) and the kernel spreads new connections over them.
 // `backlog`: listen()'s queue of connections not yet accepted. Returns the
 // fd, or -1 with *error set.
-int open_listener(const std::string& host, uint16_t port, bool share_port, std::string* error,
+int open_listener(const std::string& host, uint16_t port, bool share_port, ListenError* error,
                   int backlog = kListenBacklog);
 
-// True when no socket listens on host:port yet. SO_REUSEPORT would let a
-// second server of the same user share a busy port silently; this check
-// makes that an "address in use" error instead.
-bool port_is_free(const std::string& host, uint16_t port);
+// Whether host:port can be bound: SO_REUSEPORT would let a second server of
+// the same user share a busy port silently, so a bind without it is tried
+// first. False, with the bind's own reason in *error, when it fails.
+bool can_bind(const std::string& host, uint16_t port, ListenError* error);
+
+// The longest path a unix-domain socket may have (sun_path, less its NUL).
+constexpr size_t kMaxUnixPathLength = 107;
+
+// A non-blocking unix-domain stream socket listening at `path`, the file's
+// permission bits set to `mode` before the first client can connect
+// (memcached's -a). A socket file that nobody listens on any more (its
+// server was killed) is replaced; one that a live server listens on is
+// "in use", as a TCP port would be; a file that is no socket is refused.
+int open_unix_listener(const std::string& path, unsigned mode, ListenError* error,
+                       int backlog = kListenBacklog);
 
 uint16_t local_port(int fd);
 
@@ -79,7 +100,8 @@ bool peer_vanished(int error);
 std::string peer_name(int fd);
 // "address:port" of this end ("?" when unknown).
 std::string local_name(int fd);
-// "1.2.3.4:port" or "[::1]:port"; "?" for a family that is neither.
+// "1.2.3.4:port" or "[::1]:port"; "unix:PATH" for a unix-domain socket
+// ("unix:" for an unnamed one, as a client's is); "?" for another family.
 std::string address_text(const sockaddr_storage& address);
 
 // The system calls of the request path, made directly. glibc's read(),

@@ -48,6 +48,10 @@ class PidFile {
 
 // --user: the user must exist, checked before anything starts.
 bool user_exists(const std::string& user);
+// --user with --unix_socket: the socket file becomes the user's, and its
+// group the user's group, as memcached's is (it binds after it became the
+// user), so that -a's group bits mean what they mean there.
+bool give_to_user(const std::string& path, const std::string& user, std::string* error);
 // Becomes `user` (after the ports are bound); empty: stays, warning as root.
 bool drop_privileges(const std::string& user, std::string* error);
 // The first of `dir` and the files in it that `user` does not own; empty

@@ -1,6 +1,8 @@
 // Wires it all together: the shared state, the listeners and the workers.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "lockcached/core/server_control.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/net/reactor_scheduler.h"
+#include "lockcached/net/socket.h"
 #include "lockcached/replication/node.h"
 #include "lockcached/server/connection.h"
 #include "lockcached/server/server_state.h"
@@ -32,15 +35,18 @@ class Server final : public core::StatsSource, public core::ServerControl {
   ~Server() override;
 
   // Binds every listener and starts the workers. False, with *error set, if
-  // a listener cannot be opened.
-  bool start(std::string* error);
+  // something cannot be started; *configuration_error then says whether the
+  // configuration is at fault (net::ListenError), so that a retry cannot help.
+  bool start(std::string* error, bool* configuration_error);
   // Closes listeners and connections and joins the workers.
   void stop();
   // After stop(), on a graceful stop (SIGUSR1): writes the cache to
   // Settings::memory_file, if set, for the next start to load. Logs what
   // it did; false when the file could not be written.
   bool save_memory_file();
-  // The memcached port actually bound (differs from the setting when it is 0).
+  // The memcached port actually bound (differs from the setting when it is
+  // 0): --port's, or where every --listen address has its own port, the
+  // first address's; 0 with --unix_socket alone.
   uint16_t port() const { return port_; }
   uint16_t lock_port() const { return lock_port_; }
   // The extra TLS ports (Settings::tls_port, lock_tls_port) as bound; 0: none.
@@ -65,9 +71,23 @@ class Server final : public core::StatsSource, public core::ServerControl {
   void shutdown(bool graceful) override;
 
  private:
-  // `setting`: a port setting (kPortOff, kAnyFreePort or a port); *port
-  // gets the port bound.
-  bool listen(PortKind kind, int setting, bool tls, uint16_t* port, std::string* error);
+  // Every listener of the settings; false with *error at the first that
+  // cannot be opened.
+  bool open_listeners(net::ListenError* error);
+  // The memcached protocols on each --listen address.
+  bool listen_cache(net::ListenError* error);
+  // `setting` (kPortOff, kAnyFreePort or a port) on each host of --listen
+  // once; *port gets the port bound. `tls`: with --tls, where some entry of
+  // the host is not notls:.
+  bool listen_per_host(PortKind kind, int setting, bool tls, uint16_t* port,
+                       net::ListenError* error);
+  // One socket per worker on host:*port (SO_REUSEPORT); a *port of 0
+  // becomes the one the kernel picked.
+  bool listen_on(PortKind kind, const std::string& host, bool tls, uint16_t* port,
+                 net::ListenError* error);
+  // --unix_socket: one socket, a descriptor of it in every worker.
+  bool listen_unix(net::ListenError* error);
+  void add_listener(Worker& worker, int fd, PortKind kind, bool tls);
   // With Settings::memory_file: loads what the last graceful stop saved.
   void load_memory_file();
   // With --virtual_ip: takes the role the address gives before any client
@@ -116,6 +136,10 @@ class Server final : public core::StatsSource, public core::ServerControl {
   bool hand_over_pending_ = false;
   int hand_overs_ = 0;
   uint16_t port_ = 0;
+  // The socket file --unix_socket made, removed at stop unless another file
+  // took its path meanwhile.
+  dev_t unix_socket_device_ = 0;
+  ino_t unix_socket_inode_ = 0;
   uint16_t lock_port_ = 0;
   uint16_t tls_port_ = 0;
   uint16_t lock_tls_port_ = 0;

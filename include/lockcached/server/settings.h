@@ -11,6 +11,7 @@
 #include "lockcached/core/auth.h"
 #include "lockcached/core/command_policy.h"
 #include "lockcached/net/reactor.h"
+#include "lockcached/server/listen_address.h"
 #include "lockcached/tls/context.h"
 
 namespace lockcached::server {
@@ -27,8 +28,15 @@ enum class PortKind { kCache, kLockService };
 enum class CacheProtocol : uint8_t { kAuto, kText, kBinary };
 
 struct Settings {
-  std::vector<std::string> listen{"0.0.0.0"};
+  // --listen: each address serves the memcached protocols on its own port
+  // or `port`; the other ports listen once on each host.
+  std::vector<ListenAddress> listen{{"0.0.0.0", ListenAddress::kDefaultPort, false, "0.0.0.0"}};
   uint16_t port = 11211;  // 0: any free port (tests)
+  // --unix_socket (memcached's -s): the memcached protocols on this
+  // unix-domain socket, and on no TCP port; empty: none. Its file's mode
+  // (memcached's -a).
+  std::string unix_socket;
+  unsigned unix_socket_mask = 0700;
   int lock_port = 11400;  // the named-lock service; kLockServiceOff, kAnyFreePort
   unsigned threads = 4;
   // The client connections' I/O; kUring only where Reactor::uring_available().
