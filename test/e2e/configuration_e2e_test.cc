@@ -255,14 +255,87 @@ TEST(ConfigurationE2e, AnUnknownUserStopsTheStart) {
                              "--user: no such user: no-such-user-here");
 }
 
-// Not a configuration mistake: its own status, 1, so that systemd retries.
+// Not a configuration mistake: its own status, 1, so that systemd retries
+// (a server that is stopping still holds its port for a moment).
 TEST(ConfigurationE2e, APortInUseExitsOne) {
   ServerProcess first;
   ASSERT_TRUE(first.start());
   Outcome outcome = run_server({"--port=" + std::to_string(first.port()), "--lock_port=0",
                                 "--listen=127.0.0.1"});
   EXPECT_TRUE(outcome.exited_with(1)) << e2e::describe_wait_status(outcome.wait_status);
-  EXPECT_NE(outcome.output.find("address already in use"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("cannot start: 127.0.0.1:" + std::to_string(first.port()) +
+                                ": Address already in use"),
+            std::string::npos)
+      << outcome.output;
+}
+
+// Where the server may never listen, the configuration is at fault: exit
+// 64 (lockcached.service does not restart) with the kernel's own reason.
+TEST(ConfigurationE2e, AnAddressNotOnThisHostExits64) {
+  std::string port = std::to_string(free_port());
+  expect_configuration_error(
+      {"--listen=192.0.2.1", "--port=" + port, "--lock_port=0"},
+      "cannot start: 192.0.2.1:" + port + ": Cannot assign requested address");
+  // memcached's -d: the starting command exits with the server's status.
+  Outcome daemon = run_server({"-d", "-l", "192.0.2.1", "-p", port, "--lock_port=0"});
+  EXPECT_TRUE(daemon.exited_with(64)) << e2e::describe_wait_status(daemon.wait_status) << "\n"
+                                      << daemon.output;
+}
+
+TEST(ConfigurationE2e, AUnixSocketWhereNoneCanBeMadeExits64) {
+  TempDir dir;
+  expect_configuration_error({"--unix_socket=" + (dir.path() / "no/such/dir.sock").string()},
+                             "no/such/dir.sock: No such file or directory");
+  write_file(dir.path() / "file", "not a socket");
+  expect_configuration_error({"--unix_socket=" + (dir.path() / "file").string()},
+                             "file: exists and is not a socket");
+  expect_configuration_error({"--unix_socket=/" + std::string(200, 'x')},
+                             "--unix_socket: a unix socket's path may have 107 bytes at most");
+  expect_configuration_error({"--unix_socket=/tmp/x.sock", "--unix_socket_mask=0800"},
+                             "--unix_socket_mask: must be octal permission bits, 0 to 0777");
+  expect_configuration_error({"-l", "notls:127.0.0.1"},
+                             "--listen: notls: needs --tls (memcached's -Z)");
+}
+
+// `command` as the user nobody where this process can become it (root,
+// with setpriv); else as it is, when it is not root itself. Empty when
+// neither works.
+std::vector<std::string> unprivileged(std::vector<std::string> command) {
+  if (geteuid() != 0) return command;
+  if (access("/usr/bin/setpriv", X_OK) != 0) return {};
+  command.insert(command.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                   "--clear-groups", "--inh-caps=-all"});
+  return command;
+}
+
+TEST(ConfigurationE2e, APrivilegedPortOrPathWithoutPermissionExits64) {
+  std::ifstream start_file("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+  int unprivileged_start = 1024;
+  start_file >> unprivileged_start;
+  std::vector<std::string> command =
+      unprivileged({e2e::server_binary(), "--port=1", "--lock_port=0", "--listen=127.0.0.1"});
+  if (command.empty() || unprivileged_start <= 1) {
+    GTEST_SKIP() << "cannot run the server without the right to bind port 1 here (root without "
+                    "setpriv, or net.ipv4.ip_unprivileged_port_start is "
+                 << unprivileged_start << ")";
+  }
+  Outcome port = run(command);
+  EXPECT_TRUE(port.exited_with(64)) << e2e::describe_wait_status(port.wait_status) << "\n"
+                                    << port.output;
+  EXPECT_NE(port.output.find("cannot start: 127.0.0.1:1: Permission denied"), std::string::npos)
+      << port.output;
+
+  // A directory the user may not write in (mkdtemp's are 0700; as nobody,
+  // root's is out of reach, and a user's own made read-only).
+  TempDir dir;
+  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+  std::string socket = (dir.path() / "lockcached.sock").string();
+  Outcome path = run(unprivileged({e2e::server_binary(), "--unix_socket=" + socket}));
+  EXPECT_TRUE(path.exited_with(64)) << e2e::describe_wait_status(path.wait_status) << "\n"
+                                    << path.output;
+  EXPECT_NE(path.output.find("cannot start: " + socket + ": Permission denied"), std::string::npos)
+      << path.output;
+  fs::permissions(dir.path(), fs::perms::owner_all);
 }
 
 TEST(ConfigurationE2e, HelpListsOurFlagsFirstInGroupsAndExitsZero) {
@@ -494,7 +567,7 @@ TEST(ConfigurationE2e, ADaemonThatCannotStartFailsItsStarter) {
   Outcome started = run_server({"-d", "-p", std::to_string(holder.port()), "-l", "127.0.0.1",
                                 "-P", pid_path.string(), "--lock_port=0"});
   EXPECT_TRUE(started.exited_with(1)) << e2e::describe_wait_status(started.wait_status);
-  EXPECT_NE(started.output.find("address already in use"), std::string::npos) << started.output;
+  EXPECT_NE(started.output.find("Address already in use"), std::string::npos) << started.output;
   EXPECT_FALSE(fs::exists(pid_path));
 }
 

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +43,8 @@ std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
 
-// The port of the first "Listening on HOST:PORT<suffix>" line.
+// The port of the first "Listening on HOST:PORT<suffix>" line; 0 for a
+// "Listening on unix:PATH<suffix>" line.
 std::optional<uint16_t> find_listening_port(const std::string& log, std::string_view kind_suffix) {
   size_t suffix = log.find(kind_suffix);
   if (suffix == std::string::npos) return std::nullopt;
@@ -50,6 +52,7 @@ std::optional<uint16_t> find_listening_port(const std::string& log, std::string_
   line_start = line_start == std::string::npos ? 0 : line_start + 1;
   size_t prefix = log.find(kListeningPrefix, line_start);
   if (prefix == std::string::npos || prefix > suffix) return std::nullopt;
+  if (log.compare(prefix + kListeningPrefix.size(), 5, "unix:") == 0) return 0;
   size_t colon = log.rfind(':', suffix);
   if (colon == std::string::npos || colon < prefix) return std::nullopt;
   unsigned port = 0;
@@ -129,10 +132,16 @@ ServerProcess::~ServerProcess() {
 
 ::testing::AssertionResult ServerProcess::start(const std::vector<std::string>& flags,
                                                 std::chrono::milliseconds timeout) {
+  std::vector<std::string> args = {"--port=0", "--lock_port=0", "--listen=127.0.0.1"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return start_as_given(args, timeout);
+}
+
+::testing::AssertionResult ServerProcess::start_as_given(const std::vector<std::string>& flags,
+                                                         std::chrono::milliseconds timeout) {
   if (pid_ > 0) return ::testing::AssertionFailure() << "ServerProcess::start called twice";
 
-  std::vector<std::string> args = {server_binary(), "--port=0", "--lock_port=0",
-                                   "--listen=127.0.0.1"};
+  std::vector<std::string> args = {server_binary()};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args)
@@ -336,23 +345,39 @@ Client& Client::operator=(Client&& other) noexcept {
 }
 
 ::testing::AssertionResult Client::connect(uint16_t port) {
-  close();
-  buffer_.clear();
-  peer_closed_ = false;
-  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) return ::testing::AssertionFailure() << errno_text("socket");
-  // A send to a server that stopped reading must fail the test, not hang it.
-  timeval send_timeout{static_cast<time_t>(kReplyTimeout.count() / 1000), 0};
-  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  while (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+  return connect_to(reinterpret_cast<const sockaddr*>(&address), sizeof address,
+                    "127.0.0.1:" + std::to_string(port));
+}
+
+::testing::AssertionResult Client::connect_unix(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof address.sun_path) {
+    return ::testing::AssertionFailure() << "unix socket path too long: " << path;
+  }
+  path.copy(address.sun_path, path.size());
+  return connect_to(reinterpret_cast<const sockaddr*>(&address), sizeof address, "unix:" + path);
+}
+
+::testing::AssertionResult Client::connect_to(const sockaddr* address, socklen_t length,
+                                              const std::string& name) {
+  close();
+  buffer_.clear();
+  peer_closed_ = false;
+  fd_ = socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return ::testing::AssertionFailure() << errno_text("socket");
+  // A send to a server that stopped reading must fail the test, not hang it.
+  timeval send_timeout{static_cast<time_t>(kReplyTimeout.count() / 1000), 0};
+  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+  while (::connect(fd_, address, length) != 0) {
     if (errno == EINTR) continue;
     std::string error = errno_text("connect");
     close();
-    return ::testing::AssertionFailure() << error << " (127.0.0.1:" << port << ")";
+    return ::testing::AssertionFailure() << error << " (" << name << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -2,6 +2,7 @@
 // a plain TCP client that speaks to it byte for byte.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -40,11 +41,16 @@ class ServerProcess {
 
   // Starts LOCKCACHED_BINARY --port=0 --lock_port=0 --listen=127.0.0.1 followed
   // by `flags` (gflags lets a later flag override an earlier one), and waits for
-  // the "Listening on HOST:PORT (memcached protocol)" line. Fails, with the
+  // the "Listening on HOST:PORT (memcached protocol)" line (or "Listening on
+  // unix:PATH (memcached protocol)": port() is 0 then). Fails, with the
   // server's output, when the line does not come within `timeout` or the child
   // exits first. $LOCKCACHED_SERVER_BINARY, when set, replaces LOCKCACHED_BINARY.
   ::testing::AssertionResult start(const std::vector<std::string>& flags = {},
                                    std::chrono::milliseconds timeout = kStartTimeout);
+  // The same with `flags` alone, none of start()'s: for a test of what the
+  // server does by default.
+  ::testing::AssertionResult start_as_given(const std::vector<std::string>& flags,
+                                            std::chrono::milliseconds timeout = kStartTimeout);
 
   uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
@@ -119,6 +125,8 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   ::testing::AssertionResult connect(uint16_t port);
+  // To a unix-domain socket (--unix_socket).
+  ::testing::AssertionResult connect_unix(const std::string& path);
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
 
@@ -169,6 +177,8 @@ class Client {
   std::map<std::string, std::string> stats(std::string_view group = "");
 
  private:
+  ::testing::AssertionResult connect_to(const sockaddr* address, socklen_t length,
+                                        const std::string& name);
   // Waits until the buffer holds more bytes, the peer closes or time is up.
   bool fill(std::chrono::steady_clock::time_point deadline, std::string_view waiting_for);
 

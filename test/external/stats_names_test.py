@@ -217,7 +217,8 @@ class StatsNamesTest(unittest.TestCase):
         self.check_family("settings")
         ours = self.stats["lockcached"]["settings"]
         for name in ("item_size_max", "cas_enabled", "binding_protocol", "evictions",
-                     "stat_key_prefix", "detail_enabled", "maxconns_fast", "auth_enabled_sasl"):
+                     "stat_key_prefix", "detail_enabled", "maxconns_fast", "auth_enabled_sasl",
+                     "domain_socket", "umask"):
             with self.subTest(name=name):
                 self.assertEqual(ours[name], self.stats["memcached"]["settings"][name])
         self.assertEqual(int(ours["tcpport"]), self.lockcached_port)
