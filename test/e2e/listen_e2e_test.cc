@@ -47,6 +47,15 @@ class SocketDir {
   fs::path path_;
 };
 
+// The server's output once it says it is ready: every "Listening on" line
+// is in it (start() returns at the first).
+std::string log_when_ready(const ServerProcess& server) {
+  EXPECT_TRUE(e2e::eventually([&] { return server.log().find(" ready") != std::string::npos; },
+                              e2e::kStartTimeout))
+      << server.log();
+  return server.log();
+}
+
 mode_t mode_of(const std::string& path) {
   struct stat info{};
   if (lstat(path.c_str(), &info) != 0) return 0;
@@ -68,9 +77,10 @@ TEST(ListenE2e, AUnixSocketServesTheMemcachedProtocolsInsteadOfTcp) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--unix_socket=" + dir.socket(), "--threads=2"}));
   EXPECT_EQ(server.port(), 0);
-  EXPECT_EQ(server.log().find("(memcached protocol"), server.log().rfind("(memcached protocol"))
+  std::string log = log_when_ready(server);
+  EXPECT_EQ(log.find("(memcached protocol"), log.rfind("(memcached protocol"))
       << "a TCP cache port besides the socket:\n"
-      << server.log();
+      << log;
   // memcached's default mask, 0700: only the server's user may connect.
   EXPECT_EQ(mode_of(dir.socket()), S_IFSOCK | 0700);
 
@@ -121,7 +131,8 @@ TEST(ListenE2e, TheSocketAloneOpensNoTcpPortAtAll) {
   std::map<std::string, std::string> settings = client.stats("settings");
   EXPECT_EQ(stat_text(settings, "lock_port"), "0");
   EXPECT_EQ(stat_text(settings, "tcpport"), "0");
-  EXPECT_EQ(server.log().find("Listening on 0.0.0.0"), std::string::npos) << server.log();
+  std::string log = log_when_ready(server);
+  EXPECT_EQ(log.find("Listening on 0.0.0.0"), std::string::npos) << log;
 
   ServerProcess asked;
   SocketDir other;
@@ -229,11 +240,11 @@ TEST(ListenE2e, AnAddressWithItsOwnPort) {
   // tcpport is --port's (0 here: a free one), where the other address listens.
   std::string shared = stat_text(settings, "tcpport");
   EXPECT_NE(shared, std::to_string(own));
-  EXPECT_NE(server.log().find("Listening on 127.0.0.2:" + shared + " (memcached protocol)"),
+  std::string log = log_when_ready(server);
+  EXPECT_NE(log.find("Listening on 127.0.0.2:" + shared + " (memcached protocol)"),
             std::string::npos)
-      << server.log();
-  EXPECT_EQ(server.log().find("Listening on 127.0.0.1:" + shared), std::string::npos)
-      << server.log();
+      << log;
+  EXPECT_EQ(log.find("Listening on 127.0.0.1:" + shared), std::string::npos) << log;
   EXPECT_EQ(on_own.store("set", "k", "v"), "STORED");
 }
 
@@ -250,7 +261,7 @@ TEST(ListenE2e, NotlsKeepsAnAddressPlainUnderTls) {
        "--tls_key_file=" + certs + "/server.key",
        "--listen=notls:127.0.0.1:" + std::to_string(plain) + ",127.0.0.2:" + std::to_string(tls),
        "--lock_port=-1", "--threads=1"}));
-  std::string log = server.log();
+  std::string log = log_when_ready(server);
   EXPECT_NE(log.find("Listening on 127.0.0.1:" + std::to_string(plain) + " (memcached protocol)"),
             std::string::npos)
       << log;
