@@ -33,6 +33,7 @@ namespace {
 using namespace std::chrono_literals;
 using e2e::Client;
 using e2e::ServerProcess;
+using e2e::TempDir;
 using e2e::free_port;
 namespace fs = std::filesystem;
 
@@ -46,23 +47,6 @@ std::string read_file(const fs::path& path) {
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
-
-// A fresh directory for one test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "lockcached_config_XXXXXX";
-    path_ = mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // What a command printed and how it ended.
 struct Outcome {

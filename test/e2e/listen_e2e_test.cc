@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,28 +22,21 @@ namespace {
 using namespace std::chrono_literals;
 using e2e::Client;
 using e2e::ServerProcess;
-namespace fs = std::filesystem;
 
-std::string stat_text(const std::map<std::string, std::string>& stats, const std::string& name) {
-  auto found = stats.find(name);
-  return found == stats.end() ? "<absent>" : found->second;
-}
-
-// A fresh directory for a test's socket, removed afterwards.
-class SocketDir {
+// A path for a test's unix socket, in a directory of its own.
+class SocketPath {
  public:
-  SocketDir() {
-    std::string pattern = ::testing::TempDir() + "lockcached_listen_XXXXXX";
-    path_ = mkdtemp(pattern.data()) ? pattern : "";
+  const std::string& path() const { return path_; }
+  // A client connected to it (a test failure when it cannot connect).
+  Client client() const {
+    Client client;
+    EXPECT_TRUE(client.connect_unix(path_));
+    return client;
   }
-  ~SocketDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string socket() const { return (path_ / "lockcached.sock").string(); }
 
  private:
-  fs::path path_;
+  e2e::TempDir dir_;
+  std::string path_ = (dir_.path() / "lockcached.sock").string();
 };
 
 // The server's output once it says it is ready: every "Listening on" line
@@ -73,71 +65,67 @@ std::map<std::string, std::map<std::string, std::string>> connections(Client& as
 }
 
 TEST(ListenE2e, AUnixSocketServesTheMemcachedProtocolsInsteadOfTcp) {
-  SocketDir dir;
+  SocketPath socket;
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--unix_socket=" + dir.socket(), "--threads=2"}));
+  ASSERT_TRUE(server.start({"--unix_socket=" + socket.path(), "--threads=2"}));
   EXPECT_EQ(server.port(), 0);
   std::string log = log_when_ready(server);
   EXPECT_EQ(log.find("(memcached protocol"), log.rfind("(memcached protocol"))
       << "a TCP cache port besides the socket:\n"
       << log;
   // memcached's default mask, 0700: only the server's user may connect.
-  EXPECT_EQ(mode_of(dir.socket()), S_IFSOCK | 0700);
+  EXPECT_EQ(mode_of(socket.path()), S_IFSOCK | 0700);
 
-  Client client;
-  ASSERT_TRUE(client.connect_unix(dir.socket()));
+  Client client = socket.client();
   EXPECT_EQ(client.store("set", "greeting", "hello"), "STORED");
   EXPECT_EQ(client.get("greeting"), "hello");
   // The binary protocol too: a Version request (opcode 0x0b).
-  Client binary;
-  ASSERT_TRUE(binary.connect_unix(dir.socket()));
+  Client binary = socket.client();
   ASSERT_TRUE(binary.send(std::string("\x80\x0b\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24)));
   std::optional<std::string> header = binary.read_exactly(24);
   ASSERT_TRUE(header);
   EXPECT_EQ(static_cast<unsigned char>((*header)[0]), 0x81u);
 
   std::map<std::string, std::string> settings = client.stats("settings");
-  EXPECT_EQ(stat_text(settings, "domain_socket"), dir.socket());
-  EXPECT_EQ(stat_text(settings, "umask"), "700");
-  EXPECT_EQ(stat_text(settings, "tcpport"), "0");
+  EXPECT_EQ(settings["domain_socket"], socket.path());
+  EXPECT_EQ(settings["umask"], "700");
+  EXPECT_EQ(settings["tcpport"], "0");
   // Every thread waits on the one socket: a listener per thread, none on TCP.
   int listeners = 0;
-  for (const auto& [id, fields] : connections(client)) {
-    if (stat_text(fields, "state") != "conn_listening") continue;
+  for (auto& [id, fields] : connections(client)) {
+    if (fields["state"] != "conn_listening") continue;
     ++listeners;
-    EXPECT_EQ(stat_text(fields, "addr"), "unix:" + dir.socket());
+    EXPECT_EQ(fields["addr"], "unix:" + socket.path());
   }
   EXPECT_EQ(listeners, 2);
 }
 
 TEST(ListenE2e, MemcachedsOptionsSetTheSocketAndItsMask) {
-  SocketDir dir;
+  SocketPath socket;
   ServerProcess server;
-  ASSERT_TRUE(server.start({"-s", dir.socket(), "-a", "0770", "-t", "1"}));
-  EXPECT_EQ(mode_of(dir.socket()), S_IFSOCK | 0770);
-  Client client;
-  ASSERT_TRUE(client.connect_unix(dir.socket()));
-  EXPECT_EQ(stat_text(client.stats("settings"), "umask"), "770");
+  ASSERT_TRUE(server.start({"-s", socket.path(), "-a", "0770", "-t", "1"}));
+  EXPECT_EQ(mode_of(socket.path()), S_IFSOCK | 0770);
+  Client client = socket.client();
+  EXPECT_EQ(client.stats("settings")["umask"], "770");
 }
 
 // memcached's -s turns the network off: with the socket alone, no lock port
 // opens either unless --lock_port asks for one.
 TEST(ListenE2e, TheSocketAloneOpensNoTcpPortAtAll) {
-  SocketDir dir;
+  SocketPath socket;
   ServerProcess server;
-  ASSERT_TRUE(server.start_as_given({"--unix_socket=" + dir.socket(), "--threads=1"}));
-  Client client;
-  ASSERT_TRUE(client.connect_unix(dir.socket()));
+  ASSERT_TRUE(server.start_as_given({"--unix_socket=" + socket.path(), "--threads=1"}));
+  Client client = socket.client();
   std::map<std::string, std::string> settings = client.stats("settings");
-  EXPECT_EQ(stat_text(settings, "lock_port"), "0");
-  EXPECT_EQ(stat_text(settings, "tcpport"), "0");
+  EXPECT_EQ(settings["lock_port"], "0");
+  EXPECT_EQ(settings["tcpport"], "0");
   std::string log = log_when_ready(server);
   EXPECT_EQ(log.find("Listening on 0.0.0.0"), std::string::npos) << log;
 
   ServerProcess asked;
-  SocketDir other;
+  SocketPath other;
   ASSERT_TRUE(asked.start_as_given(
-      {"--unix_socket=" + other.socket(), "--threads=1", "--listen=127.0.0.1", "--lock_port=-1"}));
+      {"--unix_socket=" + other.path(), "--threads=1", "--listen=127.0.0.1", "--lock_port=-1"}));
   std::optional<uint16_t> lock_port = asked.lock_port();
   ASSERT_TRUE(lock_port);
   Client locks;
@@ -149,26 +137,24 @@ TEST(ListenE2e, TheSocketAloneOpensNoTcpPortAtAll) {
 // address for it), the socket as "unix:PATH"; watch says rip=unix rport=0
 // transport=local.
 TEST(ListenE2e, UnixClientsInStatsConnsAndWatch) {
-  SocketDir dir;
+  SocketPath socket;
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--unix_socket=" + dir.socket(), "--threads=1"}));
-  Client watcher;
-  ASSERT_TRUE(watcher.connect_unix(dir.socket()));
+  ASSERT_TRUE(server.start({"--unix_socket=" + socket.path(), "--threads=1"}));
+  Client watcher = socket.client();
   ASSERT_EQ(watcher.request("watch connevents"), "OK");
 
-  Client client;
-  ASSERT_TRUE(client.connect_unix(dir.socket()));
+  Client client = socket.client();
   std::optional<std::string> line = watcher.read_until("\n");
   ASSERT_TRUE(line) << watcher.last_error();
   EXPECT_NE(line->find(" type=conn_new rip=unix rport=0 transport=local cfd="), std::string::npos)
       << *line;
 
   int clients = 0;
-  for (const auto& [id, fields] : connections(client)) {
-    if (stat_text(fields, "state") == "conn_listening") continue;
+  for (auto& [id, fields] : connections(client)) {
+    if (fields["state"] == "conn_listening") continue;
     ++clients;
-    EXPECT_EQ(stat_text(fields, "addr"), "?:<AF 0>");
-    EXPECT_EQ(stat_text(fields, "listen_addr"), "unix:" + dir.socket());
+    EXPECT_EQ(fields["addr"], "?:<AF 0>");
+    EXPECT_EQ(fields["listen_addr"], "unix:" + socket.path());
   }
   EXPECT_EQ(clients, 2);  // the watcher and this one
 
@@ -181,12 +167,11 @@ TEST(ListenE2e, UnixClientsInStatsConnsAndWatch) {
 }
 
 TEST(ListenE2e, CacheLocksOnTheUnixSocketEndWithTheirConnection) {
-  SocketDir dir;
+  SocketPath socket;
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--unix_socket=" + dir.socket()}));
-  Client holder, other;
-  ASSERT_TRUE(holder.connect_unix(dir.socket()));
-  ASSERT_TRUE(other.connect_unix(dir.socket()));
+  ASSERT_TRUE(server.start({"--unix_socket=" + socket.path()}));
+  Client holder = socket.client();
+  Client other = socket.client();
   ASSERT_EQ(holder.store("set", "job", "queued"), "STORED");
   ASSERT_EQ(holder.request("lock job"), "OK");
   EXPECT_EQ(other.store("set", "job", "mine"), "LOCKED");
@@ -199,32 +184,31 @@ TEST(ListenE2e, CacheLocksOnTheUnixSocketEndWithTheirConnection) {
 // live server listens on is in use (exit 1, as a TCP port in use), and the
 // live server keeps it. A clean stop removes the file.
 TEST(ListenE2e, AStaleSocketIsReplacedALiveOneIsInUse) {
-  SocketDir dir;
+  SocketPath socket;
   {
     ServerProcess killed;
-    ASSERT_TRUE(killed.start({"--unix_socket=" + dir.socket(), "--threads=1"}));
+    ASSERT_TRUE(killed.start({"--unix_socket=" + socket.path(), "--threads=1"}));
     ASSERT_TRUE(killed.stop(SIGKILL));
   }
-  ASSERT_NE(mode_of(dir.socket()), 0u) << "SIGKILL leaves the socket file";
+  ASSERT_NE(mode_of(socket.path()), 0u) << "SIGKILL leaves the socket file";
 
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--unix_socket=" + dir.socket(), "--threads=1"}));
+  ASSERT_TRUE(server.start({"--unix_socket=" + socket.path(), "--threads=1"}));
   ServerProcess second;
-  EXPECT_FALSE(second.start({"--unix_socket=" + dir.socket(), "--threads=1"}, 5s));
+  EXPECT_FALSE(second.start({"--unix_socket=" + socket.path(), "--threads=1"}, 5s));
   std::optional<int> status = second.wait_for_exit(5s);
   ASSERT_TRUE(status);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << e2e::describe_wait_status(status);
-  EXPECT_NE(second.log().find(dir.socket() + ": Address already in use"), std::string::npos)
+  EXPECT_NE(second.log().find(socket.path() + ": Address already in use"), std::string::npos)
       << second.log();
 
-  Client client;
-  ASSERT_TRUE(client.connect_unix(dir.socket()));
+  Client client = socket.client();
   EXPECT_EQ(client.request("version").rfind("VERSION ", 0), 0u);
   client.close();
   std::optional<int> stopped = server.stop(SIGTERM);
   ASSERT_TRUE(stopped);
   EXPECT_TRUE(WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0);
-  EXPECT_EQ(mode_of(dir.socket()), 0u) << "the socket file outlived a clean stop";
+  EXPECT_EQ(mode_of(socket.path()), 0u) << "the socket file outlived a clean stop";
 }
 
 // memcached's -l HOST:PORT: an address with its own port next to one on -p.
@@ -236,9 +220,9 @@ TEST(ListenE2e, AnAddressWithItsOwnPort) {
   Client on_own;
   ASSERT_TRUE(on_own.connect(own));
   std::map<std::string, std::string> settings = on_own.stats("settings");
-  EXPECT_EQ(stat_text(settings, "inter"), list);
+  EXPECT_EQ(settings["inter"], list);
   // tcpport is --port's (0 here: a free one), where the other address listens.
-  std::string shared = stat_text(settings, "tcpport");
+  std::string shared = settings["tcpport"];
   EXPECT_NE(shared, std::to_string(own));
   std::string log = log_when_ready(server);
   EXPECT_NE(log.find("Listening on 127.0.0.2:" + shared + " (memcached protocol)"),

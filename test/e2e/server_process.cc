@@ -96,6 +96,16 @@ std::string escape(std::string_view bytes, size_t max_length) {
   return text;
 }
 
+TempDir::TempDir() {
+  std::string pattern = ::testing::TempDir() + "lockcached_e2e_XXXXXX";
+  path_ = mkdtemp(pattern.data()) ? pattern : "";
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
 std::string session_serial(std::string_view id) {
   return std::string(id.substr(0, id.find('-')));
 }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -205,6 +206,20 @@ std::vector<uint16_t> free_ports(size_t count);
 inline uint16_t free_port() { return free_ports(1)[0]; }
 // Whether `port` on 127.0.0.1 can be bound now.
 bool port_is_free(uint16_t port);
+
+// A fresh directory for one test (under gtest's TempDir()), removed with
+// all it holds afterwards.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Makes binary-safe text readable in failure messages ("\r\n" -> "\\r\\n").
 std::string escape(std::string_view bytes, size_t max_length = 200);

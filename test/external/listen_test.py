@@ -26,7 +26,7 @@ import time
 import unittest
 
 from lockcached_server import (READY_DEADLINE_S, answers_version, binary_from_argv, free_port,
-                               run_tests)
+                               read_until, request, run_tests)
 
 BINARY = None
 MEMCACHED = os.environ.get("MEMCACHED_BINARY", "memcached")
@@ -59,26 +59,15 @@ def connect(address):
     return socket.create_connection(("127.0.0.1", address), timeout=DEADLINE_S)
 
 
-def request(sock, line, ending=b"\r\n"):
-    sock.sendall(line)
-    data = b""
-    while not data.endswith(ending):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise AssertionError(f"connection closed after {data!r}")
-        data += chunk
-    return data.decode(errors="replace")
-
-
 def stats(sock, group):
-    reply = request(sock, f"stats {group}\r\n".encode(), b"END\r\n")
+    reply = request(sock, f"stats {group}\r\n".encode(), b"END\r\n").decode(errors="replace")
     return dict(line.split(" ", 2)[1:] for line in reply.splitlines() if line.startswith("STAT "))
 
 
 def answers(address):
     try:
         with connect(address) as sock:
-            return request(sock, b"version\r\n").startswith("VERSION ")
+            return request(sock, b"version\r\n").startswith(b"VERSION ")
     except OSError:
         return False
 
@@ -137,11 +126,11 @@ class UnixSocket(unittest.TestCase):
                                              for name, value in conns.items()
                                              if name.split(":")[0] in clients
                                              and name.endswith("addr")})
-                self.assertEqual(request(watcher, b"watch connevents\r\n"), "OK\r\n")
+                self.assertEqual(request(watcher, b"watch connevents\r\n"), b"OK\r\n")
                 with connect(path):
-                    line = request(watcher, b"", b"\n")
+                    line = read_until(watcher, b"\n").decode()
                 seen["conn_new"] = re.sub(r"^ts=\S+ gid=\d+ | cfd=\d+\n$", "", line)
-                self.assertEqual(request(client, b"set k 0 0 1\r\nv\r\n"), "STORED\r\n")
+                self.assertEqual(request(client, b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n")
                 seen["get"] = request(client, b"get k\r\n", b"END\r\n")
         return seen
 
@@ -171,7 +160,7 @@ class AddressPorts(unittest.TestCase):
                     self.assertEqual(stats(client, "settings")["inter"],
                                      f"127.0.0.1:{own},127.0.0.2")
                 with socket.create_connection(("127.0.0.2", shared), timeout=DEADLINE_S) as sock:
-                    self.assertTrue(request(sock, b"version\r\n").startswith("VERSION"))
+                    self.assertTrue(request(sock, b"version\r\n").startswith(b"VERSION"))
 
     def test_notls_keeps_an_address_plain(self):
         plain, tls = free_port(), free_port()
@@ -186,23 +175,22 @@ class StartFailures(unittest.TestCase):
     configuration error that lockcached.service does not restart on, with
     the same reason."""
 
+    def expect_failure(self, options, memcached_says, lockcached_says):
+        for server, expected, says in (("memcached", 71, memcached_says),
+                                       ("lockcached", 64, lockcached_says)):
+            with self.subTest(server=server):
+                status, output = start_failure(server, options)
+                self.assertEqual(status, expected, output)
+                self.assertIn(says, output)
+
     def test_an_address_not_on_this_host(self):
-        options = ["-l", "192.0.2.1", "-p", str(free_port())]
-        status, output = start_failure("memcached", options)
-        self.assertEqual(status, 71)
-        self.assertIn("Cannot assign requested address", output)
-        status, output = start_failure("lockcached", options)
-        self.assertEqual(status, 64, output)
-        self.assertIn("Cannot assign requested address", output)
+        self.expect_failure(["-l", "192.0.2.1", "-p", str(free_port())],
+                            "Cannot assign requested address", "Cannot assign requested address")
 
     def test_notls_without_tls(self):
-        options = ["-l", "notls:127.0.0.1", "-p", str(free_port())]
-        status, output = start_failure("memcached", options)
-        self.assertEqual(status, 71)
-        self.assertIn("'notls' option is valid only when SSL is enabled", output)
-        status, output = start_failure("lockcached", options)
-        self.assertEqual(status, 64, output)
-        self.assertIn("notls: needs --tls (memcached's -Z)", output)
+        self.expect_failure(["-l", "notls:127.0.0.1", "-p", str(free_port())],
+                            "'notls' option is valid only when SSL is enabled",
+                            "notls: needs --tls (memcached's -Z)")
 
 
 if __name__ == "__main__":

@@ -192,6 +192,12 @@ def stats(port, group=""):
     return dict(re.findall(r"^STAT (\S+) (.*?)\r$", reply, re.M))
 
 
+def request(sock, command, ending=b"\r\n"):
+    """Sends `command`; the reply up to `ending` (see read_until)."""
+    sock.sendall(command)
+    return read_until(sock, ending)
+
+
 def answers_version(port, tls=None):
     """True when a server on `port` answers "version\\r\\n" with a VERSION line.
 
