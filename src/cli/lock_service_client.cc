@@ -55,6 +55,8 @@ LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, con
 void LockServiceClient::connect(const std::string& host, uint16_t port) {
   connection_.reset();
   connection_ = std::make_unique<Connection>(host, port, tls_, deadline_after(timeout_));
+  host_ = host;
+  port_ = port;
   if (login_) log_in(*login_);
 }
 
@@ -68,12 +70,16 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     size_t colon = where.rfind(':');
     uint16_t port = 0;
     if (where == "election") {
-      std::this_thread::sleep_for(kElectionPause);  // no leader yet: ask the same node again
-      reply = call(request, extra_wait);
-      continue;
+      // No leader yet: ask the same node again, on a new connection, since
+      // a member closes its lock-service connections once a leader is
+      // known (the old one may be gone by now).
+      std::this_thread::sleep_for(kElectionPause);
+      connect(std::string(host_), port_);
+    } else if (colon != std::string_view::npos && parse_number(where.substr(colon + 1), &port)) {
+      connect(std::string(where.substr(0, colon)), port);
+    } else {
+      break;
     }
-    if (colon == std::string_view::npos || !parse_number(where.substr(colon + 1), &port)) break;
-    connect(std::string(where.substr(0, colon)), port);
     if (grace_ms_) {
       std::string grace = call("set_timeout " + std::to_string(*grace_ms_));
       if (!grace.starts_with("200 ")) {

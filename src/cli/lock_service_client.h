@@ -58,8 +58,9 @@ class LockServiceClient {
   // A change only a cluster's leader makes (docs/high-availability.md):
   // until this client holds a lock, "503 not leader: HOST:PORT" moves it to
   // the leader (a new connection and session, its grace set again) and the
-  // request goes there; "503 not leader: election" asks again a moment
-  // later. Gives up after the timeout.
+  // request goes there; "503 not leader: election" asks the same node
+  // again a moment later (also on a new connection and session). Gives up
+  // after the timeout.
   std::string change(const std::string& request, double extra_wait = 0);
   void connect(const std::string& host, uint16_t port);
   void log_in(const Login& login);
@@ -69,6 +70,8 @@ class LockServiceClient {
   TlsOptions tls_;
   std::optional<Login> login_;
   std::unique_ptr<Connection> connection_;
+  std::string host_;  // where connection_ goes
+  uint16_t port_ = 0;
   std::optional<uint64_t> grace_ms_;  // what set_grace_ms asked, for a new session
   bool holds_ = false;                // a lock was granted: the session cannot move
 };

@@ -207,9 +207,11 @@ void LockServiceProtocol::on_members_changed(consensus::MembershipChange::Kind k
       out.append("409 " + result.detail + "\r\n");
       break;
   }
-  // A transfer or a removal may have ended this node's leadership, whose
-  // lock-service connections close; this one was spared for its reply.
-  if (kind != Kind::kAdd) close_ = true;
+  // A transfer or a removal that was done may have ended this node's
+  // leadership, whose lock-service connections close; this one was spared
+  // for its reply. One that was not done changed nothing: the client may
+  // ask again here (after "503 not leader: election", the CLI does).
+  if (kind != Kind::kAdd && result.status == Status::kDone) close_ = true;
   if (context_.on_async_reply) context_.on_async_reply();
 }
 

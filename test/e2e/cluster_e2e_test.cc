@@ -237,6 +237,34 @@ TEST_F(ClusterE2eTest, TheCliFollowsTheLeaderFromAnyNode) {
   }
 }
 
+// Until a cluster has a leader, a node answers "503 not leader: election";
+// once one is elected, it closes its lock-service connections. The CLI
+// asks again on a new connection each time, so an election in the middle
+// of its request does not end it.
+TEST_F(ClusterE2eTest, TheCliWaitsThroughTheFirstElection) {
+  start(1);  // alone: no majority, no leader
+  std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
+                        std::to_string(lock_ports_[1]) +
+                        " --timeout 30 run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
+  FILE* cli = popen(command.c_str(), "r");
+  ASSERT_NE(cli, nullptr);
+  // It was answered "election" and asked again: two connections, beside
+  // this one.
+  Client watcher = cache_client(1);
+  uint64_t before = std::stoull(watcher.stats()["total_connections"]);
+  EXPECT_TRUE(eventually(
+      [&] { return std::stoull(watcher.stats()["total_connections"]) >= before + 2; }))
+      << "the CLI is not asking again";
+  EXPECT_EQ(watcher.stats("cluster")["leader_id"], "0");
+  start(2);
+  start(3);
+  char line[64] = {};
+  bool read = fgets(line, sizeof line, cli) != nullptr;
+  EXPECT_EQ(pclose(cli), 0);
+  EXPECT_TRUE(read);
+  EXPECT_GT(std::strtoull(line, nullptr, 10), 0u) << line;
+}
+
 // `cluster leads` answers by its exit status alone (what a keepalived track
 // script asks); `cluster status` prints the node's view.
 TEST_F(ClusterE2eTest, TheCliTellsWhetherANodeLeads) {

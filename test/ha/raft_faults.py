@@ -714,13 +714,7 @@ def lead_and_grant(cluster, node, from_node):
     """`cluster transfer` to `node` until it leads and grants a lock; returns
     the transfers it took."""
     for transfer in range(1, TRANSFERS + 1):
-        # Seen once in 12 runs: the CLI's connection closed with no reply
-        # (exit 69) while leadership was moving; the transfer is asked again
-        # and the run goes on (issue 30's note: a defect still to find).
-        try:
-            change_members(cluster, from_node, "transfer", str(cluster.ids[node]))
-        except FaultFailed as error:
-            print("    transfer %d: %s; asking again" % (transfer, error), flush=True)
+        change_members(cluster, from_node, "transfer", str(cluster.ids[node]))
         try:
             if cluster.leader(timeout=5) == node and probe_grant(cluster, node):
                 return transfer

@@ -102,16 +102,29 @@ TEST_F(ClusterCommandsTest, AnAddIsAnsweredWhenTheClusterMadeItAndTheConnectionS
 }
 
 // Leadership may have gone with it: the reply, then the connection closes.
-TEST_F(ClusterCommandsTest, ATransferIsAnsweredThenTheConnectionCloses) {
+TEST_F(ClusterCommandsTest, ATransferDoneIsAnsweredThenTheConnectionCloses) {
   EXPECT_EQ(feed("cluster transfer\r\n"), "");
   ASSERT_EQ(asked_.size(), 1u);
   EXPECT_EQ(asked_[0].kind, consensus::MembershipChange::Kind::kTransfer);
   EXPECT_EQ(asked_[0].id, 0u);
   EXPECT_TRUE(protocol_.awaits_cluster_change());
-  done_({consensus::MembershipResult::Status::kNotLeader, "192.0.2.12:11400"});
-  EXPECT_EQ(run_posted(), "503 not leader: 192.0.2.12:11400\r\n");
+  done_({consensus::MembershipResult::Status::kDone, ""});
+  EXPECT_EQ(run_posted(), "200 Transferred\r\n");
   EXPECT_FALSE(protocol_.awaits_cluster_change());
   EXPECT_TRUE(protocol_.wants_close());
+}
+
+// A transfer that was not made changed nothing: the connection stays, and
+// the client may ask again on it (the CLI does after "election").
+TEST_F(ClusterCommandsTest, ATransferNotMadeIsAnsweredAndTheConnectionStays) {
+  EXPECT_EQ(feed("cluster transfer 3\r\n"), "");
+  ASSERT_EQ(asked_.size(), 1u);
+  done_({consensus::MembershipResult::Status::kNotLeader, ""});
+  EXPECT_EQ(run_posted(), "503 not leader: election\r\n");
+  EXPECT_FALSE(protocol_.wants_close());
+  EXPECT_EQ(feed("cluster remove 3\r\n"), "");
+  ASSERT_EQ(asked_.size(), 2u);
+  EXPECT_EQ(asked_[1].kind, consensus::MembershipChange::Kind::kRemove);
 }
 
 TEST(ClusterCommandsSingleServerTest, ASingleServerHasNoMembers) {
