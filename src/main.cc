@@ -331,6 +331,27 @@ FlagProblem check_listen_flags() {
   return {};
 }
 
+// With --virtual_ip, clients reach the master's cache on the virtual IP,
+// which a replica does not hold yet: only a wildcard listener (of the
+// address's family) answers there the moment keepalived moves it.
+FlagProblem check_virtual_ip_listened() {
+  if (FLAGS_virtual_ip.empty()) return {};
+  if (!FLAGS_unix_socket.empty()) {
+    return {"virtual_ip", "needs the cache on TCP, but --unix_socket serves it instead"};
+  }
+  std::string ignored;  // checked before
+  std::vector<server::ListenAddress> addresses = listen_addresses(&ignored);
+  bool v6 = FLAGS_virtual_ip.find(':') != std::string::npos;
+  std::string wildcard = v6 ? "::" : "0.0.0.0";
+  if (std::any_of(addresses.begin(), addresses.end(),
+                  [&](const auto& address) { return address.host == wildcard; })) {
+    return {};
+  }
+  return {"virtual_ip", FLAGS_virtual_ip + " is not covered by --listen=" + FLAGS_listen +
+                            ": a replica must answer on it the moment it moves there (" +
+                            (v6 ? "--listen=::" : "--listen=0.0.0.0") + ")"};
+}
+
 // Where the lock service listens when --lock_port is not given: beside the
 // cache port, so that instances on different cache ports (as memcached's
 // operators run them, -p 11211, -p 11212...) never share one.
@@ -471,6 +492,7 @@ FlagProblem check_flags() {
   if (!FLAGS_virtual_ip.empty() && !lockcached::replication::is_numeric_address(FLAGS_virtual_ip)) {
     return {"virtual_ip", "must be a numeric IPv4 or IPv6 address: " + FLAGS_virtual_ip};
   }
+  if (FlagProblem problem = check_virtual_ip_listened(); !problem.flag.empty()) return problem;
   if (FLAGS_repl_port < 1 || FLAGS_repl_port > 65535) return {"repl_port", "must be 1..65535"};
   // A buffer must hold a few of the largest items, or one large set would
   // drop every replica.

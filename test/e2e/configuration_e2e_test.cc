@@ -175,6 +175,18 @@ TEST(ConfigurationE2e, ReplicationFlagsAreChecked) {
   expect_configuration_error(
       {"--port=0", "--virtual_ip=192.0.2.100", "--max_item_size=16777216"},
       "--repl_buffer_size: must hold at least 4 x --max_item_size with --virtual_ip");
+  // Clients reach the master on the virtual IP: --listen must answer there.
+  expect_configuration_error({"--port=0", "--virtual_ip=192.0.2.100", "--listen=127.0.0.1"},
+                             "--virtual_ip: 192.0.2.100 is not covered by --listen=127.0.0.1: a "
+                             "replica must answer on it the moment it moves there "
+                             "(--listen=0.0.0.0)");
+  expect_configuration_error({"--port=0", "--virtual_ip=2001:db8::1", "--listen=0.0.0.0"},
+                             "--virtual_ip: 2001:db8::1 is not covered by --listen=0.0.0.0: a "
+                             "replica must answer on it the moment it moves there "
+                             "(--listen=::)");
+  expect_configuration_error({"--port=0", "--virtual_ip=192.0.2.100", "-s", "/tmp/lc.sock"},
+                             "--virtual_ip: needs the cache on TCP, but --unix_socket serves it "
+                             "instead");
 }
 
 // A cluster member that would start wrong does not start: one line, exit 64.

@@ -19,13 +19,16 @@
 namespace {
 
 using e2e::Client;
-using e2e::ServerProcess;
 using e2e::free_port;
+using e2e::ServerProcess;
 
 // On loopback's network (127.0.0.0/8 stays on this host) but not an address
 // of any interface: a virtual IP held elsewhere, and nothing a replica's
 // connection attempts could reach outside the machine.
 constexpr const char* kElsewhere = "--virtual_ip=127.0.0.2";
+// A --virtual_ip node listens on every address (the start refuses less), on
+// this test's ephemeral ports.
+constexpr const char* kEveryAddress = "--listen=0.0.0.0";
 constexpr const char* kReadOnly = "SERVER_ERROR read-only replica: writes go to the master";
 
 // One request of the replication stream, as a raw follower reads it.
@@ -81,7 +84,8 @@ class RawReplica {
 TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", "--repl_port=" + std::to_string(repl_port)}));
+  ASSERT_TRUE(server.start(
+      {"--virtual_ip=127.0.0.1", kEveryAddress, "--repl_port=" + std::to_string(repl_port)}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   EXPECT_EQ(client.stats("replication")["role"], "master");
@@ -117,8 +121,8 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
 TEST(ReplicationE2e, AMastersLockServiceIsNotInTheStream) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", "--repl_port=" + std::to_string(repl_port),
-                            "--lock_port=-1"}));
+  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", kEveryAddress,
+                            "--repl_port=" + std::to_string(repl_port), "--lock_port=-1"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   // Served once every listener is open, the replication port's too.
@@ -149,7 +153,8 @@ TEST(ReplicationE2e, AMastersLockServiceIsNotInTheStream) {
 TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start({kElsewhere, "--repl_port=" + std::to_string(repl_port), "--lock_port=-1"}));
+  ASSERT_TRUE(server.start(
+      {kElsewhere, kEveryAddress, "--repl_port=" + std::to_string(repl_port), "--lock_port=-1"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   std::map<std::string, std::string> replication = client.stats("replication");
