@@ -479,6 +479,10 @@ void RaftNode::Impl::start_change(MembershipRequest* request) {
       rv = raft_remove(&raft, &request->change_request, change.id, on_changed);
       break;
     case MembershipChange::Kind::kTransfer:
+      // Asked of the node that leads already (an election may have made it
+      // leader since the operator looked): done, as the operator wanted.
+      // libraft would refuse it as a bad id.
+      if (change.id == settings.id) return finish(request, "");
       rv = raft_transfer(&raft, &request->transfer_request, change.id, on_transferred);
       break;
   }

@@ -489,6 +489,9 @@ TEST_F(ClusterE2eTest, ATransferMovesLeadershipToTheNodeNamed) {
   EXPECT_EQ(cli(asked, "cluster transfer " + std::to_string(target)), 0);
   // The nodes' `stats cluster` may still show the old leader for a moment.
   EXPECT_TRUE(eventually([&] { return leader() == target; }));
+  // To the node that leads already: done, and nothing moves.
+  EXPECT_EQ(cli(asked, "cluster transfer " + std::to_string(target)), 0);
+  EXPECT_EQ(leader(), target);
   // Without an id, to the most up-to-date voter.
   EXPECT_EQ(cli(target, "cluster transfer"), 0);
   int next = 0;
