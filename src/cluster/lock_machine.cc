@@ -6,12 +6,30 @@
 
 #include <glog/logging.h>
 
+#include "lockcached/core/verbosity.h"
+
 namespace lockcached::cluster {
 namespace {
 
 uint64_t random_incarnation() {
   std::random_device device;
   return (uint64_t{device()} << 32) | device();
+}
+
+// -vv's words for a change's kind and outcome.
+const char* kind_name(locks::ChangeKind kind) {
+  static constexpr const char* kNames[] = {"?",           "open",    "resume",    "detach",
+                                           "grace",       "acquire", "cancel",    "release",
+                                           "release_all", "expire",  "term_start"};
+  size_t index = static_cast<size_t>(kind);
+  return index < std::size(kNames) ? kNames[index] : "?";
+}
+
+const char* status_name(locks::OutcomeStatus status) {
+  static constexpr const char* kNames[] = {"done",   "refused",    "busy", "limited",
+                                           "queued", "not leader", "lost"};
+  size_t index = static_cast<size_t>(status);
+  return index < std::size(kNames) ? kNames[index] : "?";
 }
 
 // The changes that name a session; the others open one, or concern all.
@@ -124,6 +142,13 @@ void LockMachine::apply_change(const LoggedChange& logged) {
     };
   }
   locks::Outcome outcome = service_->apply(change, std::move(on_grant));
+  // -vv: what every member applies, in the log's order.
+  LOCKCACHED_VLOG(2) << "cluster: " << kind_name(change.kind)
+                     << (names_session(change.kind) ? " session " + change.serial : "")
+                     << (change.name.empty() ? "" : " " + change.name) << ": "
+                     << status_name(outcome.status)
+                     << (outcome.token ? " token " + std::to_string(outcome.token) : "")
+                     << (mine ? " (asked here)" : "");
   end_grace(change, outcome);
   if (change.kind == locks::ChangeKind::kTermStart) {
     std::lock_guard lock(mutex_);

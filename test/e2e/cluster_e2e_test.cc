@@ -40,8 +40,8 @@ using e2e::eventually;
 using e2e::free_ports;
 using e2e::ServerProcess;
 
-constexpr int kNodes = 3;      // the initial voters
-constexpr int kMaxNodes = 4;   // and one a test may add
+constexpr int kNodes = 3;     // the initial voters
+constexpr int kMaxNodes = 4;  // and one a test may add
 // Short, so that elections are quick; the tests do not depend on it.
 constexpr const char* kElectionTimeout = "--election_timeout_ms=300";
 constexpr auto kElection = 20s;  // how long a test waits for a leader
@@ -59,8 +59,9 @@ std::optional<uint64_t> acquired_token(std::string_view reply) {
 class ClusterE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("cluster_e2e." + std::to_string(getpid()) + "." +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::temp_directory_path() /
+            ("cluster_e2e." + std::to_string(getpid()) + "." +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
     std::ofstream(root_ / "secret") << "a secret only the members know\n";
@@ -68,8 +69,8 @@ class ClusterE2eTest : public ::testing::Test {
     std::vector<uint16_t> ports = free_ports(2 * kNodes);
     for (int i = 1; i <= kNodes; ++i) {
       fs::create_directories(root_ / std::to_string(i));
-      cluster_ += (i > 1 ? "," : "") + std::to_string(i) + "@127.0.0.1:" +
-                  std::to_string(ports[2 * (i - 1)]);
+      cluster_ += (i > 1 ? "," : "") + std::to_string(i) +
+                  "@127.0.0.1:" + std::to_string(ports[2 * (i - 1)]);
       repl_ports_[i] = ports[2 * (i - 1) + 1];
     }
   }
@@ -83,10 +84,12 @@ class ClusterE2eTest : public ::testing::Test {
   // replaces the initial voters').
   void start(int id, std::vector<std::string> extra = {}) {
     auto node = std::make_unique<ServerProcess>();
-    std::vector<std::string> flags = {
-        "--node_id=" + std::to_string(id), "--data_dir=" + (root_ / std::to_string(id)).string(),
-        "--cluster_secret_file=" + (root_ / "secret").string(), "--lock_port=-1",
-        "--repl_port=" + std::to_string(repl_ports_[id]), kElectionTimeout};
+    std::vector<std::string> flags = {"--node_id=" + std::to_string(id),
+                                      "--data_dir=" + (root_ / std::to_string(id)).string(),
+                                      "--cluster_secret_file=" + (root_ / "secret").string(),
+                                      "--lock_port=-1",
+                                      "--repl_port=" + std::to_string(repl_ports_[id]),
+                                      kElectionTimeout};
     if (std::none_of(extra.begin(), extra.end(),
                      [](const std::string& flag) { return flag.starts_with("--cluster="); })) {
       flags.push_back("--cluster=" + cluster_);
@@ -107,7 +110,8 @@ class ClusterE2eTest : public ::testing::Test {
   // leading closes its clients' connections).
   std::map<std::string, std::string> node_stats(int id, const std::string& group = "cluster") {
     Client client;
-    if (!client.connect(nodes_[id - 1]->port()) || !client.send("stats " + group + "\r\n")) return {};
+    if (!client.connect(nodes_[id - 1]->port()) || !client.send("stats " + group + "\r\n"))
+      return {};
     std::map<std::string, std::string> stats;
     for (std::string line = client.read_line(); line != "END"; line = client.read_line()) {
       size_t name_end = line.find(' ', 5);
@@ -221,8 +225,8 @@ TEST_F(ClusterE2eTest, TheCliFollowsTheLeaderFromAnyNode) {
   ASSERT_NE(lead, 0);
   uint64_t previous = 0;
   for (int id = 1; id <= kNodes; ++id) {
-    std::string command = std::string(LOCKCACHED_CLI_BINARY) +
-                          " --host 127.0.0.1 --lock-port " + std::to_string(lock_ports_[id]) +
+    std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
+                          std::to_string(lock_ports_[id]) +
                           " run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
     FILE* cli = popen(command.c_str(), "r");
     ASSERT_NE(cli, nullptr);
@@ -252,9 +256,9 @@ TEST_F(ClusterE2eTest, TheCliWaitsThroughTheFirstElection) {
   // this one.
   Client watcher = cache_client(1);
   uint64_t before = std::stoull(watcher.stats()["total_connections"]);
-  EXPECT_TRUE(eventually(
-      [&] { return std::stoull(watcher.stats()["total_connections"]) >= before + 2; }))
-      << "the CLI is not asking again";
+  EXPECT_TRUE(eventually([&] {
+    return std::stoull(watcher.stats()["total_connections"]) >= before + 2;
+  })) << "the CLI is not asking again";
   EXPECT_EQ(watcher.stats("cluster")["leader_id"], "0");
   start(2);
   start(3);
@@ -263,6 +267,27 @@ TEST_F(ClusterE2eTest, TheCliWaitsThroughTheFirstElection) {
   EXPECT_EQ(pclose(cli), 0);
   EXPECT_TRUE(read);
   EXPECT_GT(std::strtoull(line, nullptr, 10), 0u) << line;
+}
+
+// -vv: every change a member applies, in the log's order, with what it did.
+TEST_F(ClusterE2eTest, VeryVerboseLogsEachAppliedChange) {
+  start(1, {"--cluster=" + cluster_.substr(0, cluster_.find(',')), "--v=2"});  // alone: it leads
+  ASSERT_EQ(leader(), 1);
+  Client holder = lock_client(1);
+  std::string id = holder.request("conn_id");
+  ASSERT_TRUE(id.starts_with("200 ")) << id;
+  std::string session = id.substr(4, id.find('-') - 4);  // the serial, before the secret
+  std::optional<uint64_t> token = acquired_token(holder.request("lock logged"));
+  ASSERT_TRUE(token);
+  EXPECT_EQ(holder.request("unlock logged"), "200 Released");
+  EXPECT_EQ(holder.request("unlock logged"), "403 Not held");
+  std::string granted = "cluster: acquire session " + session + " logged: done token " +
+                        std::to_string(*token) + " (asked here)";
+  std::string refused = "cluster: release session " + session + " logged: refused (asked here)";
+  EXPECT_TRUE(eventually([&] {
+    std::string log = nodes_[0]->log();
+    return log.find(granted) != std::string::npos && log.find(refused) != std::string::npos;
+  })) << nodes_[0]->log();
 }
 
 // `cluster leads` answers by its exit status alone (what a keepalived track
@@ -397,8 +422,8 @@ TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
   EXPECT_EQ(reader.get("greeting"), "hello");
   std::string log = nodes_[cold - 1]->log();
   bool handed_over = log.find("handing leadership to a member that has it") != std::string::npos;
-  std::cout << "the restarted member " << (handed_over ? "handed leadership over"
-                                                         : "had the snapshot when it led")
+  std::cout << "the restarted member "
+            << (handed_over ? "handed leadership over" : "had the snapshot when it led")
             << "; node " << next << " leads\n";
 }
 
@@ -444,7 +469,8 @@ TEST_F(ClusterE2eTest, ALeaderThatHearsNoMajorityStepsDownAndClosesItsClients) {
   // so it notices within two of them; the rest is slack for a busy machine
   // (and more under a sanitizer).
   EXPECT_LT(took, std::chrono::milliseconds(static_cast<int64_t>(e2e::latency_bound_ms(3000))));
-  std::cout << "step-down closed the client " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+  std::cout << "step-down closed the client "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
             << " ms after the majority froze\n";
   EXPECT_NE(leader(), 0);
 }
@@ -475,7 +501,6 @@ TEST_F(ClusterE2eTest, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
   ASSERT_TRUE(after);
   EXPECT_GT(*after, before);
 }
-
 
 // `cluster transfer` hands leadership over, asked of any node: the CLI
 // follows the 503 to the leader.
