@@ -438,18 +438,25 @@ ALWAYS_SO = [
 ]
 
 
+def stop_all(processes):
+    """SIGTERM to every one first, then the waits: each memcached takes a
+    second or two to stop, and one after another they took over a minute."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait()
+
+
 def started_with_each(lines, tmp):
-    """Starts memcached once per option line, all at once (each takes a
-    second to stop); returns {line: its output} for those that did not
-    serve."""
+    """Starts memcached once per option line, all at once; returns {line:
+    its exit status} for those that did not serve."""
     with tempfile.TemporaryFile() as log, contextlib.ExitStack() as stack:
         running = []
+        stack.callback(lambda: stop_all([process for _, _, process in running]))
         for line in lines:
             port = lockcached_server.free_port()
             command = lockcached_server.memcached_command(port, fill_in(line, tmp))
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-            stack.callback(process.wait)
-            stack.callback(process.terminate)
             running.append((line, port, process))
         deadline = time.monotonic() + lockcached_server.READY_DEADLINE_S
         failed = {}
