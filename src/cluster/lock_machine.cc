@@ -196,7 +196,7 @@ void LockMachine::end_grace(const locks::Change& change, const locks::Outcome& o
   if (change.kind == Kind::kExpire && done) serial = change.serial;
   if (change.kind == Kind::kResume && done) serial = locks::public_session_id(change.id);
   // A session that kept no grace ended with its connection.
-  if (change.kind == Kind::kDetach && outcome.grace_ms <= 0) serial = change.serial;
+  if (change.kind == Kind::kDetach && done && outcome.grace_ms <= 0) serial = change.serial;
   if (serial.empty()) return;
   locks::Answer told;
   {

@@ -6,6 +6,31 @@
 #include "lockcached/locks/lock_change.h"
 
 namespace lockcached::locks {
+namespace {
+
+// What a connection sends on its session's behalf once it is gone, or
+// that may reach the session after it: its end (kDetach), its wait's end
+// (kCancelWait), a grant it could not take back any more (kRelease).
+bool from_connection_gone(ChangeKind kind) {
+  return kind == ChangeKind::kDetach || kind == ChangeKind::kCancelWait ||
+         kind == ChangeKind::kRelease;
+}
+
+// A session's attachment to a connection, numbered: every detach and every
+// resume counts one more, so the number is the connection's own.
+uint64_t attachment_of(Session& session) {
+  std::lock_guard lock(session.mutex);
+  return session.detachments + 1;
+}
+
+// 0 names no attachment: the change is the session's whoever sends it.
+bool still_attached(Session& session, uint64_t attachment) {
+  if (attachment == 0) return true;
+  std::lock_guard lock(session.mutex);
+  return session.attached && session.detachments + 1 == attachment;
+}
+
+}  // namespace
 
 LockService::LockService(LockLimits limits, uint64_t token_floor, const timing::Clock& clock)
     : limits_(limits),
@@ -22,9 +47,14 @@ LockService::Shard& LockService::shard_for(std::string_view name) const {
 Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
   Outcome outcome;
   const std::shared_ptr<Session>& session = change.session;
+  if (from_connection_gone(change.kind) && !still_attached(*session, change.detachment)) {
+    outcome.status = OutcomeStatus::kRefused;  // the session moved on: not this one's to end
+    return outcome;
+  }
   switch (change.kind) {
     case ChangeKind::kOpen:
       outcome.session = create_session(change.client, change.id);
+      outcome.attachment = attachment_of(*outcome.session);
       break;
     case ChangeKind::kResume: {
       bool in_use;
@@ -38,6 +68,7 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
         break;
       }
       discard_session(session);
+      outcome.attachment = attachment_of(*outcome.session);
       break;
     }
     case ChangeKind::kDetach:
@@ -410,9 +441,8 @@ FullState LockService::export_state() const {
     state.next_session = next_session_;
     for (const auto& [serial, session] : sessions_) {
       std::lock_guard session_lock(session->mutex);
-      state.sessions.push_back({session->id, session->grace_ms, session->attached,
-                                session->client, session->detachments,
-                                session->empty_in_grace});
+      state.sessions.push_back({session->id, session->grace_ms, session->attached, session->client,
+                                session->detachments, session->empty_in_grace});
     }
   }
   state.grants = grants_.load(std::memory_order_relaxed);
@@ -421,8 +451,8 @@ FullState LockService::export_state() const {
   for (size_t i = 0; i < kShards; ++i) {
     std::lock_guard lock(shards_[i].mutex);
     for (const auto& [name, entry] : shards_[i].entries) {
-      FullState::LockEntry saved{name, std::string(entry.owner->public_id()), entry.token,
-                                 entry.acquired_ms, {}};
+      FullState::LockEntry saved{
+          name, std::string(entry.owner->public_id()), entry.token, entry.acquired_ms, {}};
       for (const auto& waiter : entry.waiters)
         saved.waiters.emplace_back(waiter->session->public_id());
       state.locks.push_back(std::move(saved));

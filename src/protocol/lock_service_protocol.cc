@@ -161,8 +161,9 @@ void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
   bool shaped = (verb == "add" || verb == "remove" || verb == "transfer") &&
                 (words.count == arguments || (verb == "transfer" && words.count == 3));
   if (!shaped) {
-    return out.append("400 Usage: cluster add ID IPV4:PORT | cluster remove ID | "
-                      "cluster transfer [ID]\r\n");
+    return out.append(
+        "400 Usage: cluster add ID IPV4:PORT | cluster remove ID | "
+        "cluster transfer [ID]\r\n");
   }
   if (words.count >= 3) {
     std::string_view id = words[2];
@@ -173,14 +174,14 @@ void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
   }
   if (change.kind == Kind::kAdd) change.address = std::string(words[3]);
   changing_members_ = true;
-  context_.change_members(
-      change, context_.client ? context_.client->address : sockaddr_in6{},
-      [reactor = &context_.reactor, self = std::weak_ptr(self_),
-       kind = change.kind](consensus::MembershipResult result) {
-        reactor->post([self, kind, result = std::move(result)] {
-          if (auto alive = self.lock()) (*alive)->on_members_changed(kind, result);
-        });
-      });
+  context_.change_members(change, context_.client ? context_.client->address : sockaddr_in6{},
+                          [reactor = &context_.reactor, self = std::weak_ptr(self_),
+                           kind = change.kind](consensus::MembershipResult result) {
+                            reactor->post([self, kind, result = std::move(result)] {
+                              if (auto alive = self.lock())
+                                (*alive)->on_members_changed(kind, result);
+                            });
+                          });
 }
 
 void LockServiceProtocol::on_members_changed(consensus::MembershipChange::Kind kind,
@@ -249,8 +250,8 @@ void LockServiceProtocol::submit(locks::Change change, OutputQueue& out) {
   locks::Coordinator& coordinator = *context_.coordinator;
   bool later = !coordinator.answers_at_once() ||
                (change.kind == locks::ChangeKind::kAcquire && change.wait_ms > 0);
-  std::optional<locks::Outcome> outcome = coordinator.submit(std::move(change),
-                                                             later ? answer() : nullptr);
+  std::optional<locks::Outcome> outcome =
+      coordinator.submit(std::move(change), later ? answer() : nullptr);
   if (outcome) finish(*outcome, out);
 }
 
@@ -260,19 +261,23 @@ void LockServiceProtocol::submit(locks::Change change, OutputQueue& out) {
 // then runs as for any disconnect).
 locks::Answer LockServiceProtocol::answer() {
   return [reactor = &context_.reactor, self = std::weak_ptr(self_),
-          coordinator = context_.coordinator, session = session_, name = pending_name_,
-          waits = pending_wait_ms_ > 0](const locks::Outcome& outcome) {
-    reactor->post([self, coordinator, session, name, waits, outcome] {
+          coordinator = context_.coordinator, session = session_, attachment = attachment_,
+          name = pending_name_, waits = pending_wait_ms_ > 0](const locks::Outcome& outcome) {
+    reactor->post([self, coordinator, session, attachment, name, waits, outcome] {
       if (auto alive = self.lock()) return (*alive)->on_answer(outcome);
       if (outcome.status != locks::OutcomeStatus::kDone) return;
+      // Each names the attachment it undoes: the client may have resumed
+      // the session on another connection meanwhile, which keeps it.
       locks::Change undo;
       if (waits && session) {
         undo.kind = locks::ChangeKind::kRelease;
         undo.session = session;
         undo.name = name;
+        undo.detachment = attachment;
       } else if (outcome.session) {
         undo.kind = locks::ChangeKind::kDetach;
         undo.session = outcome.session;
+        undo.detachment = outcome.attachment;
       } else {
         return;
       }
@@ -312,6 +317,7 @@ void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out
   switch (kind) {
     case locks::ChangeKind::kOpen:
       session_ = outcome.session;
+      attachment_ = outcome.attachment;
       return;
     case locks::ChangeKind::kRelease:
       if (!done) return out.append("403 Not held\r\n");
@@ -323,6 +329,7 @@ void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out
     case locks::ChangeKind::kResume:
       if (!done) return out.append("403 Cannot resume\r\n");
       session_ = outcome.session;
+      attachment_ = outcome.attachment;
       confirm("200 Resumed\r\n", out);
       return;
     case locks::ChangeKind::kSetGrace:
@@ -474,6 +481,7 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
     locks::Change cancel;
     cancel.kind = locks::ChangeKind::kCancelWait;
     cancel.session = session_;
+    cancel.detachment = attachment_;
     context_.coordinator->submit(std::move(cancel), nullptr);
   }
   std::vector<std::string> names;
@@ -492,6 +500,7 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
   locks::Change detach;
   detach.kind = locks::ChangeKind::kDetach;
   detach.session = session_;
+  detach.detachment = attachment_;
   // When the grace runs out, whoever watches hears of the locks it let go;
   // the connection is gone by then, so the answer keeps a copy of who it was.
   locks::Answer expired;
@@ -517,11 +526,11 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
   }
   // Nobody else tells the operator whose locks a vanished client leaves.
   LOG_IF(INFO, dead) << "lock service: session " << session_->public_id()
-                     << " lost its connection (the client stopped answering); its "
-                     << names.size() << " locks "
-                     << (grace_ms > 0 ? "end in " + std::to_string(grace_ms) +
-                                            " ms unless it resumes"
-                                      : std::string("are released"));
+                     << " lost its connection (the client stopped answering); its " << names.size()
+                     << " locks "
+                     << (grace_ms > 0
+                             ? "end in " + std::to_string(grace_ms) + " ms unless it resumes"
+                             : std::string("are released"));
   if (grace_ms > 0 && !names.empty()) {
     report("session_detach", "",
            "grace_ms=" + std::to_string(grace_ms) + " locks=" + std::to_string(names.size()) +

@@ -4,6 +4,8 @@
 // single-threaded test sees them synchronously.
 #include "lockcached/locks/lock_service.h"
 
+#include "lockcached/locks/lock_change.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -439,6 +441,68 @@ TEST_F(LockServiceTest, ResumedSessionKeepsLocksAndIgnoresStaleExpire) {
   ASSERT_EQ(grants_.size(), 1u);
   EXPECT_TRUE(holds(waiter, "r"));
   EXPECT_EQ(service_.stats().sessions_in_grace, 0u);
+}
+
+// A connection that is gone may still speak for its session: its detach,
+// its wait's end, the grant it cannot take (a cluster decides after the
+// connection closed). By then the client may have resumed the session on
+// another connection, whose attachment they must leave alone. Seen in a
+// fault run: a stale detach, then its grace, took a lock the resumed
+// client had just been granted.
+TEST_F(LockServiceTest, ChangesFromAGoneConnectionLeaveAResumedSessionAlone) {
+  Change open;
+  open.kind = ChangeKind::kOpen;
+  Outcome opened = service_.apply(open);
+  std::shared_ptr<Session> session = opened.session;
+  ASSERT_NE(session, nullptr);
+  uint64_t first = opened.attachment;
+  EXPECT_GT(first, 0u);
+  Change grace;
+  grace.kind = ChangeKind::kSetGrace;
+  grace.session = session;
+  grace.grace_ms = 1000;
+  service_.apply(grace);
+
+  Change detach;
+  detach.kind = ChangeKind::kDetach;
+  detach.session = session;
+  detach.detachment = first;
+  EXPECT_EQ(service_.apply(detach).grace_ms, 1000);
+
+  // Resumed on a new connection (whose own session it replaces).
+  Change resume;
+  resume.kind = ChangeKind::kResume;
+  resume.session = service_.create_session();
+  resume.id = session->id;
+  Outcome resumed = service_.apply(resume);
+  ASSERT_EQ(resumed.session, session);
+  uint64_t second = resumed.attachment;
+  EXPECT_NE(second, first);
+  Change acquire;
+  acquire.kind = ChangeKind::kAcquire;
+  acquire.session = session;
+  acquire.name = "x";
+  uint64_t token = service_.apply(acquire).token;
+  ASSERT_GT(token, 0u);
+
+  // The first connection's words come late: refused, all of them.
+  for (ChangeKind kind : {ChangeKind::kDetach, ChangeKind::kCancelWait, ChangeKind::kRelease}) {
+    Change stale;
+    stale.kind = kind;
+    stale.session = session;
+    stale.name = "x";
+    stale.detachment = first;
+    EXPECT_EQ(service_.apply(stale).status, OutcomeStatus::kRefused) << static_cast<int>(kind);
+  }
+  EXPECT_TRUE(session->attached);
+  EXPECT_TRUE(holds(session, "x"));
+  EXPECT_EQ(service_.stats().sessions_in_grace, 0u);
+
+  // The second connection's own detach still works.
+  detach.detachment = second;
+  EXPECT_EQ(service_.apply(detach).grace_ms, 1000);
+  EXPECT_FALSE(session->attached);
+  EXPECT_TRUE(holds(session, "x"));
 }
 
 TEST_F(LockServiceTest, DiscardSessionForgetsIt) {

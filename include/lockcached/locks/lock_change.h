@@ -23,16 +23,16 @@
 namespace lockcached::locks {
 
 enum class ChangeKind : uint8_t {
-  kOpen = 1,     // a new session for a new connection (secret: the id's secret)
-  kResume,       // `conn_id ID`: take session `id` over; the own one ends
-  kDetach,       // the connection went away: the session's grace starts
-  kSetGrace,     // `set_timeout`
-  kAcquire,      // `lock NAME [SECONDS]`: wait_ms 0 does not wait
-  kCancelWait,   // the session's wait ends unanswered (timed_out, or its connection left)
-  kRelease,      // `unlock NAME`
-  kReleaseAll,   // `unlock_all`
-  kExpire,       // a detached session's grace ran out
-  kTermStart,    // a new leader: every session detaches, every wait ends
+  kOpen = 1,    // a new session for a new connection (secret: the id's secret)
+  kResume,      // `conn_id ID`: take session `id` over; the own one ends
+  kDetach,      // the connection went away: the session's grace starts
+  kSetGrace,    // `set_timeout`
+  kAcquire,     // `lock NAME [SECONDS]`: wait_ms 0 does not wait
+  kCancelWait,  // the session's wait ends unanswered (timed_out, or its connection left)
+  kRelease,     // `unlock NAME`
+  kReleaseAll,  // `unlock_all`
+  kExpire,      // a detached session's grace ran out
+  kTermStart,   // a new leader: every session detaches, every wait ends
 };
 
 struct Change {
@@ -45,9 +45,15 @@ struct Change {
   std::string id;      // kResume: the whole id asked for; kOpen: the new secret
   int64_t wait_ms = 0;
   int64_t grace_ms = 0;
-  uint64_t detachment = 0;  // kExpire: the detachment whose grace ran out
-  bool timed_out = false;   // kCancelWait
-  ClientInfo client;        // kOpen, kResume: the connection (reported only)
+  // kExpire: the detachment whose grace ran out. kDetach, kCancelWait,
+  // kRelease: 0, or the attachment (Outcome::attachment) of the connection
+  // it comes from: then it is done only while the session still has that
+  // attachment. A connection that is gone speaks for a session that may
+  // have been resumed elsewhere since (a new leader detaches every session,
+  // and a client may resume before its old connection's last word comes).
+  uint64_t detachment = 0;
+  bool timed_out = false;  // kCancelWait
+  ClientInfo client;       // kOpen, kResume: the connection (reported only)
 };
 
 enum class OutcomeStatus : uint8_t {
@@ -67,6 +73,7 @@ struct Outcome {
   std::shared_ptr<Session> session;  // kOpen, kResume: the session now used
   int64_t grace_ms = 0;              // kDetach: the grace that started (0: ended)
   uint64_t detachment = 0;           // kDetach: what kExpire must name
+  uint64_t attachment = 0;           // kOpen, kResume: what the connection's changes name
   std::string leader;                // kNotLeader: "HOST:PORT" of the leader's lock port, or ""
   // kTermStart: the sessions now in their grace, for the leader's timers.
   std::vector<LockService::Adopted> in_grace;

@@ -57,9 +57,7 @@ class LockServiceProtocol final : public ProtocolHandler {
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
-  bool blocked() const override {
-    return pending_ || waiting_ || changing_members_;
-  }
+  bool blocked() const override { return pending_ || waiting_ || changing_members_; }
   // Blocked in a `lock NAME SECONDS` (else, when blocked, on a change being
   // decided, or on a `cluster` command).
   bool waiting_for_lock() const { return waiting_; }
@@ -99,11 +97,12 @@ class LockServiceProtocol final : public ProtocolHandler {
   LockServiceContext context_;
   core::AuthSession auth_;
   std::shared_ptr<locks::Session> session_;  // null until opened (or on a non-leader)
+  uint64_t attachment_ = 0;  // session_'s attachment to this connection (Outcome::attachment)
   // The change whose outcome is awaited, and for a lock its name and wait.
   std::optional<locks::ChangeKind> pending_;
   std::string pending_name_;
   int64_t pending_wait_ms_ = 0;
-  bool waiting_ = false;  // queued behind a holder: the grant or timeout answers
+  bool waiting_ = false;    // queued behind a holder: the grant or timeout answers
   std::string not_leader_;  // set once a change was refused as not the leader's
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
