@@ -58,15 +58,16 @@ def answers_binary_version(port):
         return False
 
 
-def built_with_address_sanitizer(binary):
-    """Whether `binary` (or the one the --io=uring wrapper script execs) is."""
+def built_with_a_sanitizer(binary):
+    """Whether `binary` (or the one the --io=uring wrapper script execs) runs
+    under AddressSanitizer or ThreadSanitizer."""
     with open(binary, "rb") as f:
         content = f.read()
     wrapped = re.search(rb"^exec '([^']+)'", content, re.M) if content.startswith(b"#!") else None
     if wrapped:
         with open(wrapped.group(1), "rb") as f:
             content = f.read()
-    return b"__asan_init" in content
+    return b"__asan_init" in content or b"__tsan_init" in content
 
 
 @contextlib.contextmanager
@@ -342,8 +343,8 @@ class OptionsWithAMeaning(unittest.TestCase):
         with both(["-k"]) as (reference, running):
             self.assertEqual(stats(cache_port(running), "settings")["lock_memory"], "yes")
             pids = [self.pid_of(reference)]
-            # AddressSanitizer makes mlockall a no-op in the process it runs.
-            if not built_with_address_sanitizer(BINARY):
+            # The sanitizers' runtimes make mlockall a no-op in the process.
+            if not built_with_a_sanitizer(BINARY):
                 pids.append(running.process.pid)
             for pid in pids:
                 self.assertGreater(self.status_kb(pid, "VmLck"), 0, pid)
