@@ -265,20 +265,18 @@ store::StoreCommand store_command(uint8_t opcode) {
 
 void append_header(OutputQueue& out, const Header& request, uint16_t status, size_t extras_length,
                    size_t key_length, size_t body_length, uint64_t cas) {
-  char header[kHeaderSize] = {};
-  header[0] = static_cast<char>(kResponseMagic);
-  header[1] = static_cast<char>(request.opcode);
-  uint16_t key_be = htobe16(static_cast<uint16_t>(key_length));
-  std::memcpy(header + 2, &key_be, 2);
-  header[4] = static_cast<char>(extras_length);
-  uint16_t status_be = htobe16(status);
-  std::memcpy(header + 6, &status_be, 2);
-  uint32_t body_be = htobe32(static_cast<uint32_t>(body_length));
-  std::memcpy(header + 8, &body_be, 4);
-  std::memcpy(header + 12, &request.opaque, 4);
-  uint64_t cas_be = htobe64(cas);
-  std::memcpy(header + 16, &cas_be, 8);
-  out.append({header, kHeaderSize});
+  Header reply{.magic = kResponseMagic,
+               .opcode = request.opcode,
+               .key_length = static_cast<uint16_t>(key_length),
+               .extras_length = static_cast<uint8_t>(extras_length),
+               .data_type = 0,
+               .status = status,
+               .body_length = static_cast<uint32_t>(body_length),
+               .opaque = request.opaque,
+               .cas = cas};
+  char* at = out.reserve(kHeaderSize);
+  encode_header(reply, at);
+  out.commit(at + kHeaderSize);
 }
 
 }  // namespace

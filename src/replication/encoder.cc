@@ -7,23 +7,23 @@
 
 namespace lockcached::replication {
 
-using protocol::binary::append_u16;
 using protocol::binary::append_u32;
-using protocol::binary::append_u64;
 
-// magic, opcode, key length, extras length, data type (0: raw), vbucket,
-// total body length, opaque, CAS.
+// Data type raw, vbucket 0. The opaque goes out big-endian: the header
+// carries it in wire order (the applier reads it back with be32toh).
 void wire::append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
                                  size_t body_length, std::string& out, uint64_t cas,
                                  uint32_t opaque) {
-  out.push_back(static_cast<char>(kRequestMagic));
-  out.push_back(static_cast<char>(opcode));
-  append_u16(static_cast<uint16_t>(key_length), out);
-  out.push_back(static_cast<char>(extras_length));
-  out.append(3, '\0');  // data type, vbucket
-  append_u32(static_cast<uint32_t>(body_length), out);
-  append_u32(opaque, out);
-  append_u64(cas, out);
+  append_header({.magic = kRequestMagic,
+                 .opcode = opcode,
+                 .key_length = static_cast<uint16_t>(key_length),
+                 .extras_length = extras_length,
+                 .data_type = 0,
+                 .status = 0,
+                 .body_length = static_cast<uint32_t>(body_length),
+                 .opaque = htobe32(opaque),
+                 .cas = cas},
+                out);
 }
 
 void Encoder::append_set(const store::Item& item, std::string& out) const {

@@ -26,12 +26,13 @@ void append_snapshot_end(std::string& out) {
   out.append(kSnapshotEndKey);
 }
 
-// A request header with the response's magic: the two differ in nothing
-// else when there is no status, key or body.
+// The ack: a Noop response whose CAS field carries the position applied.
 void append_noop_response(uint64_t bytes_applied, std::string& out) {
-  size_t start = out.size();
-  wire::append_request_header(wire::kNoop, 0, 0, 0, out, bytes_applied);
-  out[start] = static_cast<char>(kResponseMagic);
+  Header response{};
+  response.magic = kResponseMagic;
+  response.opcode = kNoop;
+  response.cas = bytes_applied;
+  append_header(response, out);
 }
 
 bool ResponseReader::feed(std::string_view bytes) {

@@ -95,12 +95,17 @@ struct Header {
   uint16_t key_length;
   uint8_t extras_length;
   uint8_t data_type;  // 0: raw bytes, the only type memcached defines
+  uint16_t status;    // a response's; a request's vbucket, always 0 here
   uint32_t body_length;
   uint32_t opaque;  // echoed as received, byte order untouched
   uint64_t cas;
 };
 
+// The 24 bytes at `bytes`, read and written; encode_header writes exactly
+// what decode_header reads back.
 Header decode_header(const char* bytes);
+void encode_header(const Header& header, char* bytes);
+void append_header(const Header& header, std::string& out);
 
 // Integers in the wire's byte order (big-endian), appended or read.
 void append_u16(uint16_t value, std::string& out);
