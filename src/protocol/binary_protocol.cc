@@ -3,7 +3,9 @@
 #include <endian.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <initializer_list>
 
 #include <glog/logging.h>
 
@@ -36,178 +38,30 @@ int64_t exptime_at(std::string_view extras, size_t at) {
 
 constexpr uint32_t kNoAutoCreate = 0xffffffff;
 
-bool is_quiet(uint8_t opcode) {
-  switch (opcode) {
-    case kGetQ:
-    case kGetKQ:
-    case kSetQ:
-    case kAddQ:
-    case kReplaceQ:
-    case kDeleteQ:
-    case kIncrementQ:
-    case kDecrementQ:
-    case kQuitQ:
-    case kFlushQ:
-    case kAppendQ:
-    case kPrependQ:
-    case kGatQ:
-    case kGatKQ:
-    case kLockQ:
-    case kUnlockQ:
-    case kUnlockAllQ:
-    case kLaGQ:
-    case kLaGKQ:
-    case kRaUQ:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_sasl(uint8_t opcode) {
   return opcode == kSaslListMechs || opcode == kSaslAuth || opcode == kSaslStep;
 }
 
-bool carries_value(uint8_t opcode) {
-  switch (opcode) {
-    case kSet:
-    case kSetQ:
-    case kAdd:
-    case kAddQ:
-    case kReplace:
-    case kReplaceQ:
-    case kAppend:
-    case kAppendQ:
-    case kPrepend:
-    case kPrependQ:
-    case kRaU:
-    case kRaUQ:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // kInvalid closes the connection, as memcached does; kUnknown and kRefused
 // are answered (Unknown command, Invalid arguments) and the body skipped.
-enum class Shape { kUnknown, kValid, kInvalid, kRefused };
+enum class Shape : uint8_t { kUnknown, kValid, kInvalid, kRefused };
 
-// The sizes each opcode allows, as memcached checks them before doing
-// anything. Value-carrying opcodes only check what precedes the value.
-Shape check_shape(const Header& h) {
-  uint32_t ext = h.extras_length;
-  uint32_t key = h.key_length;
-  uint32_t body = h.body_length;
-  bool ok;
-  switch (h.opcode) {
-    case kGet:
-    case kGetQ:
-    case kGetK:
-    case kGetKQ:
-    case kDelete:
-    case kDeleteQ:
-    case kLock:
-    case kLockQ:
-    case kUnlock:
-    case kUnlockQ:
-      ok = ext == 0 && key > 0 && body == key;
-      break;
-    case kSet:
-    case kSetQ:
-    case kAdd:
-    case kAddQ:
-    case kReplace:
-    case kReplaceQ:
-      ok = ext == 8 && key > 0 && body >= key + 8;
-      break;
-    case kRaU:
-    case kRaUQ:
-      // locking.md: RaU MUST have a value; yrmcds refuses one without.
-      if (ext == 8 && key > 0 && body == key + 8) return Shape::kRefused;
-      ok = ext == 8 && key > 0 && body > key + 8;
-      break;
-    case kAppend:
-    case kAppendQ:
-    case kPrepend:
-    case kPrependQ:
-      ok = ext == 0 && key > 0 && body >= key;
-      break;
-    case kIncrement:
-    case kIncrementQ:
-    case kDecrement:
-    case kDecrementQ:
-      ok = ext == 20 && key > 0 && body == key + 20;
-      break;
-    case kQuit:
-    case kQuitQ:
-    case kNoop:
-    case kVersion:
-    case kUnlockAll:
-    case kUnlockAllQ:
-      ok = ext == 0 && key == 0 && body == 0;
-      break;
-    case kFlush:
-    case kFlushQ:
-      ok = key == 0 && (ext == 0 || ext == 4) && body == ext;
-      break;
-    case kStat:
-    case kKeys:
-      ok = ext == 0 && body == key;
-      break;
-    case kSaslListMechs:
-      ok = ext == 0 && key == 0 && body == 0;
-      break;
-    case kSaslAuth:
-    case kSaslStep:
-      // A message past the bound cannot be a user:password of ours.
-      ok = ext == 0 && key > 0 && body >= key &&
-           body - key <= BinaryProtocol::kMaxSaslMessage;
-      break;
-    case kVerbosity:
-      // memcached answers a malformed one "Unknown command" and goes on.
-      if (ext != 4 || key != 0 || body != 4) return Shape::kUnknown;
-      ok = true;
-      break;
-    case kTouch:
-    case kGat:
-    case kGatQ:
-    case kGatK:
-    case kGatKQ:
-      ok = ext == 4 && key > 0 && body == key + 4;
-      break;
-    case kLaG:
-    case kLaGQ:
-    case kLaGK:
-    case kLaGKQ:
-      ok = (ext == 0 || ext == 4) && key > 0 && body == key + ext;
-      break;
-    default:
-      return Shape::kUnknown;
-  }
-  return ok ? Shape::kValid : Shape::kInvalid;
-}
+enum class KeyRule : uint8_t { kRequired, kForbidden, kOptional };
 
-// Everything but the reads, stat, version, noop, verbosity, quit and keys.
-bool changes_the_cache(uint8_t opcode) {
-  switch (opcode) {
-    case kGet:
-    case kGetQ:
-    case kGetK:
-    case kGetKQ:
-    case kQuit:
-    case kQuitQ:
-    case kNoop:
-    case kVersion:
-    case kStat:
-    case kVerbosity:
-    case kKeys:
-    case kSaslListMechs:
-    case kSaslAuth:
-    case kSaslStep:
-      return false;
-    default:
-      return true;
-  }
+// What the body holds after the extras and the key.
+enum class BodyRule : uint8_t {
+  kNothing,
+  kValue,          // a value of any length, read straight into an item
+  kNonEmptyValue,  // the same, but an empty one is refused (RaU)
+  kSaslMessage,    // at most kMaxSaslMessage bytes, buffered
+};
+
+// The extras lengths an opcode allows, as a set of bits (all below 32).
+constexpr uint32_t extras_of(std::initializer_list<uint8_t> lengths) {
+  uint32_t allowed = 0;
+  for (uint8_t length : lengths)
+    allowed |= uint32_t{1} << length;
+  return allowed;
 }
 
 std::string_view status_text(uint16_t status) {
@@ -241,28 +95,6 @@ std::string_view status_text(uint16_t status) {
   }
 }
 
-store::StoreCommand store_command(uint8_t opcode) {
-  switch (opcode) {
-    case kAdd:
-    case kAddQ:
-      return store::StoreCommand::kAdd;
-    case kReplace:
-    case kReplaceQ:
-      return store::StoreCommand::kReplace;
-    case kAppend:
-    case kAppendQ:
-      return store::StoreCommand::kAppend;
-    case kPrepend:
-    case kPrependQ:
-      return store::StoreCommand::kPrepend;
-    case kRaU:  // replaces (and unlocks); a refused one leaves the item be
-    case kRaUQ:
-      return store::StoreCommand::kReplace;
-    default:
-      return store::StoreCommand::kSet;
-  }
-}
-
 void append_header(OutputQueue& out, const Header& request, uint16_t status, size_t extras_length,
                    size_t key_length, size_t body_length, uint64_t cas) {
   Header reply{.magic = kResponseMagic,
@@ -280,6 +112,122 @@ void append_header(OutputQueue& out, const Header& request, uint16_t status, siz
 }
 
 }  // namespace
+
+// What consume() and the handlers need to know of an opcode, in one row:
+// adding an opcode is adding its row.
+struct BinaryProtocol::OpInfo {
+  using Handler = void (BinaryProtocol::*)(const Request&, OutputQueue&);
+  Handler handler = nullptr;  // null: not an opcode of ours (Unknown command)
+  // The sizes allowed, as memcached checks them before doing anything; a
+  // value-carrying opcode only has what precedes the value checked.
+  uint32_t extras = extras_of({0});
+  KeyRule key = KeyRule::kRequired;
+  BodyRule body = BodyRule::kNothing;
+  Shape malformed = Shape::kInvalid;  // what a request of another shape gets
+  bool quiet = false;                 // a success goes unanswered
+  bool with_key = false;              // a hit, or a miss, is answered with the key
+  // Deny by default: a replica refuses whatever is not marked as a read.
+  bool writes = true;
+  store::StoreCommand store = store::StoreCommand::kSet;  // what a value is stored by
+
+  constexpr bool carries_value() const {
+    return body == BodyRule::kValue || body == BodyRule::kNonEmptyValue;
+  }
+  Shape check_shape(const Header& h) const;
+  static constexpr std::array<OpInfo, 256> table();
+};
+
+// memcached's opcodes and the locking extension's (binary_wire.h).
+constexpr std::array<BinaryProtocol::OpInfo, 256> BinaryProtocol::OpInfo::table() {
+  using P = BinaryProtocol;
+  using store::StoreCommand;
+  std::array<OpInfo, 256> ops{};
+  // `row` for `opcode` and for its quiet twin.
+  auto twins = [&ops](uint8_t opcode, uint8_t quiet, OpInfo row) {
+    ops[opcode] = row;
+    row.quiet = true;
+    ops[quiet] = row;
+  };
+  constexpr KeyRule kNoKey = KeyRule::kForbidden;
+  // The opcodes whose value goes into an item: after flags and exptime, or
+  // straight after the key (append, prepend).
+  auto storage = [](uint32_t extras, StoreCommand store) {
+    return OpInfo{
+        .handler = &P::start_value, .extras = extras, .body = BodyRule::kValue, .store = store};
+  };
+  constexpr uint32_t kFlagsExptime = extras_of({8});
+  twins(kGet, kGetQ, {.handler = &P::get, .writes = false});
+  twins(kGetK, kGetKQ, {.handler = &P::get, .with_key = true, .writes = false});
+  twins(kSet, kSetQ, storage(kFlagsExptime, StoreCommand::kSet));
+  twins(kAdd, kAddQ, storage(kFlagsExptime, StoreCommand::kAdd));
+  twins(kReplace, kReplaceQ, storage(kFlagsExptime, StoreCommand::kReplace));
+  twins(kAppend, kAppendQ, storage(extras_of({0}), StoreCommand::kAppend));
+  twins(kPrepend, kPrependQ, storage(extras_of({0}), StoreCommand::kPrepend));
+  twins(kDelete, kDeleteQ, {.handler = &P::remove});
+  twins(kIncrement, kIncrementQ, {.handler = &P::arith, .extras = extras_of({20})});
+  twins(kDecrement, kDecrementQ, {.handler = &P::arith, .extras = extras_of({20})});
+  twins(kQuit, kQuitQ, {.handler = &P::quit, .key = kNoKey, .writes = false});
+  twins(kFlush, kFlushQ, {.handler = &P::flush, .extras = extras_of({0, 4}), .key = kNoKey});
+  ops[kNoop] = {.handler = &P::noop, .key = kNoKey, .writes = false};
+  ops[kVersion] = {.handler = &P::version, .key = kNoKey, .writes = false};
+  ops[kStat] = {.handler = &P::stat, .key = KeyRule::kOptional, .writes = false};
+  // memcached answers a malformed one "Unknown command" and goes on.
+  ops[kVerbosity] = {.handler = &P::verbosity,
+                     .extras = extras_of({4}),
+                     .key = kNoKey,
+                     .malformed = Shape::kUnknown,
+                     .writes = false};
+  ops[kTouch] = {.handler = &P::touch, .extras = extras_of({4})};
+  twins(kGat, kGatQ, {.handler = &P::touch, .extras = extras_of({4})});
+  twins(kGatK, kGatKQ, {.handler = &P::touch, .extras = extras_of({4}), .with_key = true});
+  ops[kSaslListMechs] = {.handler = &P::sasl, .key = kNoKey, .writes = false};
+  ops[kSaslAuth] = {.handler = &P::sasl, .body = BodyRule::kSaslMessage, .writes = false};
+  ops[kSaslStep] = ops[kSaslAuth];
+  twins(kLock, kLockQ, {.handler = &P::lock});
+  twins(kUnlock, kUnlockQ, {.handler = &P::unlock});
+  twins(kUnlockAll, kUnlockAllQ, {.handler = &P::unlock_all, .key = kNoKey});
+  twins(kLaG, kLaGQ, {.handler = &P::lock_and_get, .extras = extras_of({0, 4})});
+  twins(kLaGK, kLaGKQ,
+        {.handler = &P::lock_and_get, .extras = extras_of({0, 4}), .with_key = true});
+  // Replaces and unlocks (a refused one leaves the item be). locking.md:
+  // RaU MUST have a value; yrmcds refuses one without.
+  OpInfo replace_and_unlock = storage(kFlagsExptime, StoreCommand::kReplace);
+  replace_and_unlock.body = BodyRule::kNonEmptyValue;
+  twins(kRaU, kRaUQ, replace_and_unlock);
+  ops[kKeys] = {.handler = &P::keys, .key = KeyRule::kOptional, .writes = false};
+  return ops;
+}
+
+const BinaryProtocol::OpInfo& BinaryProtocol::op(uint8_t opcode) {
+  static constexpr std::array<OpInfo, 256> kOps = OpInfo::table();
+  return kOps[opcode];
+}
+
+Shape BinaryProtocol::OpInfo::check_shape(const Header& h) const {
+  if (handler == nullptr) return Shape::kUnknown;
+  bool extras_fit = h.extras_length < 32 && (extras >> h.extras_length & 1) != 0;
+  bool key_fits = key == KeyRule::kOptional || (key == KeyRule::kRequired) == (h.key_length > 0);
+  if (!extras_fit || !key_fits) return malformed;
+  uint32_t fixed = uint32_t{h.extras_length} + h.key_length;
+  bool fits = false;
+  switch (body) {
+    case BodyRule::kNothing:
+      fits = h.body_length == fixed;
+      break;
+    case BodyRule::kValue:
+      fits = h.body_length >= fixed;
+      break;
+    case BodyRule::kNonEmptyValue:
+      if (h.body_length == fixed) return Shape::kRefused;
+      fits = h.body_length > fixed;
+      break;
+    case BodyRule::kSaslMessage:
+      // A message past the bound cannot be a user:password of ours.
+      fits = h.body_length >= fixed && h.body_length - fixed <= kMaxSaslMessage;
+      break;
+  }
+  return fits ? Shape::kValid : malformed;
+}
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   budget_.start_turn();
@@ -306,7 +254,8 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
       close_ = true;
       break;
     }
-    Shape shape = check_shape(header);
+    const OpInfo& info = op(header.opcode);
+    Shape shape = info.check_shape(header);
     if (header.key_length > store::kMaxKeyLength || shape == Shape::kInvalid) {
       protocol_error(out, header);
       break;
@@ -323,7 +272,7 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
       pos += kHeaderSize;
       continue;
     }
-    if (core_.read_only() && changes_the_cache(header.opcode)) {
+    if (core_.read_only() && info.writes) {
       // Answered even for a quiet opcode: a write is never lost silently.
       refuse(out, header, kTemporaryFailure);
       pos += kHeaderSize;
@@ -331,7 +280,7 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     }
     // Everything but the value is small (at most 255 + 250 bytes): wait for it.
     size_t fixed = header.extras_length + header.key_length;
-    bool has_value = carries_value(header.opcode);
+    bool has_value = info.carries_value();
     size_t needed = kHeaderSize + (has_value ? fixed : header.body_length);
     if (rest.size() < needed) break;
     Request request{header, rest.substr(kHeaderSize, header.extras_length),
@@ -352,84 +301,51 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
   // -vv: the opcode (hex, as protocol_binary.txt lists them) and the key.
   LOCKCACHED_VLOG(2) << '<' << core_.owner() << " opcode 0x" << std::hex << int{h.opcode} << std::dec
           << " key " << escape_for_log(request.key);
-  switch (h.opcode) {
-    case kGet:
-    case kGetQ:
-    case kGetK:
-    case kGetKQ:
-      return get(request, out);
-    case kTouch:
-    case kGat:
-    case kGatQ:
-    case kGatK:
-    case kGatKQ:
-      return touch(request, out);
-    case kDelete:
-    case kDeleteQ:
-      return remove(request, out);
-    case kIncrement:
-    case kIncrementQ:
-    case kDecrement:
-    case kDecrementQ:
-      return arith(request, out);
-    case kQuit:
-    case kQuitQ:
-      core_.release_all_locks();
-      if (h.opcode == kQuit) respond(out, h, kSuccess);
-      close_ = true;
-      return;
-    case kFlush:
-    case kFlushQ:
-      return flush(request, out);
-    case kNoop:
-      return respond(out, h, kSuccess);
-    case kVersion:
-      return respond(out, h, kSuccess, {}, {}, LOCKCACHED_PROTOCOL_VERSION);
-    case kStat:
-      return stat(request, out);
-    case kVerbosity:
-      core::set_log_verbosity(read_be32(request.extras, 0));
-      return respond(out, h, kSuccess);
-    case kLock:
-    case kLockQ:
-      return lock(request, out);
-    case kUnlock:
-    case kUnlockQ:
-      return unlock(request, out);
-    case kUnlockAll:
-    case kUnlockAllQ:
-      core_.release_all_locks();
-      if (h.opcode == kUnlockAll) respond(out, h, kSuccess);
-      return;
-    case kLaG:
-    case kLaGQ:
-    case kLaGK:
-    case kLaGKQ:
-      return lock_and_get(request, out);
-    case kSaslListMechs:
-    case kSaslAuth:
-    case kSaslStep:
-      return sasl(request, out);
-    case kKeys:
-      // memcached's -X covers its dumps; this is lockcached's, refused as
-      // memcached's binary protocol refuses a disabled flush.
-      if (!core_.policy().dumps) return respond_error(out, h, kAuthError);
-      keys_header_ = h;
-      keys_.start(request.key);
-      return continue_work(out);
-    default:
-      return respond_error(out, h, kUnknownCommand);
-  }
+  (this->*op(h.opcode).handler)(request, out);
+}
+
+void BinaryProtocol::quit(const Request& request, OutputQueue& out) {
+  core_.release_all_locks();
+  if (!op(request.header.opcode).quiet) respond(out, request.header, kSuccess);
+  close_ = true;
+}
+
+void BinaryProtocol::noop(const Request& request, OutputQueue& out) {
+  respond(out, request.header, kSuccess);
+}
+
+void BinaryProtocol::version(const Request& request, OutputQueue& out) {
+  respond(out, request.header, kSuccess, {}, {}, LOCKCACHED_PROTOCOL_VERSION);
+}
+
+void BinaryProtocol::verbosity(const Request& request, OutputQueue& out) {
+  core::set_log_verbosity(read_be32(request.extras, 0));
+  respond(out, request.header, kSuccess);
+}
+
+void BinaryProtocol::unlock_all(const Request& request, OutputQueue& out) {
+  core_.release_all_locks();
+  if (!op(request.header.opcode).quiet) respond(out, request.header, kSuccess);
+}
+
+// memcached's -X covers its dumps; this is lockcached's, refused as
+// memcached's binary protocol refuses a disabled flush.
+void BinaryProtocol::keys(const Request& request, OutputQueue& out) {
+  if (!core_.policy().dumps) return respond_error(out, request.header, kAuthError);
+  keys_header_ = request.header;
+  keys_.start(request.key);
+  continue_work(out);
 }
 
 void BinaryProtocol::get(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
-  bool with_key = h.opcode == kGetK || h.opcode == kGetKQ;
+  const OpInfo& info = op(h.opcode);
+  bool with_key = info.with_key;
   // Answered under the store's lock: no reference to the item is taken
   // unless its value is large enough to be sent from the item.
   bool hit = core_.read(
       request.key, [&](const store::Item& item) { respond_item(out, h, item, with_key, true); });
-  if (hit || is_quiet(h.opcode)) return;
+  if (hit || info.quiet) return;
   // memcached answers a GetK miss with the key instead of a message.
   if (with_key) return respond(out, h, kNotFound, {}, request.key);
   respond_error(out, h, kNotFound);
@@ -437,10 +353,11 @@ void BinaryProtocol::get(const Request& request, OutputQueue& out) {
 
 void BinaryProtocol::touch(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
+  const OpInfo& info = op(h.opcode);
   store::ItemRef item = core_.get_and_touch(request.key, exptime_at(request.extras, 0));
-  bool with_key = h.opcode == kGatK || h.opcode == kGatKQ;
+  bool with_key = info.with_key;
   if (item) return respond_item(out, h, *item, with_key, h.opcode != kTouch);
-  if (is_quiet(h.opcode)) return;
+  if (info.quiet) return;
   if (with_key) return respond(out, h, kNotFound, {}, request.key);
   respond_error(out, h, kNotFound);
 }
@@ -449,7 +366,7 @@ void BinaryProtocol::remove(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   switch (core_.remove(request.key, h.cas)) {
     case store::DeleteStatus::kDeleted:
-      if (!is_quiet(h.opcode)) respond(out, h, kSuccess);
+      if (!op(h.opcode).quiet) respond(out, h, kSuccess);
       return;
     case store::DeleteStatus::kNotFound:
       return respond_error(out, h, kNotFound);
@@ -473,7 +390,7 @@ void BinaryProtocol::arith(const Request& request, OutputQueue& out) {
   store::ArithResult result = core_.arith(request.key, arith);
   switch (result.status) {
     case store::ArithStatus::kOk: {
-      if (is_quiet(h.opcode)) return;
+      if (op(h.opcode).quiet) return;
       uint64_t value = htobe64(result.value);
       return respond(out, h, kSuccess, {}, {}, {reinterpret_cast<char*>(&value), 8}, result.cas);
     }
@@ -495,7 +412,7 @@ void BinaryProtocol::flush(const Request& request, OutputQueue& out) {
   // memcached's -F: its binary refusal, not counted in cmd_flush.
   if (!core_.policy().flush_all) return respond_error(out, h, kAuthError);
   core_.flush_all(request.extras.empty() ? 0 : exptime_at(request.extras, 0));
-  if (h.opcode == kFlush) respond(out, h, kSuccess);
+  if (!op(h.opcode).quiet) respond(out, h, kSuccess);
 }
 
 // One reply per statistic, the name as key, then an empty reply as the end.
@@ -547,7 +464,7 @@ void BinaryProtocol::lock(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   switch (core_.lock(request.key)) {
     case store::LockStatus::kOk:
-      if (h.opcode == kLock) respond(out, h, kSuccess);
+      if (!op(h.opcode).quiet) respond(out, h, kSuccess);
       return;
     case store::LockStatus::kLocked:
       return respond_error(out, h, kLocked);
@@ -561,7 +478,7 @@ void BinaryProtocol::unlock(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   switch (core_.unlock(request.key)) {
     case store::LockStatus::kOk:
-      if (h.opcode == kUnlock) respond(out, h, kSuccess);
+      if (!op(h.opcode).quiet) respond(out, h, kSuccess);
       return;
     case store::LockStatus::kNotFound:
       return respond_error(out, h, kNotFound);
@@ -579,7 +496,7 @@ void BinaryProtocol::lock_and_get(const Request& request, OutputQueue& out) {
   store::LockStatus status;
   store::ItemRef item =
       core_.lock_and_get(request.key, request.extras.empty() ? nullptr : &exptime, &status);
-  bool with_key = h.opcode == kLaGK || h.opcode == kLaGKQ;
+  bool with_key = op(h.opcode).with_key;
   switch (status) {
     case store::LockStatus::kOk:
       return respond_item(out, h, *item, with_key, true);
@@ -636,7 +553,7 @@ void BinaryProtocol::start_value(const Request& request, OutputQueue& out) {
   store::ItemRef item = core_.allocate(request.key, flags, exptime, value_length);
   if (!item) {
     respond_error(out, h, value_length > core_.max_item_size() ? kTooLarge : kOutOfMemory);
-    core_.drop_stale(store_command(h.opcode), request.key);
+    core_.drop_stale(op(h.opcode).store, request.key);
     swallow_left_ = value_length;
     state_ = swallow_left_ > 0 ? State::kSwallow : State::kHeader;
     return;
@@ -663,7 +580,7 @@ void BinaryProtocol::finish_value(OutputQueue& out) {
   if (h.opcode == kRaU || h.opcode == kRaUQ) {
     return respond_store(out, h, core_.replace_and_unlock(item, h.cas));
   }
-  store::StoreCommand command = store_command(h.opcode);
+  store::StoreCommand command = op(h.opcode).store;
   // memcached treats any storage request that carries a CAS as a cas;
   // under its -C the item takes no CAS, so the request's goes unseen.
   uint64_t cas = core_.cas_enabled() ? h.cas : 0;
@@ -677,14 +594,14 @@ void BinaryProtocol::finish_value(OutputQueue& out) {
 void BinaryProtocol::respond_store(OutputQueue& out, const Header& h, store::StoreResult result) {
   switch (result.status) {
     case store::StoreStatus::kStored:
-      if (!is_quiet(h.opcode)) respond(out, h, kSuccess, {}, {}, {}, result.cas);
+      if (!op(h.opcode).quiet) respond(out, h, kSuccess, {}, {}, {}, result.cas);
       return;
     case store::StoreStatus::kExists:
       return respond_error(out, h, kExists);
     case store::StoreStatus::kNotFound:
       return respond_error(out, h, kNotFound);
     case store::StoreStatus::kNotStored: {
-      store::StoreCommand command = store_command(h.opcode);
+      store::StoreCommand command = op(h.opcode).store;
       if (command == store::StoreCommand::kAdd) return respond_error(out, h, kExists);
       if (command == store::StoreCommand::kReplace) return respond_error(out, h, kNotFound);
       return respond_error(out, h, kNotStored);

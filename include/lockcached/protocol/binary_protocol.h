@@ -30,6 +30,10 @@ class BinaryProtocol final : public ProtocolHandler {
 
  private:
   enum class State : uint8_t { kHeader, kValue, kSwallow };
+  // An opcode's row in the table of binary_protocol.cc: its handler, the
+  // shape its request must have, whether it is quiet, writes, carries a value.
+  struct OpInfo;
+  static const OpInfo& op(uint8_t opcode);
 
   // A request whose header, extras and key are in memory.
   struct Request {
@@ -45,6 +49,12 @@ class BinaryProtocol final : public ProtocolHandler {
   size_t fill_value(std::string_view input, OutputQueue& out);
   void finish_value(OutputQueue& out);
 
+  void quit(const Request& request, OutputQueue& out);
+  void noop(const Request& request, OutputQueue& out);
+  void version(const Request& request, OutputQueue& out);
+  void verbosity(const Request& request, OutputQueue& out);
+  void unlock_all(const Request& request, OutputQueue& out);
+  void keys(const Request& request, OutputQueue& out);
   void get(const Request& request, OutputQueue& out);
   void touch(const Request& request, OutputQueue& out);
   void remove(const Request& request, OutputQueue& out);
