@@ -95,6 +95,58 @@ std::string_view status_text(uint16_t status) {
   }
 }
 
+// What a storage request's result is answered. A refused add found the
+// key, a refused replace (or RaU) did not, as memcached words them.
+uint16_t store_status(store::StoreStatus status, store::StoreCommand command) {
+  switch (status) {
+    case store::StoreStatus::kStored:
+      return kSuccess;
+    case store::StoreStatus::kExists:
+      return kExists;
+    case store::StoreStatus::kNotFound:
+      return kNotFound;
+    case store::StoreStatus::kNotStored:
+      if (command == store::StoreCommand::kAdd) return kExists;
+      if (command == store::StoreCommand::kReplace) return kNotFound;
+      return kNotStored;
+    case store::StoreStatus::kLocked:
+      return kLocked;
+    case store::StoreStatus::kNotLocked:
+      return kNotLocked;
+    case store::StoreStatus::kNoMemory:
+      return kOutOfMemory;
+  }
+  return kOutOfMemory;
+}
+
+// Lock and LaG: an item that is not there cannot be locked.
+uint16_t lock_status(store::LockStatus status) {
+  switch (status) {
+    case store::LockStatus::kOk:
+      return kSuccess;
+    case store::LockStatus::kLocked:
+      return kLocked;
+    case store::LockStatus::kNotFound:
+    case store::LockStatus::kNotLocked:
+      return kNotFound;
+  }
+  return kNotFound;
+}
+
+// Unlock: a lock another connection holds is not this one's to end.
+uint16_t unlock_status(store::LockStatus status) {
+  switch (status) {
+    case store::LockStatus::kOk:
+      return kSuccess;
+    case store::LockStatus::kNotFound:
+      return kNotFound;
+    case store::LockStatus::kLocked:
+    case store::LockStatus::kNotLocked:
+      return kNotLocked;
+  }
+  return kNotLocked;
+}
+
 void append_header(OutputQueue& out, const Header& request, uint16_t status, size_t extras_length,
                    size_t key_length, size_t body_length, uint64_t cas) {
   Header reply{.magic = kResponseMagic,
@@ -306,7 +358,7 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
 
 void BinaryProtocol::quit(const Request& request, OutputQueue& out) {
   core_.release_all_locks();
-  if (!op(request.header.opcode).quiet) respond(out, request.header, kSuccess);
+  respond_status(out, request.header, kSuccess);
   close_ = true;
 }
 
@@ -325,7 +377,7 @@ void BinaryProtocol::verbosity(const Request& request, OutputQueue& out) {
 
 void BinaryProtocol::unlock_all(const Request& request, OutputQueue& out) {
   core_.release_all_locks();
-  if (!op(request.header.opcode).quiet) respond(out, request.header, kSuccess);
+  respond_status(out, request.header, kSuccess);
 }
 
 // memcached's -X covers its dumps; this is lockcached's, refused as
@@ -345,29 +397,22 @@ void BinaryProtocol::get(const Request& request, OutputQueue& out) {
   // unless its value is large enough to be sent from the item.
   bool hit = core_.read(
       request.key, [&](const store::Item& item) { respond_item(out, h, item, with_key, true); });
-  if (hit || info.quiet) return;
-  // memcached answers a GetK miss with the key instead of a message.
-  if (with_key) return respond(out, h, kNotFound, {}, request.key);
-  respond_error(out, h, kNotFound);
+  if (!hit && !info.quiet) respond_miss(out, request);
 }
 
 void BinaryProtocol::touch(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   const OpInfo& info = op(h.opcode);
   store::ItemRef item = core_.get_and_touch(request.key, exptime_at(request.extras, 0));
-  bool with_key = info.with_key;
-  if (item) return respond_item(out, h, *item, with_key, h.opcode != kTouch);
-  if (info.quiet) return;
-  if (with_key) return respond(out, h, kNotFound, {}, request.key);
-  respond_error(out, h, kNotFound);
+  if (item) return respond_item(out, h, *item, info.with_key, h.opcode != kTouch);
+  if (!info.quiet) respond_miss(out, request);
 }
 
 void BinaryProtocol::remove(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   switch (core_.remove(request.key, h.cas)) {
     case store::DeleteStatus::kDeleted:
-      if (!op(h.opcode).quiet) respond(out, h, kSuccess);
-      return;
+      return respond_status(out, h, kSuccess);
     case store::DeleteStatus::kNotFound:
       return respond_error(out, h, kNotFound);
     case store::DeleteStatus::kExists:
@@ -412,7 +457,7 @@ void BinaryProtocol::flush(const Request& request, OutputQueue& out) {
   // memcached's -F: its binary refusal, not counted in cmd_flush.
   if (!core_.policy().flush_all) return respond_error(out, h, kAuthError);
   core_.flush_all(request.extras.empty() ? 0 : exptime_at(request.extras, 0));
-  if (!op(h.opcode).quiet) respond(out, h, kSuccess);
+  respond_status(out, h, kSuccess);
 }
 
 // One reply per statistic, the name as key, then an empty reply as the end.
@@ -461,31 +506,11 @@ void BinaryProtocol::stat_detail(std::string_view what, const Header& h, OutputQ
 }
 
 void BinaryProtocol::lock(const Request& request, OutputQueue& out) {
-  const Header& h = request.header;
-  switch (core_.lock(request.key)) {
-    case store::LockStatus::kOk:
-      if (!op(h.opcode).quiet) respond(out, h, kSuccess);
-      return;
-    case store::LockStatus::kLocked:
-      return respond_error(out, h, kLocked);
-    case store::LockStatus::kNotFound:
-    case store::LockStatus::kNotLocked:
-      return respond_error(out, h, kNotFound);
-  }
+  respond_status(out, request.header, lock_status(core_.lock(request.key)));
 }
 
 void BinaryProtocol::unlock(const Request& request, OutputQueue& out) {
-  const Header& h = request.header;
-  switch (core_.unlock(request.key)) {
-    case store::LockStatus::kOk:
-      if (!op(h.opcode).quiet) respond(out, h, kSuccess);
-      return;
-    case store::LockStatus::kNotFound:
-      return respond_error(out, h, kNotFound);
-    case store::LockStatus::kLocked:
-    case store::LockStatus::kNotLocked:
-      return respond_error(out, h, kNotLocked);
-  }
+  respond_status(out, request.header, unlock_status(core_.unlock(request.key)));
 }
 
 // LaG answers like Get (LaGK like GetK). Its quiet forms still report a
@@ -493,20 +518,13 @@ void BinaryProtocol::unlock(const Request& request, OutputQueue& out) {
 void BinaryProtocol::lock_and_get(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   int64_t exptime = request.extras.empty() ? 0 : exptime_at(request.extras, 0);
-  store::LockStatus status;
+  store::LockStatus locked;
   store::ItemRef item =
-      core_.lock_and_get(request.key, request.extras.empty() ? nullptr : &exptime, &status);
-  bool with_key = op(h.opcode).with_key;
-  switch (status) {
-    case store::LockStatus::kOk:
-      return respond_item(out, h, *item, with_key, true);
-    case store::LockStatus::kLocked:
-      return respond_error(out, h, kLocked);
-    case store::LockStatus::kNotFound:
-    case store::LockStatus::kNotLocked:
-      if (with_key) return respond(out, h, kNotFound, {}, request.key);
-      return respond_error(out, h, kNotFound);
-  }
+      core_.lock_and_get(request.key, request.extras.empty() ? nullptr : &exptime, &locked);
+  uint16_t status = lock_status(locked);
+  if (status == kSuccess) return respond_item(out, h, *item, op(h.opcode).with_key, true);
+  if (status == kNotFound) return respond_miss(out, request);
+  respond_error(out, h, status);
 }
 
 // SASL PLAIN as memcached's -S answers it: LIST_MECHS "PLAIN", AUTH with
@@ -592,27 +610,22 @@ void BinaryProtocol::finish_value(OutputQueue& out) {
 }
 
 void BinaryProtocol::respond_store(OutputQueue& out, const Header& h, store::StoreResult result) {
-  switch (result.status) {
-    case store::StoreStatus::kStored:
-      if (!op(h.opcode).quiet) respond(out, h, kSuccess, {}, {}, {}, result.cas);
-      return;
-    case store::StoreStatus::kExists:
-      return respond_error(out, h, kExists);
-    case store::StoreStatus::kNotFound:
-      return respond_error(out, h, kNotFound);
-    case store::StoreStatus::kNotStored: {
-      store::StoreCommand command = op(h.opcode).store;
-      if (command == store::StoreCommand::kAdd) return respond_error(out, h, kExists);
-      if (command == store::StoreCommand::kReplace) return respond_error(out, h, kNotFound);
-      return respond_error(out, h, kNotStored);
-    }
-    case store::StoreStatus::kLocked:
-      return respond_error(out, h, kLocked);
-    case store::StoreStatus::kNotLocked:
-      return respond_error(out, h, kNotLocked);
-    case store::StoreStatus::kNoMemory:
-      return respond_error(out, h, kOutOfMemory);
-  }
+  const OpInfo& info = op(h.opcode);
+  uint16_t status = store_status(result.status, info.store);
+  if (status != kSuccess) return respond_error(out, h, status);
+  if (!info.quiet) respond(out, h, kSuccess, {}, {}, {}, result.cas);
+}
+
+void BinaryProtocol::respond_status(OutputQueue& out, const Header& h, uint16_t status) {
+  if (status != kSuccess) return respond_error(out, h, status);
+  if (!op(h.opcode).quiet) respond(out, h, kSuccess);
+}
+
+// memcached answers a GetK miss with the key instead of a message.
+void BinaryProtocol::respond_miss(OutputQueue& out, const Request& request) {
+  if (op(request.header.opcode).with_key)
+    return respond(out, request.header, kNotFound, {}, request.key);
+  respond_error(out, request.header, kNotFound);
 }
 
 void BinaryProtocol::respond(OutputQueue& out, const Header& request, uint16_t status,

@@ -80,6 +80,10 @@ class BinaryProtocol final : public ProtocolHandler {
   // The request is malformed: say so and close, as memcached does.
   void protocol_error(OutputQueue& out, const binary::Header& request);
   void respond_store(OutputQueue& out, const binary::Header& request, store::StoreResult result);
+  // `status`: a success (unless the opcode is quiet) or a failure with its text.
+  void respond_status(OutputQueue& out, const binary::Header& request, uint16_t status);
+  // Not found: with the key for the opcodes that answer with it.
+  void respond_miss(OutputQueue& out, const Request& request);
 
   core::CommandCore& core_;
   TurnBudget budget_;
