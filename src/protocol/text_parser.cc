@@ -20,6 +20,7 @@ bool parse_whole(std::string_view word, T* value) {
 
 Words split_words(std::string_view line) {
   Words words;
+  words.line = line;
   for_each_word(line, [&words](std::string_view word) {
     if (words.count <= kMaxWords) words.word[words.count++] = {word.data(), word.size()};
   });

@@ -1,6 +1,7 @@
 #include "lockcached/protocol/text_protocol.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -24,15 +25,12 @@ constexpr size_t kMaxLeadingSpaces = 100;
 // memcached refuses a data length it could not add the CRLF to.
 constexpr int32_t kMaxDataLength = INT32_MAX - 2;
 
-// What a replica refuses (the storage commands check in update(), once
-// they know how much data to skip).
-bool changes_the_cache(std::string_view command) {
-  for (std::string_view write : {"delete", "incr", "decr", "touch", "gat", "gats", "flush_all",
-                                 "lock", "unlock", "unlock_all"}) {
-    if (command == write) return true;
-  }
-  return false;
-}
+// Whether a command changes the cache, so that a replica refuses it.
+enum class Writes : uint8_t {
+  kYes,        // refused before it runs
+  kDataBlock,  // a storage command: refused once its data block is skipped
+  kNo,
+};
 
 bool is_multiget_prefix(std::string_view line) {
   for (std::string_view prefix : {"get ", "gets ", "gat ", "gats "}) {
@@ -47,6 +45,87 @@ std::string_view text_after(std::string_view line, std::string_view word) {
 }
 
 }  // namespace
+
+// One command's row: its name, its handler, and whether it writes. Deny by
+// default: a command not marked as a read is refused on a replica.
+struct TextProtocol::Command {
+  std::string_view name;
+  void (TextProtocol::*handler)(const Words& words, OutputQueue& out);
+  Writes writes = Writes::kYes;
+
+  static constexpr std::array<Command, 30> table();
+};
+
+// Sorted by name (find_command looks them up by their first letter). The
+// meta commands are MetaCommands' own (meta()).
+constexpr std::array<TextProtocol::Command, 30> TextProtocol::Command::table() {
+  using T = TextProtocol;
+  using store::StoreCommand;
+  return {{
+      {"add", &T::update_as<StoreCommand::kAdd>, Writes::kDataBlock},
+      {"append", &T::update_as<StoreCommand::kAppend>, Writes::kDataBlock},
+      {"bget", &T::get_as<false, false>, Writes::kNo},
+      {"cache_memlimit", &T::cache_memlimit, Writes::kNo},  // this server's own memory
+      {"cas", &T::update_as<StoreCommand::kCas>, Writes::kDataBlock},
+      {"decr", &T::arith_as<false>},
+      {"delete", &T::remove},
+      {"flush_all", &T::flush_all},
+      {"gat", &T::get_as<false, true>},
+      {"gats", &T::get_as<true, true>},
+      {"get", &T::get_as<false, false>, Writes::kNo},
+      {"gets", &T::get_as<true, false>, Writes::kNo},
+      {"incr", &T::arith_as<true>},
+      {"keys", &T::keys, Writes::kNo},
+      {"lock", &T::lock},
+      {"lru", &T::lru, Writes::kNo},
+      {"lru_crawler", &T::lru_crawler, Writes::kNo},
+      {"prepend", &T::update_as<StoreCommand::kPrepend>, Writes::kDataBlock},
+      {"quit", &T::quit, Writes::kNo},
+      {"refresh_certs", &T::refresh_certs, Writes::kNo},
+      {"replace", &T::update_as<StoreCommand::kReplace>, Writes::kDataBlock},
+      {"set", &T::update_as<StoreCommand::kSet>, Writes::kDataBlock},
+      {"shutdown", &T::shutdown, Writes::kNo},
+      {"stats", &T::stats, Writes::kNo},
+      {"touch", &T::touch},
+      {"unlock", &T::unlock},
+      {"unlock_all", &T::unlock_all},
+      {"verbosity", &T::verbosity, Writes::kNo},
+      {"version", &T::version, Writes::kNo},
+      {"watch", &T::watch, Writes::kNo},
+  }};
+}
+
+namespace {
+
+// Where each first letter's commands start in a table sorted by name: those
+// of letter c are [first[c - 'a'], first[c - 'a' + 1]).
+template <typename Table>
+constexpr std::array<uint8_t, 27> first_by_letter(const Table& table) {
+  std::array<uint8_t, 27> first{};
+  size_t row = 0;
+  for (size_t letter = 0; letter < 26; ++letter) {
+    first[letter] = static_cast<uint8_t>(row);
+    while (row < table.size() && static_cast<size_t>(table[row].name[0] - 'a') == letter)
+      ++row;
+  }
+  first[26] = static_cast<uint8_t>(row);
+  return first;
+}
+
+}  // namespace
+
+const TextProtocol::Command* TextProtocol::find_command(std::string_view name) {
+  static constexpr std::array kCommands = Command::table();
+  static_assert(std::ranges::is_sorted(kCommands, {}, &Command::name));
+  static constexpr std::array kFirst = first_by_letter(kCommands);
+  static_assert(kFirst[26] == kCommands.size(), "every name starts with a lowercase letter");
+  size_t letter = static_cast<unsigned char>(name[0]) - size_t{'a'};
+  if (letter >= 26) return nullptr;
+  for (size_t row = kFirst[letter]; row < kFirst[letter + 1]; ++row) {
+    if (kCommands[row].name == name) return &kCommands[row];
+  }
+  return nullptr;
+}
 
 size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   // A watcher (`watch`) takes no more requests; what it sends is dropped,
@@ -126,48 +205,33 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   }
   Words words = split_words(line);
   if (words.count == 0 || words[0].size() < 2) return reply(out, "ERROR");
-  std::string_view command = words[0];
+  std::string_view name = words[0];
+  if (name.size() == 2 && name[0] == 'm') return meta(words, out);
+  const Command* command = find_command(name);
+  if (command == nullptr) {
+    // A browser or HTTP probe pointed at the cache port: just hang up.
+    if (words.last().substr(0, 5) == "HTTP/") return close_for_error();
+    return reply(out, "ERROR");
+  }
+  refuse_data_block_ = false;
+  if (core_.read_only() && command->writes != Writes::kNo) {
+    if (command->writes == Writes::kYes) return refuse_on_replica(out);
+    refuse_data_block_ = true;  // update() refuses once it knows the block's size
+  }
+  (this->*command->handler)(words, out);
+}
 
-  if (core_.read_only() && changes_the_cache(command)) return refuse_on_replica(out);
-  if (command.size() == 2 && command[0] == 'm') return meta(words, out);
-  if (command == "get" || command == "bget") return get(words, line, false, false, out);
-  if (command == "gets") return get(words, line, true, false, out);
-  if (command == "gat") return get(words, line, false, true, out);
-  if (command == "gats") return get(words, line, true, true, out);
-  if (command == "set") return update(words, StoreCommand::kSet, out);
-  if (command == "add") return update(words, StoreCommand::kAdd, out);
-  if (command == "replace") return update(words, StoreCommand::kReplace, out);
-  if (command == "append") return update(words, StoreCommand::kAppend, out);
-  if (command == "prepend") return update(words, StoreCommand::kPrepend, out);
-  if (command == "cas") return update(words, StoreCommand::kCas, out);
-  if (command == "delete") return remove(words, out);
-  if (command == "incr") return arith(words, true, out);
-  if (command == "decr") return arith(words, false, out);
-  if (command == "touch") return touch(words, out);
-  if (command == "stats") return stats(words, out);
-  if (command == "flush_all") return flush_all(words, out);
-  if (command == "version") return reply(out, "VERSION " LOCKCACHED_PROTOCOL_VERSION);
-  if (command == "verbosity") return verbosity(words, out);
-  if (command == "refresh_certs") return refresh_certs(words, out);
-  if (command == "cache_memlimit") return cache_memlimit(words, out);
-  if (command == "keys") return keys(words, out);
-  if (command == "lru_crawler") return lru_crawler(words, out);
-  if (command == "lru") return lru(words, out);
-  if (command == "lock") return lock(words, out);
-  if (command == "unlock") return unlock(words, out);
-  if (command == "unlock_all") {
-    core_.release_all_locks();
-    return reply(out, "OK");
-  }
-  if (command == "quit") {
-    close_ = true;
-    return;
-  }
-  if (command == "shutdown") return shutdown(words, out);
-  if (command == "watch") return watch(words, out);
-  // A browser or HTTP probe pointed at the cache port: just hang up.
-  if (words.last().substr(0, 5) == "HTTP/") return close_for_error();
-  reply(out, "ERROR");
+void TextProtocol::version(const Words&, OutputQueue& out) {
+  reply(out, "VERSION " LOCKCACHED_PROTOCOL_VERSION);
+}
+
+void TextProtocol::unlock_all(const Words&, OutputQueue& out) {
+  core_.release_all_locks();
+  reply(out, "OK");
+}
+
+void TextProtocol::quit(const Words&, OutputQueue&) {
+  close_ = true;
 }
 
 // memcached's -Y: the first command must be a `set` (any key, flags and
@@ -227,14 +291,13 @@ void TextProtocol::auth_refused(core::AuthResult result, std::string_view reply,
   if (result == core::AuthResult::kLockedOut) close_for_error();
 }
 
-void TextProtocol::get(const Words& words, std::string_view line, bool with_cas, bool touch,
-                       OutputQueue& out) {
+void TextProtocol::get(const Words& words, bool with_cas, bool touch, OutputQueue& out) {
   if (words.count < 2) return reply(out, "ERROR");
   int32_t exptime = 0;
-  std::string_view keys = text_after(line, words[0]);
+  std::string_view keys = text_after(words.line, words[0]);
   if (touch) {
     if (!parse_i32(words[1], &exptime)) return reply(out, kBadExptime);
-    keys = text_after(line, words[1]);
+    keys = text_after(words.line, words[1]);
   }
   get_keys(keys, with_cas, touch, exptime, out);
 }
@@ -347,7 +410,7 @@ void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue&
     return reply(out, kBadFormat);
   }
   store::ItemRef item;
-  if (core_.read_only()) {
+  if (refuse_data_block_) {
     refuse_on_replica(out);
   } else if (item = core_.allocate(key, flags, exptime, static_cast<size_t>(length)); !item) {
     reply(out, static_cast<size_t>(length) > core_.max_item_size()

@@ -24,6 +24,8 @@ struct Words {
   };
   std::array<Span, kMaxWords + 1> word;
   size_t count = 0;  // kMaxWords + 1 means "more than kMaxWords"
+  // The whole line: a get's keys may be many more than kMaxWords words.
+  std::string_view line;
 
   std::string_view operator[](size_t i) const { return {word[i].data, word[i].size}; }
   std::string_view last() const { return (*this)[count - 1]; }

@@ -43,6 +43,10 @@ class TextProtocol final : public ProtocolHandler {
   // kAuthData: the data block of the `set` that authenticates (memcached's -Y).
   enum class State : uint8_t { kLine, kValue, kSwallow, kAuthData };
 
+  // A command's row in the table of text_protocol.cc: name, handler and
+  // whether a replica refuses it.
+  struct Command;
+  static const Command* find_command(std::string_view name);
   void execute(std::string_view line, OutputQueue& out);
   // Hangs up after what is queued, for a request memcached hangs up on.
   void close_for_error() {
@@ -59,7 +63,24 @@ class TextProtocol final : public ProtocolHandler {
   void finish_auth(OutputQueue& out);
   void auth_refused(core::AuthResult result, std::string_view reply, OutputQueue& out);
 
-  void get(const Words& words, std::string_view line, bool with_cas, bool touch, OutputQueue& out);
+  // The commands' one signature, for those that take more.
+  template <bool kWithCas, bool kTouch>
+  void get_as(const Words& words, OutputQueue& out) {
+    get(words, kWithCas, kTouch, out);
+  }
+  template <store::StoreCommand kCommand>
+  void update_as(const Words& words, OutputQueue& out) {
+    update(words, kCommand, out);
+  }
+  template <bool kIncrement>
+  void arith_as(const Words& words, OutputQueue& out) {
+    arith(words, kIncrement, out);
+  }
+  void version(const Words& words, OutputQueue& out);
+  void unlock_all(const Words& words, OutputQueue& out);
+  void quit(const Words& words, OutputQueue& out);
+
+  void get(const Words& words, bool with_cas, bool touch, OutputQueue& out);
   // `keys`: the space-separated keys of a get, gets, gat or gats.
   void get_keys(std::string_view keys, bool with_cas, bool touch, int32_t exptime,
                 OutputQueue& out);
@@ -100,6 +121,9 @@ class TextProtocol final : public ProtocolHandler {
   TurnBudget budget_;
   State state_ = State::kLine;
   bool noreply_ = false;
+  // This request writes and this server is a replica: its data block is
+  // skipped, then the request refused (update()).
+  bool refuse_data_block_ = false;
   bool close_ = false;
   core::CloseReason close_reason_ = core::CloseReason::kNormal;
   // The storage command whose data block is arriving (State::kValue).
