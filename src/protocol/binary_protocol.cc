@@ -56,11 +56,30 @@ enum class BodyRule : uint8_t {
   kSaslMessage,    // at most kMaxSaslMessage bytes, buffered
 };
 
-// The extras lengths an opcode allows, as a set of bits (all below 32).
-constexpr uint32_t extras_of(std::initializer_list<uint8_t> lengths) {
-  uint32_t allowed = 0;
-  for (uint8_t length : lengths)
-    allowed |= uint32_t{1} << length;
+// The longest value a body rule allows. A SASL message past the bound
+// cannot be a user:password of ours.
+constexpr uint32_t longest_value(BodyRule body) {
+  switch (body) {
+    case BodyRule::kNothing:
+      return 0;
+    case BodyRule::kSaslMessage:
+      return BinaryProtocol::kMaxSaslMessage;
+    default:
+      return UINT32_MAX;
+  }
+}
+
+// What may precede the value: the extras lengths allowed (all below 32)
+// and the key rule, as one set of bits, so that checking a request is one
+// test: bit 2 * length + 1 allows that length with a key, 2 * length
+// without one.
+constexpr uint64_t fixed_part(std::initializer_list<uint8_t> extras,
+                              KeyRule key = KeyRule::kRequired) {
+  uint64_t allowed = 0;
+  for (uint8_t length : extras) {
+    if (key != KeyRule::kRequired) allowed |= uint64_t{1} << (2 * length);
+    if (key != KeyRule::kForbidden) allowed |= uint64_t{1} << (2 * length + 1);
+  }
   return allowed;
 }
 
@@ -172,8 +191,7 @@ struct BinaryProtocol::OpInfo {
   Handler handler = nullptr;  // null: not an opcode of ours (Unknown command)
   // The sizes allowed, as memcached checks them before doing anything; a
   // value-carrying opcode only has what precedes the value checked.
-  uint32_t extras = extras_of({0});
-  KeyRule key = KeyRule::kRequired;
+  uint64_t fixed = fixed_part({0});
   BodyRule body = BodyRule::kNothing;
   Shape malformed = Shape::kInvalid;  // what a request of another shape gets
   bool quiet = false;                 // a success goes unanswered
@@ -200,53 +218,52 @@ constexpr std::array<BinaryProtocol::OpInfo, 256> BinaryProtocol::OpInfo::table(
     row.quiet = true;
     ops[quiet] = row;
   };
-  constexpr KeyRule kNoKey = KeyRule::kForbidden;
+  constexpr uint64_t kBare = fixed_part({0}, KeyRule::kForbidden);  // no extras, no key
   // The opcodes whose value goes into an item: after flags and exptime, or
   // straight after the key (append, prepend).
-  auto storage = [](uint32_t extras, StoreCommand store) {
+  auto storage = [](uint64_t fixed, StoreCommand store) {
     return OpInfo{
-        .handler = &P::start_value, .extras = extras, .body = BodyRule::kValue, .store = store};
+        .handler = &P::start_value, .fixed = fixed, .body = BodyRule::kValue, .store = store};
   };
-  constexpr uint32_t kFlagsExptime = extras_of({8});
+  constexpr uint64_t kFlagsExptime = fixed_part({8});  // and a key
   twins(kGet, kGetQ, {.handler = &P::get, .writes = false});
   twins(kGetK, kGetKQ, {.handler = &P::get, .with_key = true, .writes = false});
   twins(kSet, kSetQ, storage(kFlagsExptime, StoreCommand::kSet));
   twins(kAdd, kAddQ, storage(kFlagsExptime, StoreCommand::kAdd));
   twins(kReplace, kReplaceQ, storage(kFlagsExptime, StoreCommand::kReplace));
-  twins(kAppend, kAppendQ, storage(extras_of({0}), StoreCommand::kAppend));
-  twins(kPrepend, kPrependQ, storage(extras_of({0}), StoreCommand::kPrepend));
+  twins(kAppend, kAppendQ, storage(fixed_part({0}), StoreCommand::kAppend));
+  twins(kPrepend, kPrependQ, storage(fixed_part({0}), StoreCommand::kPrepend));
   twins(kDelete, kDeleteQ, {.handler = &P::remove});
-  twins(kIncrement, kIncrementQ, {.handler = &P::arith, .extras = extras_of({20})});
-  twins(kDecrement, kDecrementQ, {.handler = &P::arith, .extras = extras_of({20})});
-  twins(kQuit, kQuitQ, {.handler = &P::quit, .key = kNoKey, .writes = false});
-  twins(kFlush, kFlushQ, {.handler = &P::flush, .extras = extras_of({0, 4}), .key = kNoKey});
-  ops[kNoop] = {.handler = &P::noop, .key = kNoKey, .writes = false};
-  ops[kVersion] = {.handler = &P::version, .key = kNoKey, .writes = false};
-  ops[kStat] = {.handler = &P::stat, .key = KeyRule::kOptional, .writes = false};
+  twins(kIncrement, kIncrementQ, {.handler = &P::arith, .fixed = fixed_part({20})});
+  twins(kDecrement, kDecrementQ, {.handler = &P::arith, .fixed = fixed_part({20})});
+  twins(kQuit, kQuitQ, {.handler = &P::quit, .fixed = kBare, .writes = false});
+  twins(kFlush, kFlushQ, {.handler = &P::flush, .fixed = fixed_part({0, 4}, KeyRule::kForbidden)});
+  ops[kNoop] = {.handler = &P::noop, .fixed = kBare, .writes = false};
+  ops[kVersion] = {.handler = &P::version, .fixed = kBare, .writes = false};
+  ops[kStat] = {.handler = &P::stat, .fixed = fixed_part({0}, KeyRule::kOptional), .writes = false};
   // memcached answers a malformed one "Unknown command" and goes on.
   ops[kVerbosity] = {.handler = &P::verbosity,
-                     .extras = extras_of({4}),
-                     .key = kNoKey,
+                     .fixed = fixed_part({4}, KeyRule::kForbidden),
                      .malformed = Shape::kUnknown,
                      .writes = false};
-  ops[kTouch] = {.handler = &P::touch, .extras = extras_of({4})};
-  twins(kGat, kGatQ, {.handler = &P::touch, .extras = extras_of({4})});
-  twins(kGatK, kGatKQ, {.handler = &P::touch, .extras = extras_of({4}), .with_key = true});
-  ops[kSaslListMechs] = {.handler = &P::sasl, .key = kNoKey, .writes = false};
+  ops[kTouch] = {.handler = &P::touch, .fixed = fixed_part({4})};
+  twins(kGat, kGatQ, {.handler = &P::touch, .fixed = fixed_part({4})});
+  twins(kGatK, kGatKQ, {.handler = &P::touch, .fixed = fixed_part({4}), .with_key = true});
+  ops[kSaslListMechs] = {.handler = &P::sasl, .fixed = kBare, .writes = false};
   ops[kSaslAuth] = {.handler = &P::sasl, .body = BodyRule::kSaslMessage, .writes = false};
   ops[kSaslStep] = ops[kSaslAuth];
   twins(kLock, kLockQ, {.handler = &P::lock});
   twins(kUnlock, kUnlockQ, {.handler = &P::unlock});
-  twins(kUnlockAll, kUnlockAllQ, {.handler = &P::unlock_all, .key = kNoKey});
-  twins(kLaG, kLaGQ, {.handler = &P::lock_and_get, .extras = extras_of({0, 4})});
+  twins(kUnlockAll, kUnlockAllQ, {.handler = &P::unlock_all, .fixed = kBare});
+  twins(kLaG, kLaGQ, {.handler = &P::lock_and_get, .fixed = fixed_part({0, 4})});
   twins(kLaGK, kLaGKQ,
-        {.handler = &P::lock_and_get, .extras = extras_of({0, 4}), .with_key = true});
+        {.handler = &P::lock_and_get, .fixed = fixed_part({0, 4}), .with_key = true});
   // Replaces and unlocks (a refused one leaves the item be). locking.md:
   // RaU MUST have a value; yrmcds refuses one without.
   OpInfo replace_and_unlock = storage(kFlagsExptime, StoreCommand::kReplace);
   replace_and_unlock.body = BodyRule::kNonEmptyValue;
   twins(kRaU, kRaUQ, replace_and_unlock);
-  ops[kKeys] = {.handler = &P::keys, .key = KeyRule::kOptional, .writes = false};
+  ops[kKeys] = {.handler = &P::keys, .fixed = fixed_part({0}, KeyRule::kOptional), .writes = false};
   return ops;
 }
 
@@ -257,28 +274,12 @@ const BinaryProtocol::OpInfo& BinaryProtocol::op(uint8_t opcode) {
 
 Shape BinaryProtocol::OpInfo::check_shape(const Header& h) const {
   if (handler == nullptr) return Shape::kUnknown;
-  bool extras_fit = h.extras_length < 32 && (extras >> h.extras_length & 1) != 0;
-  bool key_fits = key == KeyRule::kOptional || (key == KeyRule::kRequired) == (h.key_length > 0);
-  if (!extras_fit || !key_fits) return malformed;
-  uint32_t fixed = uint32_t{h.extras_length} + h.key_length;
-  bool fits = false;
-  switch (body) {
-    case BodyRule::kNothing:
-      fits = h.body_length == fixed;
-      break;
-    case BodyRule::kValue:
-      fits = h.body_length >= fixed;
-      break;
-    case BodyRule::kNonEmptyValue:
-      if (h.body_length == fixed) return Shape::kRefused;
-      fits = h.body_length > fixed;
-      break;
-    case BodyRule::kSaslMessage:
-      // A message past the bound cannot be a user:password of ours.
-      fits = h.body_length >= fixed && h.body_length - fixed <= kMaxSaslMessage;
-      break;
-  }
-  return fits ? Shape::kValid : malformed;
+  unsigned bit = 2u * h.extras_length + (h.key_length != 0 ? 1 : 0);
+  uint32_t fixed_length = uint32_t{h.extras_length} + h.key_length;
+  if (bit >= 64 || (fixed >> bit & 1) == 0 || h.body_length < fixed_length) return malformed;
+  uint32_t value = h.body_length - fixed_length;
+  if (value == 0 && body == BodyRule::kNonEmptyValue) return Shape::kRefused;
+  return value <= longest_value(body) ? Shape::kValid : malformed;
 }
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {

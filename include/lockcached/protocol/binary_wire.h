@@ -6,8 +6,11 @@
 // definition.
 #pragma once
 
+#include <endian.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace lockcached::protocol {
@@ -102,9 +105,48 @@ struct Header {
 };
 
 // The 24 bytes at `bytes`, read and written; encode_header writes exactly
-// what decode_header reads back.
-Header decode_header(const char* bytes);
-void encode_header(const Header& header, char* bytes);
+// what decode_header reads back. Inline: every binary request and reply
+// passes through them.
+inline Header decode_header(const char* bytes) {
+  Header header;
+  uint16_t u16;
+  uint32_t u32;
+  uint64_t u64;
+  header.magic = static_cast<uint8_t>(bytes[0]);
+  header.opcode = static_cast<uint8_t>(bytes[1]);
+  std::memcpy(&u16, bytes + 2, 2);
+  header.key_length = be16toh(u16);
+  header.extras_length = static_cast<uint8_t>(bytes[4]);
+  header.data_type = static_cast<uint8_t>(bytes[5]);
+  std::memcpy(&u16, bytes + 6, 2);
+  header.status = be16toh(u16);
+  std::memcpy(&u32, bytes + 8, 4);
+  header.body_length = be32toh(u32);
+  std::memcpy(&header.opaque, bytes + 12, 4);
+  std::memcpy(&u64, bytes + 16, 8);
+  header.cas = be64toh(u64);
+  return header;
+}
+
+inline void encode_header(const Header& header, char* bytes) {
+  uint16_t u16;
+  uint32_t u32;
+  uint64_t u64;
+  bytes[0] = static_cast<char>(header.magic);
+  bytes[1] = static_cast<char>(header.opcode);
+  u16 = htobe16(header.key_length);
+  std::memcpy(bytes + 2, &u16, 2);
+  bytes[4] = static_cast<char>(header.extras_length);
+  bytes[5] = static_cast<char>(header.data_type);
+  u16 = htobe16(header.status);
+  std::memcpy(bytes + 6, &u16, 2);
+  u32 = htobe32(header.body_length);
+  std::memcpy(bytes + 8, &u32, 4);
+  std::memcpy(bytes + 12, &header.opaque, 4);
+  u64 = htobe64(header.cas);
+  std::memcpy(bytes + 16, &u64, 8);
+}
+
 void append_header(const Header& header, std::string& out);
 
 // Integers in the wire's byte order (big-endian), appended or read.
