@@ -1,7 +1,9 @@
 #include "lockcached/protocol/meta_commands.h"
 
+#include <array>
 #include <charconv>
 #include <climits>
+#include <optional>
 #include <string>
 
 #include "lockcached/protocol/base64.h"
@@ -15,10 +17,32 @@ using store::StoreCommand;
 constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
 constexpr std::string_view kBadToken = "CLIENT_ERROR bad token in command line format";
 constexpr std::string_view kBadBase64Key = "CLIENT_ERROR error decoding key";
+constexpr std::string_view kBadInitial = "CLIENT_ERROR invalid numeric initial value";
+constexpr std::string_view kBadDelta = "CLIENT_ERROR invalid numeric delta value";
+constexpr std::string_view kBadModeLength = "CLIENT_ERROR incorrect length for M token";
 // memcached refuses more than 20 tokens, counting command, key and its own
 // end marker.
 constexpr size_t kMaxWordsWithFlags = 19;
 constexpr size_t kMaxOpaqueLength = 32;
+
+// What follows a flag's letter in its word.
+enum class Takes : uint8_t {
+  kUnknown,    // not a flag: "invalid flag"
+  kNothing,    // nothing, or nothing parse_flags reads
+  kBase64Key,  // b: nothing, but the key is base64
+  kTtl,        // a 32-bit signed number of seconds
+  kU32,
+  kU64,
+  kMode,  // M: one character
+};
+
+// Whether a meta command changes the cache, so that a replica refuses it.
+enum class Writes : uint8_t {
+  kYes,
+  kDataBlock,  // ms: yes, and its data block is skipped
+  kByFlags,    // mg: only with a flag that writes (FlagRule::writes)
+  kNo,
+};
 
 void add_number(std::string& line, char flag, int64_t value) {
   line.push_back(' ');
@@ -49,93 +73,101 @@ void finish_line(std::string line, OutputQueue& out) {
 
 }  // namespace
 
+// What one flag letter takes, where it goes in Flags, and the error for a
+// token it cannot take.
+struct MetaCommands::FlagRule {
+  Takes takes = Takes::kUnknown;
+  std::string_view error = kBadFormat;
+  bool Flags::*given = nullptr;    // set once the flag is read
+  int64_t Flags::*ttl = nullptr;   // Takes::kTtl
+  uint32_t Flags::*u32 = nullptr;  // Takes::kU32
+  uint64_t Flags::*u64 = nullptr;  // Takes::kU64
+  bool writes = false;             // an mg with it changes the cache: a replica refuses it
+
+  // Reads `token` (the word after the letter) into `flags` or, for b, `key`.
+  bool take(std::string_view token, Flags& flags, std::string& key) const;
+  static constexpr std::array<FlagRule, 128> table();
+};
+
+constexpr std::array<MetaCommands::FlagRule, 128> MetaCommands::FlagRule::table() {
+  using enum Takes;
+  using F = Flags;
+  std::array<FlagRule, 128> rules{};
+  // The handlers read these from the words themselves (mg's s t c f h l,
+  // the O and k echoes); P and L are memcached's proxy hints.
+  for (char letter : std::string_view("OPLkstcfhl"))
+    rules[letter] = {.takes = kNothing};
+  rules['q'] = {.takes = kNothing, .given = &F::quiet};
+  rules['v'] = {.takes = kNothing, .given = &F::value};
+  rules['u'] = {.takes = kNothing, .given = &F::no_bump};
+  rules['I'] = {.takes = kNothing, .given = &F::invalidate};
+  rules['b'] = {.takes = kBase64Key, .error = kBadBase64Key, .given = &F::base64};
+  rules['N'] = {.takes = kTtl, .error = kBadToken, .given = &F::vivify, .ttl = &F::vivify_ttl};
+  rules['T'] = {.takes = kTtl, .error = kBadToken, .given = &F::has_ttl, .ttl = &F::ttl};
+  rules['R'] = {.takes = kTtl, .error = kBadToken, .ttl = &F::recache_ttl};
+  rules['F'] = {.takes = kU32, .u32 = &F::client_flags};
+  rules['C'] = {.takes = kU64, .error = kBadToken, .given = &F::has_cas, .u64 = &F::cas};
+  rules['J'] = {.takes = kU64, .error = kBadInitial, .u64 = &F::initial};
+  rules['D'] = {.takes = kU64, .error = kBadDelta, .u64 = &F::delta};
+  rules['M'] = {.takes = kMode, .error = kBadModeLength};
+  // N (create on a miss) and T (a new TTL) are what make an mg write.
+  rules['N'].writes = rules['T'].writes = true;
+  return rules;
+}
+
+const MetaCommands::FlagRule& MetaCommands::flag_rule(unsigned char letter) {
+  static constexpr std::array<FlagRule, 128> kRules = FlagRule::table();
+  return kRules[letter < kRules.size() ? letter : 0];  // 0: no flag
+}
+
+bool MetaCommands::FlagRule::take(std::string_view token, Flags& flags, std::string& key) const {
+  int32_t number = 0;
+  std::optional<std::string> decoded;
+  bool taken = true;
+  switch (takes) {
+    case Takes::kUnknown:
+    case Takes::kNothing:
+      break;
+    case Takes::kBase64Key:
+      decoded = base64_decode(key);
+      taken = decoded.has_value();
+      if (taken) key = std::move(*decoded);
+      break;
+    case Takes::kTtl:
+      taken = parse_i32(token, &number);
+      if (taken) flags.*ttl = number;
+      break;
+    case Takes::kU32:
+      taken = parse_u32(token, &(flags.*u32));
+      break;
+    case Takes::kU64:
+      taken = parse_u64(token, &(flags.*u64));
+      break;
+    case Takes::kMode:
+      taken = token.size() == 1;
+      if (taken) flags.mode = token[0];
+      break;
+  }
+  if (taken && given != nullptr) flags.*given = true;
+  return taken;
+}
+
+// A duplicate or unknown flag is answered at once; a bad token only once
+// the others were checked, so that those errors win (memcached's order).
 std::string_view MetaCommands::parse_flags(const Words& words, size_t first, Flags& flags,
                                            std::string& key) {
   bool seen[128] = {};
-  bool failed = false;
-  std::string_view error = kBadFormat;
-  auto fail = [&](std::string_view text) {
-    if (!failed) error = text;
-    failed = true;
-  };
+  std::string_view error;  // the first bad token's
   for (size_t i = first; i < words.count; ++i) {
     std::string_view word = words[i];
-    unsigned char flag = static_cast<unsigned char>(word[0]);
-    if (flag >= 127 || seen[flag]) return "CLIENT_ERROR duplicate flag";
-    seen[flag] = true;
-    std::string_view token = word.substr(1);
-    int32_t number;
-    switch (flag) {
-      case 'b':
-        if (auto decoded = base64_decode(key)) {
-          key = std::move(*decoded);
-          flags.base64 = true;
-        } else {
-          fail(kBadBase64Key);
-        }
-        break;
-      case 'N':
-      case 'T':
-      case 'R':
-        if (!parse_i32(token, &number)) {
-          fail(kBadToken);
-        } else if (flag == 'N') {
-          flags.vivify = true;
-          flags.vivify_ttl = number;
-        } else if (flag == 'T') {
-          flags.has_ttl = true;
-          flags.ttl = number;
-        } else {
-          flags.recache_ttl = number;
-        }
-        break;
-      case 'F':
-        if (!parse_u32(token, &flags.client_flags)) fail(kBadFormat);
-        break;
-      case 'C':
-        if (!parse_u64(token, &flags.cas)) fail(kBadToken);
-        flags.has_cas = true;
-        break;
-      case 'M':
-        if (token.size() != 1)
-          fail("CLIENT_ERROR incorrect length for M token");
-        else
-          flags.mode = token[0];
-        break;
-      case 'J':
-        if (!parse_u64(token, &flags.initial)) fail("CLIENT_ERROR invalid numeric initial value");
-        break;
-      case 'D':
-        if (!parse_u64(token, &flags.delta)) fail("CLIENT_ERROR invalid numeric delta value");
-        break;
-      case 'I':
-        flags.invalidate = true;
-        break;
-      case 'q':
-        flags.quiet = true;
-        break;
-      case 'v':
-        flags.value = true;
-        break;
-      case 'u':
-        flags.no_bump = true;
-        break;
-      case 'O':
-      case 'P':
-      case 'L':
-      case 'k':
-      case 's':
-      case 't':
-      case 'c':
-      case 'f':
-      case 'h':
-      case 'l':
-        break;
-      default:
-        return "CLIENT_ERROR invalid flag";
-    }
+    unsigned char letter = static_cast<unsigned char>(word[0]);
+    if (letter >= 127 || seen[letter]) return "CLIENT_ERROR duplicate flag";
+    seen[letter] = true;
+    const FlagRule& rule = flag_rule(letter);
+    if (rule.takes == Takes::kUnknown) return "CLIENT_ERROR invalid flag";
+    if (!rule.take(word.substr(1), flags, key) && error.empty()) error = rule.error;
   }
-  return failed ? error : std::string_view();
+  return error;
 }
 
 std::string_view MetaCommands::parse_request(const Words& words, bool is_get, Flags& flags,
@@ -185,56 +217,67 @@ bool MetaCommands::append_echo(const Words& words, size_t first, std::string_vie
   return true;
 }
 
-MetaCommands::DataBlock MetaCommands::execute(const Words& words, OutputQueue& out) {
-  // A replica serves mg (without N or T, which would write) and the rest
-  // that only reads; ms still has its data block skipped.
-  if (core_.read_only() && writes_on_replica(words)) {
-    finish_line("SERVER_ERROR " + std::string(kReadOnlyReason), out);
-    if (words[0][1] != 's') return {};
-    int32_t length;
-    bool sized = words.count >= 3 && parse_i32(words[2], &length) && length >= 0 &&
-                 length <= INT_MAX - 2;
-    return {{}, sized ? static_cast<size_t>(length) + 2 : 0};
-  }
-  switch (words[0][1]) {
-    case 'n':
-      out.append("MN\r\n");
-      return {};
-    case 'g':
-      get(words, out);
-      return {};
-    case 's':
-      return set(words, out);
-    case 'd':
-      remove(words, out);
-      return {};
-    case 'a':
-      arith(words, out);
-      return {};
-    case 'e':
-      debug(words, out);
-      return {};
-    default:
-      out.append("ERROR\r\n");
-      return {};
-  }
+// One meta command's row, by its second letter (mg: 'g').
+struct MetaCommands::Command {
+  DataBlock (MetaCommands::*handler)(const Words& words, OutputQueue& out) = nullptr;
+  Writes writes = Writes::kYes;  // deny by default: a replica refuses it
+
+  static constexpr std::array<Command, 26> table();
+};
+
+constexpr std::array<MetaCommands::Command, 26> MetaCommands::Command::table() {
+  using M = MetaCommands;
+  std::array<Command, 26> commands{};
+  commands['n' - 'a'] = {&M::noop, Writes::kNo};
+  commands['g' - 'a'] = {&M::without_data<&M::get>, Writes::kByFlags};
+  commands['s' - 'a'] = {&M::set, Writes::kDataBlock};
+  commands['d' - 'a'] = {&M::without_data<&M::remove>};
+  commands['a' - 'a'] = {&M::without_data<&M::arith>};
+  commands['e' - 'a'] = {&M::without_data<&M::debug>, Writes::kNo};
+  return commands;
 }
 
-bool MetaCommands::writes_on_replica(const Words& words) {
-  switch (words[0][1]) {
-    case 's':
-    case 'd':
-    case 'a':
-      return true;
-    case 'g':
-      // N (create on a miss) and T (a new TTL) change the cache.
-      for (size_t i = 2; i < words.count; ++i) {
-        if (words[i][0] == 'N' || words[i][0] == 'T') return true;
-      }
-      return false;
-    default:
-      return false;
+const MetaCommands::Command* MetaCommands::find_command(char letter) {
+  static constexpr std::array<Command, 26> kCommands = Command::table();
+  size_t row = static_cast<unsigned char>(letter) - size_t{'a'};
+  if (row >= kCommands.size() || kCommands[row].handler == nullptr) return nullptr;
+  return &kCommands[row];
+}
+
+MetaCommands::DataBlock MetaCommands::execute(const Words& words, OutputQueue& out) {
+  const Command* command = find_command(words[0][1]);
+  if (command == nullptr) {
+    out.append("ERROR\r\n");
+    return {};
   }
+  if (core_.read_only() && writes_on_replica(*command, words)) {
+    return refuse_on_replica(*command, words, out);
+  }
+  return (this->*command->handler)(words, out);
+}
+
+bool MetaCommands::writes_on_replica(const Command& command, const Words& words) {
+  if (command.writes != Writes::kByFlags) return command.writes != Writes::kNo;
+  for (size_t i = 2; i < words.count; ++i) {
+    if (flag_rule(static_cast<unsigned char>(words[i][0])).writes) return true;
+  }
+  return false;
+}
+
+// Refused before anything is parsed; an ms still has its data block skipped.
+MetaCommands::DataBlock MetaCommands::refuse_on_replica(const Command& command, const Words& words,
+                                                        OutputQueue& out) {
+  finish_line("SERVER_ERROR " + std::string(kReadOnlyReason), out);
+  if (command.writes != Writes::kDataBlock) return {};
+  int32_t length;
+  bool sized =
+      words.count >= 3 && parse_i32(words[2], &length) && length >= 0 && length <= INT_MAX - 2;
+  return {{}, sized ? static_cast<size_t>(length) + 2 : 0};
+}
+
+MetaCommands::DataBlock MetaCommands::noop(const Words&, OutputQueue& out) {
+  out.append("MN\r\n");
+  return {};
 }
 
 void MetaCommands::get(const Words& words, OutputQueue& out) {

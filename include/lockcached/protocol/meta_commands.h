@@ -50,6 +50,14 @@ class MetaCommands {
     uint64_t delta = 1;
     uint64_t initial = 0;
   };
+  // The rows of meta_commands.cc's tables: a command by its second letter
+  // (its handler, whether it writes), a flag by its letter (what it takes,
+  // whether it makes an mg write).
+  struct Command;
+  struct FlagRule;
+  static const Command* find_command(char letter);
+  static const FlagRule& flag_rule(unsigned char letter);
+
   // The error line for the request's flags (from `first` on), or empty.
   // Decodes `key` in place for the b flag.
   static std::string_view parse_flags(const Words& words, size_t first, Flags& flags,
@@ -67,7 +75,15 @@ class MetaCommands {
                           std::string& line);
 
   // Whether a replica must refuse this request (it would change the cache).
-  static bool writes_on_replica(const Words& words);
+  static bool writes_on_replica(const Command& command, const Words& words);
+  static DataBlock refuse_on_replica(const Command& command, const Words& words, OutputQueue& out);
+  // The commands' one signature, for those that read no data block.
+  template <void (MetaCommands::*kAnswer)(const Words&, OutputQueue&)>
+  DataBlock without_data(const Words& words, OutputQueue& out) {
+    (this->*kAnswer)(words, out);
+    return {};
+  }
+  DataBlock noop(const Words& words, OutputQueue& out);
   void get(const Words& words, OutputQueue& out);
   DataBlock set(const Words& words, OutputQueue& out);
   void remove(const Words& words, OutputQueue& out);
