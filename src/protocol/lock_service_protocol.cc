@@ -48,6 +48,13 @@ std::string loggable(std::string_view line, const Words& words) {
   return "conn_id " + std::string(shown) + (shown.size() < words[1].size() ? "-<secret>" : "");
 }
 
+// Who may run a command.
+enum class Access : uint8_t {
+  kChanges,  // changes the locks: the leader's to make, never a replica's
+  kReads,    // served on a replica too, once authenticated
+  kAnyone,   // served before authenticating too
+};
+
 }  // namespace
 
 LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
@@ -86,6 +93,32 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
   return close_ ? input.size() : pos;
 }
 
+// One command's row: its name, its handler and who may run it.
+struct LockServiceProtocol::Command {
+  std::string_view name;
+  void (LockServiceProtocol::*handler)(const Words& words, OutputQueue& out);
+  Access access = Access::kChanges;  // deny by default: a replica refuses it
+};
+
+const LockServiceProtocol::Command* LockServiceProtocol::find_command(std::string_view name) {
+  using L = LockServiceProtocol;
+  static constexpr Command kCommands[] = {
+      {"lock", &L::lock},
+      {"unlock", &L::unlock},
+      {"unlock_all", &L::unlock_all},
+      {"conn_id", &L::conn_id},
+      {"set_timeout", &L::set_timeout},
+      {"stats", &L::stats, Access::kReads},
+      {"cluster", &L::cluster, Access::kReads},  // a Raft cluster's members: its leader decides
+      {"auth", &L::auth, Access::kAnyone},       // a client authenticates on a replica too
+      {"quit", &L::quit, Access::kAnyone},
+  };
+  for (const Command& command : kCommands) {
+    if (command.name == name) return &command;
+  }
+  return nullptr;
+}
+
 void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   Words words = split_words(line);
   // -vv: every request line after the connection's id, as the cache's;
@@ -93,20 +126,13 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' '
                      << escape_for_log(loggable(line, words));
   if (words.count == 0) return out.append("400 Unknown command\r\n");
-  std::string_view command = words[0];
-  // Before anything a replica refuses: a client authenticates there too.
-  if (command == "auth") return auth(words, out);
+  const Command* command = find_command(words[0]);
+  Access access = command != nullptr ? command->access : Access::kChanges;
   // --auth_file: nothing but `auth` and `quit` before authenticating.
-  if (auth_.required() && command != "quit") [[unlikely]] {
+  if (auth_.required() && access != Access::kAnyone) [[unlikely]] {
     return out.append("401 Authentication required\r\n");
   }
-  if (command == "stats") return stats(words, out);
-  if (command == "cluster") return cluster(words, out);
-  if (command == "quit") {
-    out.append("200 Bye\r\n");
-    close_ = true;
-    return;
-  }
+  if (access != Access::kChanges) return (this->*command->handler)(words, out);
   // Acquire: a node that stopped being a replica retired its service
   // first, so this sees that the connection's service is stale.
   if (context_.read_only && context_.read_only->load(std::memory_order_acquire)) {
@@ -118,9 +144,7 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
     close_ = true;  // its sessions live elsewhere now: the client must reconnect
     return;
   }
-  bool known = command == "lock" || command == "unlock" || command == "unlock_all" ||
-               command == "conn_id" || command == "set_timeout";
-  if (!known) return out.append("400 Unknown command\r\n");
+  if (command == nullptr) return out.append("400 Unknown command\r\n");
   if (!session_) {
     // A cluster member that did not lead when this connection came: every
     // change belongs to the leader.
@@ -128,22 +152,25 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
     out.append(not_leader_);
     return out.append("\r\n");
   }
-  if (command == "lock") return lock(words, out);
-  if (command == "unlock") return unlock(words, out);
-  if (command == "unlock_all") {
-    if (words.count != 1) return out.append("400 unlock_all takes no arguments\r\n");
-    // Reported first: a waiter may be granted a lock as soon as it is free.
-    if (watched()) {
-      for (const std::string& name : held_names())
-        report("lock_release", name, "status=released reason=unlock_all");
-    }
-    locks::Change release;
-    release.kind = locks::ChangeKind::kReleaseAll;
-    release.session = session_;
-    return submit(std::move(release), out);
+  (this->*command->handler)(words, out);
+}
+
+void LockServiceProtocol::quit(const Words&, OutputQueue& out) {
+  out.append("200 Bye\r\n");
+  close_ = true;
+}
+
+void LockServiceProtocol::unlock_all(const Words& words, OutputQueue& out) {
+  if (words.count != 1) return out.append("400 unlock_all takes no arguments\r\n");
+  // Reported first: a waiter may be granted a lock as soon as it is free.
+  if (watched()) {
+    for (const std::string& name : held_names())
+      report("lock_release", name, "status=released reason=unlock_all");
   }
-  if (command == "conn_id") return conn_id(words, out);
-  set_timeout(words, out);
+  locks::Change release;
+  release.kind = locks::ChangeKind::kReleaseAll;
+  release.session = session_;
+  submit(std::move(release), out);
 }
 
 // `cluster add ID IPV4:PORT`, `cluster remove ID`, `cluster transfer [ID]`:

@@ -65,10 +65,16 @@ class LockServiceProtocol final : public ProtocolHandler {
   void connection_closed(core::CloseReason reason) override;
 
  private:
+  // A command's row in the table of lock_service_protocol.cc: name, handler
+  // and whether it is served before authenticating, or on a replica.
+  struct Command;
+  static const Command* find_command(std::string_view name);
   void execute(std::string_view line, OutputQueue& out);
   void auth(const Words& words, OutputQueue& out);
+  void quit(const Words& words, OutputQueue& out);
   void lock(const Words& words, OutputQueue& out);
   void unlock(const Words& words, OutputQueue& out);
+  void unlock_all(const Words& words, OutputQueue& out);
   void conn_id(const Words& words, OutputQueue& out);
   void set_timeout(const Words& words, OutputQueue& out);
   void stats(const Words& words, OutputQueue& out);
