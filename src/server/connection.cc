@@ -80,7 +80,8 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
       client_{id, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
-            worker.state().settings.authenticator.get(), &worker.state().settings.commands) {
+            worker.state().settings.authenticator.get(), &worker.state().settings.commands),
+      input_(worker.scratch(), Worker::kScratchSize) {
   // sockaddr_in6 holds either IP family accept() gives; of a unix-domain
   // peer, only the family is kept.
   std::memcpy(&client_.address, &peer, sizeof client_.address);
@@ -201,9 +202,9 @@ void Connection::resume_input() {
   if (closed()) return;
   if (protocol_->wants_close()) return close_when_sent();
   bool idle = !protocol_->has_unfinished_work() && !protocol_->blocked();
-  if (idle && !draining_ && partial_size_ > 0) {
+  if (idle && !draining_ && !input_.empty()) {
     // Requests that arrived behind the long one wait in the buffer.
-    run({partial_.get(), partial_size_}, false);
+    run(input_.kept());
   } else {
     flush();
   }
@@ -211,60 +212,35 @@ void Connection::resume_input() {
 
 void Connection::on_readable() {
   if (core_.watcher()) return discard_input();
-  bool from_scratch = partial_size_ == 0;
-  size_t room;
-  char* destination =
-      input_room(from_scratch, tls_ ? kMinTlsRoom : kMinPartialCapacity, &room);
-  ssize_t received =
-      tls_ ? receive_tls(destination, room) : net::read_some(fd_, destination, room);
-  finish_read(destination, received, from_scratch);
+  InputRoom room = input_.room(tls_ ? kMinTlsRoom : InputBuffer::kMinCapacity);
+  ssize_t received = tls_ ? receive_tls(room) : net::read_some(fd_, room.data, room.size);
+  finish_read(room.data, received);
 }
 
-char* Connection::input_room(bool from_scratch, size_t min_room, size_t* room) {
-  if (from_scratch) {
-    *room = Worker::kScratchSize;
-    return worker_.scratch();
-  }
-  char* end = grow_partial(min_room);
-  *room = partial_capacity_ - partial_size_;
-  return end;
-}
-
-char* Connection::grow_partial(size_t min_room) {
-  if (partial_capacity_ - partial_size_ < min_room) {
-    size_t capacity = std::max(partial_capacity_ * 2, partial_size_ + min_room);
-    auto grown = std::make_unique<char[]>(capacity);
-    if (partial_size_ > 0) std::memcpy(grown.get(), partial_.get(), partial_size_);
-    partial_ = std::move(grown);
-    partial_capacity_ = capacity;
-  }
-  return partial_.get() + partial_size_;
-}
-
-void Connection::finish_read(const char* destination, ssize_t received, bool from_scratch) {
+void Connection::finish_read(const char* destination, ssize_t received) {
   if (received == 0) return close_when_sent();  // the client may still read
   if (received < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close_after_error(errno);
     if (completes_io_) update_interest();  // receive again
     return;
   }
-  take_input(destination, static_cast<size_t>(received), from_scratch);
+  take_input({destination, static_cast<size_t>(received)});
 }
 
-void Connection::take_input(const char* destination, size_t received, bool from_scratch) {
-  worker_.stats().bytes_read.add(received);
+void Connection::take_input(std::string_view bytes) {
+  worker_.stats().bytes_read.add(bytes.size());
   last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
-  if (!protocol_) choose_protocol(destination[0]);
-  std::string_view input = from_scratch ? std::string_view(destination, received)
-                                        : std::string_view(partial_.get(), partial_size_ + received);
-  run(input, from_scratch);
+  if (!protocol_) choose_protocol(bytes.front());
+  if (input_.empty()) return run(bytes);
+  input_.append(bytes);
+  run(input_.kept());
 }
 
-void Connection::run(std::string_view input, bool from_scratch) {
+void Connection::run(std::string_view input) {
   size_t consumed = protocol_->consume(input, out_);
-  keep_unconsumed(input.substr(consumed), from_scratch);
+  input_.keep(input.substr(consumed));
   if (core_.watcher()) [[unlikely]] return start_watch();
-  if (protocol_->blocked() && partial_size_ >= kMaxBlockedInput) {
+  if (protocol_->blocked() && input_.size() >= kMaxBlockedInput) {
     // More than 64 KiB piled up behind a lock wait. Not reading it would hide
     // a hang-up (its FIN queues behind the unread bytes) and leave a dead
     // waiter in line to be granted; this client is cut off instead.
@@ -290,33 +266,17 @@ void Connection::choose_protocol(char first_byte) {
   }
 }
 
-// Keeps the unconsumed tail of `input` for the next read.
-void Connection::keep_unconsumed(std::string_view rest, bool from_scratch) {
-  if (rest.empty()) {
-    partial_.reset();
-    partial_size_ = partial_capacity_ = 0;
-    return;
-  }
-  if (from_scratch) {
-    partial_capacity_ = std::max(rest.size() * 2, kMinPartialCapacity);
-    partial_ = std::make_unique<char[]>(partial_capacity_);
-  }
-  std::memmove(partial_.get(), rest.data(), rest.size());
-  partial_size_ = rest.size();
-}
-
 // One read of ciphertext, limited so that all it decrypts to fits in `room`.
-ssize_t Connection::receive_tls(char* destination, size_t room) {
-  size_t limit = std::min(room - tls::Session::kMaxBufferedPlaintext, Worker::kScratchSize);
+ssize_t Connection::receive_tls(InputRoom room) {
+  size_t limit = std::min(room.size - tls::Session::kMaxBufferedPlaintext, Worker::kScratchSize);
   ssize_t received = net::read_some(fd_, worker_.ciphertext_scratch(), limit);
   if (received <= 0) return received;
-  return decrypt(worker_.ciphertext_scratch(), static_cast<size_t>(received), destination, room);
+  return decrypt(worker_.ciphertext_scratch(), static_cast<size_t>(received), room);
 }
 
-ssize_t Connection::decrypt(const char* ciphertext, size_t size, char* destination,
-                            size_t room) {
+ssize_t Connection::decrypt(const char* ciphertext, size_t size, InputRoom room) {
   if (size > 0) tls_->put_ciphertext(ciphertext, size);
-  size_t decrypted = tls_->read(destination, room);
+  size_t decrypted = tls_->read(room.data, room.size);
   if (tls_->failed()) {
     LOCKCACHED_VLOG(1) << '<' << core_.owner() << " TLS: " << tls_->error();
     if (!tls_->handshake_done())
@@ -485,7 +445,7 @@ void Connection::note_state(bool unfinished) {
     state = ConnState::kWrite;
   } else if (protocol_ && protocol_->reading_data()) {
     state = ConnState::kNread;
-  } else if (partial_size_ > 0) {
+  } else if (!input_.empty()) {
     state = ConnState::kRead;
   }
   set_state(state);

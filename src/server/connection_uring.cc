@@ -47,15 +47,11 @@ void Connection::on_received(const char* data, int result, bool more) {
   }
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
   if (!wants_input(unfinished)) return stash(data, size);
-  bool from_scratch = partial_size_ == 0;
   if (tls_) {
-    size_t room;
-    char* destination = input_room(from_scratch, kMinTlsRoom, &room);
-    return finish_read(destination, decrypt(data, size, destination, room), from_scratch);
+    InputRoom room = input_.room(kMinTlsRoom);
+    return finish_read(room.data, decrypt(data, size, room));
   }
-  if (from_scratch) return take_input(data, size, true);
-  std::memcpy(grow_partial(size), data, size);
-  take_input(partial_.get() + partial_size_, size, false);
+  take_input({data, size});
 }
 
 // Bytes that came while output waits (or a long command runs) are kept, not
@@ -68,8 +64,7 @@ void Connection::stash(const char* data, size_t size) {
   if (tls_) {
     tls_->put_ciphertext(data, size);  // decrypted when handled
   } else {
-    std::memcpy(grow_partial(size), data, size);
-    partial_size_ += size;
+    input_.append({data, size});
   }
   stashed_ = true;
 }
@@ -181,10 +176,8 @@ void Connection::on_next_turn() {
   stashed_ = false;
   if (!tls_) return resume_input();
   // The kept ciphertext waits in the session: decrypt it now.
-  bool from_scratch = partial_size_ == 0;
-  size_t room;
-  char* destination = input_room(from_scratch, kMinTlsRoom, &room);
-  finish_read(destination, decrypt(nullptr, 0, destination, room), from_scratch);
+  InputRoom room = input_.room(kMinTlsRoom);
+  finish_read(room.data, decrypt(nullptr, 0, room));
 }
 
 }  // namespace lockcached::server

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "lockcached/net/reactor.h"
 #include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/output_queue.h"
+#include "lockcached/server/input_buffer.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/tls/session.h"
 
@@ -96,27 +98,23 @@ class Connection final : public net::EventHandler {
  private:
   void on_readable();
   void on_writable();
-  // Where the next bytes go: the worker's scratch buffer, or (from_scratch
-  // false) the end of the partial request, grown to at least `min_room`.
-  char* input_room(bool from_scratch, size_t min_room, size_t* room);
-  char* grow_partial(size_t min_room);
   // What a read or a decryption gave (bytes at `destination`, 0 at end of
   // stream, -1 with errno) goes to the protocol.
-  void finish_read(const char* destination, ssize_t received, bool from_scratch);
-  void take_input(const char* destination, size_t received, bool from_scratch);
+  void finish_read(const char* destination, ssize_t received);
+  void take_input(std::string_view bytes);
   void close_when_sent();
   // A reply was queued outside a read (a lock wait ended): send it and go
   // on with requests that arrived meanwhile.
   void resume_input();
   // Feeds input to the protocol, keeps what it did not consume, replies.
-  void run(std::string_view input, bool from_scratch);
+  void run(std::string_view input);
   void choose_protocol(char first_byte);
-  void keep_unconsumed(std::string_view rest, bool from_scratch);
   void flush();
-  // TLS: `received` bytes of plaintext, or what read() would return.
-  ssize_t receive_tls(char* destination, size_t room);
+  // TLS: `received` bytes of plaintext at room.data, or what read() would
+  // return.
+  ssize_t receive_tls(InputRoom room);
   // TLS: `size` bytes of ciphertext in; returns as receive_tls.
-  ssize_t decrypt(const char* ciphertext, size_t size, char* destination, size_t room);
+  ssize_t decrypt(const char* ciphertext, size_t size, InputRoom room);
   void flush_tls();
   // Moves replies into the TLS session while its ciphertext backlog is small.
   bool encrypt_replies();
@@ -161,7 +159,6 @@ class Connection final : public net::EventHandler {
   // Stop reading from a client while this much of its output waits unsent: a
   // client that never reads must not make the server buffer without bound.
   static constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
-  static constexpr size_t kMinPartialCapacity = 4096;
   static constexpr int kMaxSendPieces = 64;  // iovecs in one send
   // TLS: room for what one read can decrypt to (a record buffered from
   // before, and the new bytes: a read of the room left, or one completed
@@ -169,7 +166,7 @@ class Connection final : public net::EventHandler {
   // will not signal again.
   static constexpr size_t kMinTlsRoom =
       tls::Session::kMaxBufferedPlaintext +
-      (kMinPartialCapacity > net::kMaxReceiveSize ? kMinPartialCapacity : net::kMaxReceiveSize);
+      std::max(InputBuffer::kMinCapacity, net::kMaxReceiveSize);
 
   Worker& worker_;
   int fd_;
@@ -189,12 +186,7 @@ class Connection final : public net::EventHandler {
   core::CommandCore core_;
   std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte
   protocol::OutputQueue out_;
-  // The start of a request that has not fully arrived. Usually empty: reads
-  // land in the worker's scratch buffer and only a leftover is kept here, so
-  // an idle connection holds no buffer.
-  std::unique_ptr<char[]> partial_;
-  size_t partial_size_ = 0;
-  size_t partial_capacity_ = 0;
+  InputBuffer input_;
   // While watching: what the watcher's wake-ups, posted from other
   // threads, find this connection through; reset when it closes.
   std::shared_ptr<Connection*> watch_self_;
