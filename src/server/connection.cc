@@ -114,11 +114,7 @@ Connection::~Connection() {
 void Connection::close(core::CloseReason reason) {
   if (fd_ < 0) return;
   LOCKCACHED_VLOG(1) << '<' << core_.owner() << " connection closed";
-  if (const auto& watcher = core_.watcher()) {
-    watcher->detach();
-    worker_.state().watch.remove(watcher);
-    watch_self_.reset();  // wake-ups still on their way find nobody
-  }
+  watch_.reset();
   worker_.state().watch.conn_close(client_, reason);
   if (!completes_io_) {
     worker_.reactor().remove(fd_);
@@ -397,29 +393,16 @@ void Connection::update_interest() {
 }
 
 void Connection::start_watch() {
-  watch_self_ = std::make_shared<Connection*>(this);
-  // Runs on the emitting thread, when a line lands in the empty buffer:
-  // this connection takes it on its own thread.
-  core_.watcher()->attach([reactor = &worker_.reactor(), self = std::weak_ptr(watch_self_)] {
-    reactor->post([self] {
-      if (auto alive = self.lock()) (*alive)->pump_watch();
-    });
-  });
-  pump_watch();  // "OK", and whatever came before attach
+  watch_ = std::make_unique<WatchStream>(worker_.state().watch, core_.watcher(), worker_.reactor(),
+                                         [this] { pump_watch(); });
+  pump_watch();  // "OK", and whatever came before the stream started
 }
 
-// Taking only once what was taken before is sent keeps a watcher's memory
-// at its buffer and one socket's worth. Each take empties the buffer, so
-// the next line wakes this connection again.
 void Connection::pump_watch() {
   if (closed()) return;
   flush();
-  if (closed() || output_pending()) return;  // EPOLLOUT brings us back
-  core_.watcher()->take(watch_lines_);
-  if (watch_lines_.empty()) return;
-  out_.append(watch_lines_);
-  watch_lines_.clear();
-  flush();
+  if (closed() || output_pending()) return;  // EPOLLOUT (or on_sent) brings us back
+  if (watch_->take(out_)) flush();
 }
 
 void Connection::discard_input() {

@@ -23,6 +23,7 @@
 #include "lockcached/protocol/output_queue.h"
 #include "lockcached/server/input_buffer.h"
 #include "lockcached/server/settings.h"
+#include "lockcached/server/watch_stream.h"
 #include "lockcached/tls/session.h"
 
 namespace lockcached::server {
@@ -145,8 +146,7 @@ class Connection final : public net::EventHandler {
   // `watch`: the connection only streams its watcher's lines from now on.
   void start_watch();
   // Moves the watcher's pending lines to the socket, once what was taken
-  // before is sent: a watcher that does not read leaves its lines in the
-  // watcher's bounded buffer, where the next ones are dropped and counted.
+  // before is sent (WatchStream::take).
   void pump_watch();
   void discard_input();
   // Publishes what the connection does now for `stats conns`.
@@ -187,10 +187,7 @@ class Connection final : public net::EventHandler {
   std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte
   protocol::OutputQueue out_;
   InputBuffer input_;
-  // While watching: what the watcher's wake-ups, posted from other
-  // threads, find this connection through; reset when it closes.
-  std::shared_ptr<Connection*> watch_self_;
-  std::string watch_lines_;  // scratch: the lines taken, on their way to out_
+  std::unique_ptr<WatchStream> watch_;  // once a `watch` started
 
   // io_uring: what is in flight. A send's bytes stay put until it ends:
   // replies queued meanwhile go to out_, and in_flight_ (plain) or
