@@ -99,7 +99,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
   LOCKCACHED_VLOG(1) << '<' << id << " new " << (kind == PortKind::kLockService ? "lock-service" : "cache")
           << " connection";
   if (completes_io_) {
-    receiving_ = true;
+    receive_ = Receive::kArmed;
     worker_.reactor().receive(fd_, this, receive_once_);
   } else if (!worker_.reactor().add(fd_, interest_, this)) {
     close();
@@ -112,17 +112,18 @@ Connection::~Connection() {
 }
 
 void Connection::close(core::CloseReason reason) {
-  if (fd_ < 0) return;
+  if (closed()) return;
   LOCKCACHED_VLOG(1) << '<' << core_.owner() << " connection closed";
   watch_.reset();
   worker_.state().watch.conn_close(client_, reason);
   if (!completes_io_) {
     worker_.reactor().remove(fd_);
-  } else if (receiving_ || sending_) {
+  } else if (receive_ != Receive::kOff || sending_) {
     worker_.reactor().cancel_io(fd_);  // what is in flight ends; then the worker frees us
   }
   ::close(fd_);
   fd_ = -1;
+  io_ = IoState::kClosed;
   set_state(ConnState::kClosing);
   out_.clear();
   core_.release_all_locks(core::UnlockReason::kDisconnect);  // a client's locks end with it
@@ -155,8 +156,9 @@ void Connection::on_event(uint32_t events) {
 
 bool Connection::idle_since(int64_t since) const {
   // A watcher is quiet by nature too.
-  return !closed() && last_read_ms_.load(std::memory_order_relaxed) < since &&
-         !(protocol_ && protocol_->blocked()) && !core_.watcher();
+  return !closed() && io_ != IoState::kWatching &&
+         last_read_ms_.load(std::memory_order_relaxed) < since &&
+         !(protocol_ && protocol_->blocked());
 }
 
 bool Connection::handshake_pending_since(int64_t since) const {
@@ -178,14 +180,15 @@ ConnectionStatus Connection::status() const {
 // Replies already queued are still owed (after quit, or when the client
 // half-closed): stop reading, and close once the queue has drained.
 void Connection::close_when_sent() {
-  draining_ = true;
+  if (closed()) return;
+  io_ = IoState::kDraining;
   flush();
 }
 
 void Connection::on_writable() {
   flush();
-  if (core_.watcher()) return pump_watch();
-  if (closed() || draining_ || !protocol_ || !protocol_->has_unfinished_work()) return;
+  if (io_ == IoState::kWatching) return pump_watch();
+  if (io_ != IoState::kServing || !protocol_ || !protocol_->has_unfinished_work()) return;
   if (unsent() >= kMaxPendingOutput) return;  // let the client catch up first
   // A long command (a big multi-get, a key dump) goes on after the other
   // connections had their turn: memcached's conn_yields.
@@ -198,7 +201,7 @@ void Connection::resume_input() {
   if (closed()) return;
   if (protocol_->wants_close()) return close_when_sent();
   bool idle = !protocol_->has_unfinished_work() && !protocol_->blocked();
-  if (idle && !draining_ && !input_.empty()) {
+  if (idle && io_ == IoState::kServing && !input_.empty()) {
     // Requests that arrived behind the long one wait in the buffer.
     run(input_.kept());
   } else {
@@ -207,7 +210,7 @@ void Connection::resume_input() {
 }
 
 void Connection::on_readable() {
-  if (core_.watcher()) return discard_input();
+  if (io_ == IoState::kWatching) return discard_input();
   InputRoom room = input_.room(tls_ ? kMinTlsRoom : InputBuffer::kMinCapacity);
   ssize_t received = tls_ ? receive_tls(room) : net::read_some(fd_, room.data, room.size);
   finish_read(room.data, received);
@@ -371,7 +374,7 @@ void Connection::send_ciphertext_once() {
 }
 
 void Connection::update_interest() {
-  if (draining_ && !output_pending()) {
+  if (io_ == IoState::kDraining && !output_pending()) {
     say_goodbye();
     return close(protocol_ ? protocol_->close_reason() : core::CloseReason::kNormal);
   }
@@ -381,7 +384,7 @@ void Connection::update_interest() {
   // A blocked protocol takes no requests, but reading goes on (up to
   // kMaxBlockedInput) so that a client that hangs up is noticed. A watcher
   // reads on (and drops what it reads), to see its client go.
-  bool input = wants_input(unfinished) || (core_.watcher() && !draining_);
+  bool input = wants_input(unfinished) || io_ == IoState::kWatching;
   if (completes_io_) return update_io(input, unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
@@ -393,6 +396,7 @@ void Connection::update_interest() {
 }
 
 void Connection::start_watch() {
+  io_ = IoState::kWatching;
   watch_ = std::make_unique<WatchStream>(worker_.state().watch, core_.watcher(), worker_.reactor(),
                                          [this] { pump_watch(); });
   pump_watch();  // "OK", and whatever came before the stream started
@@ -418,7 +422,7 @@ void Connection::discard_input() {
 // the state changed (a busy connection stays conn_waiting between requests).
 void Connection::note_state(bool unfinished) {
   ConnState state = ConnState::kWaiting;
-  if (draining_) {
+  if (io_ == IoState::kDraining) {
     state = ConnState::kClosing;
   } else if (kind_ == PortKind::kLockService && protocol_->blocked()) {
     state = static_cast<const protocol::LockServiceProtocol&>(*protocol_).waiting_for_lock()

@@ -22,10 +22,12 @@ constexpr size_t kKeepCiphertextCapacity = 4096;
 }  // namespace
 
 void Connection::on_received(const char* data, int result, bool more) {
-  if (!more) receiving_ = stopping_receive_ = false;
+  if (!more) receive_ = Receive::kOff;
   if (closed()) return;
   if (result <= 0) {
-    if (result == 0) return core_.watcher() ? close(core::CloseReason::kNormal) : close_when_sent();
+    if (result == 0) {
+      return io_ == IoState::kWatching ? close(core::CloseReason::kNormal) : close_when_sent();
+    }
     // Stopped (input paused), out of provided buffers (the thread's are all
     // in use this turn), or interrupted: receive again once input is wanted.
     // A multishot receive takes up to dozens of buffers at once while data
@@ -41,7 +43,7 @@ void Connection::on_received(const char* data, int result, bool more) {
   auto size = static_cast<size_t>(result);
   // Less than a buffer: the socket is drained; multishot again.
   if (size < net::kMaxReceiveSize) receive_once_ = false;
-  if (core_.watcher()) {
+  if (io_ == IoState::kWatching) {
     worker_.stats().bytes_read.add(size);
     return update_interest();
   }
@@ -58,7 +60,7 @@ void Connection::on_received(const char* data, int result, bool more) {
 // handled: what arrives before the receive stops (update_io asked it to, as
 // input was paused), a turn's worth at most.
 void Connection::stash(const char* data, size_t size) {
-  if (draining_) return;  // nothing more is read once a client said quit
+  if (io_ == IoState::kDraining) return;  // nothing more is read once a client said quit
   worker_.stats().bytes_read.add(size);
   last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
   if (tls_) {
@@ -150,12 +152,12 @@ void Connection::update_io(bool input, bool unfinished) {
   if (input) {
     if (stashed_) {
       call_next_turn();  // handle what was kept first
-    } else if (!receiving_) {
-      receiving_ = true;
+    } else if (receive_ == Receive::kOff) {
+      receive_ = Receive::kArmed;
       worker_.reactor().receive(fd_, this, receive_once_);
     }
-  } else if (receiving_ && !stopping_receive_) {
-    stopping_receive_ = true;
+  } else if (receive_ == Receive::kArmed) {
+    receive_ = Receive::kStopping;
     worker_.reactor().stop_receiving(this);
   }
   // A long command goes on once its last piece was sent; with nothing to

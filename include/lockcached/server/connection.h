@@ -87,16 +87,35 @@ class Connection final : public net::EventHandler {
   // the peer stopped answering (--tcp_keepalive, net::peer_vanished),
   // kError otherwise.
   void close_after_error(int error);
-  bool closed() const { return fd_ < 0; }
+  bool closed() const { return io_ == IoState::kClosed; }
   // The reactor or the loop still owes this connection a call: the worker
   // frees a closed connection only once nothing is.
-  bool referenced() const { return receiving_ || sending_ || next_turn_pending_; }
+  bool referenced() const {
+    return receive_ != Receive::kOff || sending_ || next_turn_pending_;
+  }
   PortKind kind() const { return kind_; }
   bool awaits_cluster_change() const { return protocol_ && protocol_->awaits_cluster_change(); }
   // Safe from any thread while the worker's registry keeps the connection.
   ConnectionStatus status() const;
 
  private:
+  // Where the connection's I/O stands, one state at a time (memcached's
+  // drive_machine keeps one too). What the protocol is doing (a long
+  // command, a lock wait) and what waits to be sent are asked of the
+  // protocol and the queues; this is what the connection itself decided.
+  enum class IoState : uint8_t {
+    kServing,   // reads requests, writes replies
+    kWatching,  // `watch`: writes its watcher's lines; reads only to see the client go
+    kDraining,  // reads nothing more: closes once what is queued was sent
+    kClosed,    // the socket is closed; freed once the reactor owes it nothing
+  };
+  // io_uring: the connection's one receive.
+  enum class Receive : uint8_t {
+    kOff,
+    kArmed,     // it goes on delivering until stopped
+    kStopping,  // asked to stop (input is paused); deliveries may still come
+  };
+
   void on_readable();
   void on_writable();
   // What a read or a decryption gave (bytes at `destination`, 0 at end of
@@ -126,7 +145,7 @@ class Connection final : public net::EventHandler {
   // Reply bytes not sent yet (TLS: not encrypted yet).
   size_t unsent() const { return out_.pending() + in_flight_.pending(); }
   bool wants_input(bool unfinished) const {
-    return unsent() < kMaxPendingOutput && !unfinished && !draining_;
+    return io_ == IoState::kServing && unsent() < kMaxPendingOutput && !unfinished;
   }
   // A TLS client is told the connection ends (close_notify), if the socket takes it.
   void say_goodbye();
@@ -175,13 +194,13 @@ class Connection final : public net::EventHandler {
   const std::string peer_;  // client_'s address as text
   const std::string local_;
   const int64_t accepted_ms_;
+  IoState io_ = IoState::kServing;
   std::unique_ptr<tls::Session> tls_;  // nullptr on a plain port
   uint32_t interest_ = 0;
   // Written by this connection's thread only; read by `stats conns` from any.
   std::atomic<int64_t> last_read_ms_;
   std::atomic<ConnState> state_{ConnState::kWaiting};
   std::atomic<ConnProtocol> protocol_kind_{ConnProtocol::kUndecided};
-  bool draining_ = false;  // closing once the queued replies are sent
   core::ClientInfo client_;  // before core_, which points to it
   core::CommandCore core_;
   std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte
@@ -192,9 +211,8 @@ class Connection final : public net::EventHandler {
   // io_uring: what is in flight. A send's bytes stay put until it ends:
   // replies queued meanwhile go to out_, and in_flight_ (plain) or
   // in_flight_ciphertext_ (TLS) hold what the kernel is sending.
-  bool receiving_ = false;          // a receive is armed (it goes on until stopped)
-  bool stopping_receive_ = false;  // and asked to stop: input is paused
-  bool receive_once_ = false;      // one buffer per receive: they ran short (on_received)
+  Receive receive_ = Receive::kOff;
+  bool receive_once_ = false;  // one buffer per receive: they ran short (on_received)
   bool sending_ = false;
   bool stashed_ = false;  // bytes received while paused, not yet handled
   bool next_turn_pending_ = false;
