@@ -2,10 +2,8 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,18 +14,14 @@
 #include "lockcached/protocol/binary_protocol.h"
 #include "lockcached/protocol/lock_service_protocol.h"
 #include "lockcached/protocol/text_protocol.h"
+#include "lockcached/server/plain_transport.h"
+#include "lockcached/server/tls_transport.h"
 #include "lockcached/server/worker.h"
 
 namespace lockcached::server {
 namespace {
 
 constexpr size_t kMaxBlockedInput = 64 * 1024;
-// TLS: replies are encrypted only while less than this waits to be sent,
-// and at most this much at once: the ciphertext backlog stays bounded.
-constexpr size_t kMaxCiphertextBacklog = 64 * 1024;
-// Small reply pieces are joined into records of up to this much: a record
-// per piece would add 22+ bytes and a MAC each.
-constexpr size_t kRecordSize = 16 * 1024;
 
 }  // namespace
 
@@ -75,7 +69,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
       peer_(net::address_text(peer)),
       local_(std::move(local)),
       accepted_ms_(worker.reactor().now_ms()),
-      tls_(tls ? std::make_unique<tls::Session>(std::move(tls)) : nullptr),
+      transport_(make_transport(worker, id, std::move(tls))),
       last_read_ms_(accepted_ms_),
       client_{id, {}},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
@@ -109,6 +103,15 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
 // The worker destroys a connection only after close().
 Connection::~Connection() {
   DCHECK(closed());
+}
+
+// The one place that knows which transports there are.
+std::unique_ptr<Transport> Connection::make_transport(Worker& worker, uint64_t id,
+                                                      std::shared_ptr<const tls::Context> tls) {
+  if (!tls) return std::make_unique<PlainTransport>(worker.stats().bytes_written);
+  return std::make_unique<TlsTransport>(std::move(tls), id, worker.stats().bytes_written,
+                                        worker.state().tls_handshake_errors,
+                                        worker.ciphertext_scratch(), Worker::kScratchSize);
 }
 
 void Connection::close(core::CloseReason reason) {
@@ -162,7 +165,7 @@ bool Connection::idle_since(int64_t since) const {
 }
 
 bool Connection::handshake_pending_since(int64_t since) const {
-  return !closed() && tls_ && !tls_->handshake_done() && accepted_ms_ < since;
+  return !closed() && !transport_->handshake_done() && accepted_ms_ < since;
 }
 
 ConnectionStatus Connection::status() const {
@@ -211,19 +214,23 @@ void Connection::resume_input() {
 
 void Connection::on_readable() {
   if (io_ == IoState::kWatching) return discard_input();
-  InputRoom room = input_.room(tls_ ? kMinTlsRoom : InputBuffer::kMinCapacity);
-  ssize_t received = tls_ ? receive_tls(room) : net::read_some(fd_, room.data, room.size);
-  finish_read(room.data, received);
+  finish_read(transport_->read(fd_, input_));
 }
 
-void Connection::finish_read(const char* destination, ssize_t received) {
-  if (received == 0) return close_when_sent();  // the client may still read
-  if (received < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close_after_error(errno);
-    if (completes_io_) update_interest();  // receive again
-    return;
+void Connection::finish_read(const Input& input) {
+  switch (input.status) {
+    case Input::Status::kBytes:
+      return take_input(input.bytes);
+    case Input::Status::kAgain:
+      return flush();  // a handshake's answers, if any; and read on
+    case Input::Status::kEnd:
+      return close_when_sent();  // the client may still read
+    case Input::Status::kBroken:
+      send_last_words();  // the alert that tells the client why
+      return close(core::CloseReason::kError);
+    case Input::Status::kFailed:
+      return close_after_error(input.error);
   }
-  take_input({destination, static_cast<size_t>(received)});
 }
 
 void Connection::take_input(std::string_view bytes) {
@@ -265,122 +272,36 @@ void Connection::choose_protocol(char first_byte) {
   }
 }
 
-// One read of ciphertext, limited so that all it decrypts to fits in `room`.
-ssize_t Connection::receive_tls(InputRoom room) {
-  size_t limit = std::min(room.size - tls::Session::kMaxBufferedPlaintext, Worker::kScratchSize);
-  ssize_t received = net::read_some(fd_, worker_.ciphertext_scratch(), limit);
-  if (received <= 0) return received;
-  return decrypt(worker_.ciphertext_scratch(), static_cast<size_t>(received), room);
-}
-
-ssize_t Connection::decrypt(const char* ciphertext, size_t size, InputRoom room) {
-  if (size > 0) tls_->put_ciphertext(ciphertext, size);
-  size_t decrypted = tls_->read(room.data, room.size);
-  if (tls_->failed()) {
-    LOCKCACHED_VLOG(1) << '<' << core_.owner() << " TLS: " << tls_->error();
-    if (!tls_->handshake_done())
-      worker_.state().tls_handshake_errors.fetch_add(1, std::memory_order_relaxed);
-    send_ciphertext_once();  // the alert that tells the client why
-    errno = EPROTO;
-    return -1;
-  }
-  if (tls_->ciphertext_size() > 0) {
-    flush();  // the handshake's answers, session tickets
-    if (closed()) return -1;
-  }
-  if (decrypted > 0) return static_cast<ssize_t>(decrypted);
-  if (tls_->peer_closed()) return 0;
-  errno = EAGAIN;  // a handshake step, or part of a record
-  return -1;
-}
-
 void Connection::flush() {
   if (completes_io_) return submit_send();
-  if (tls_) return flush_tls();
-  while (!out_.empty()) {
-    iovec iov[kMaxSendPieces];
-    int count = out_.gather(iov, kMaxSendPieces);
-    // Most replies are one piece of bytes: send() spares the kernel the
-    // message header and iovec copies of sendmsg().
-    ssize_t sent = count == 1 ? net::send_some(fd_, iov[0].iov_base, iov[0].iov_len)
-                              : net::send_some(fd_, iov, static_cast<size_t>(count));
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return close_after_error(errno);
-    }
-    worker_.stats().bytes_written.add(static_cast<uint64_t>(sent));
-    out_.consume(static_cast<size_t>(sent));
-  }
+  int failure = transport_->send(fd_, out_);
+  if (failure == Transport::kBroken) return close();
+  if (failure != 0) return close_after_error(failure);
   update_interest();
 }
 
-void Connection::flush_tls() {
-  for (;;) {
-    if (!encrypt_replies()) return close();
-    if (tls_->ciphertext_size() == 0) break;
-    std::string_view ciphertext = tls_->ciphertext();
-    ssize_t sent = net::send_some(fd_, ciphertext.data(), ciphertext.size());
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return close_after_error(errno);
-    }
-    tls_->consume_ciphertext(static_cast<size_t>(sent));
-  }
-  if (!output_pending()) tls_->trim();
-  update_interest();
+void Connection::finish_draining() {
+  transport_->say_goodbye();
+  send_last_words();
+  close(protocol_ ? protocol_->close_reason() : core::CloseReason::kNormal);
 }
 
-// False when the session failed.
-bool Connection::encrypt_replies() {
-  while (!out_.empty() && tls_->handshake_done() &&
-         tls_->ciphertext_size() < kMaxCiphertextBacklog) {
-    iovec iov[kMaxSendPieces];
-    int count = out_.gather(iov, kMaxSendPieces);
-    const char* data = static_cast<const char*>(iov[0].iov_base);
-    size_t size = std::min(iov[0].iov_len, kMaxCiphertextBacklog);
-    char joined[kRecordSize];
-    if (count > 1 && size < kRecordSize) {
-      size = 0;
-      for (int i = 0; i < count && size < kRecordSize; ++i) {
-        size_t part = std::min(iov[i].iov_len, kRecordSize - size);
-        std::memcpy(joined + size, iov[i].iov_base, part);
-        size += part;
-      }
-      data = joined;
-    }
-    size_t taken = tls_->write(data, size);
-    if (taken == 0) return !tls_->failed();
-    worker_.stats().bytes_written.add(taken);
-    out_.consume(taken);
-  }
-  return true;
-}
-
-void Connection::say_goodbye() {
-  if (!tls_ || !tls_->handshake_done() || tls_->failed()) return;
-  tls_->shutdown();
-  send_ciphertext_once();
-}
-
-void Connection::send_ciphertext_once() {
+void Connection::send_last_words() {
   // A send in flight owns the stream: a record written beside it would land
   // in the middle of another.
-  if (tls_->ciphertext_size() == 0 || sending_) return;
-  std::string_view ciphertext = tls_->ciphertext();
-  ssize_t ignored = net::send_some(fd_, ciphertext.data(), ciphertext.size());
+  if (sending_) return;
+  std::string_view words = transport_->last_words();
+  if (words.empty()) return;
+  ssize_t ignored = net::send_some(fd_, words.data(), words.size());
   (void)ignored;
 }
 
 void Connection::update_interest() {
-  if (io_ == IoState::kDraining && !output_pending()) {
-    say_goodbye();
-    return close(protocol_ ? protocol_->close_reason() : core::CloseReason::kNormal);
-  }
+  bool pending = output_pending();
+  if (io_ == IoState::kDraining && !pending) return finish_draining();
   uint32_t wanted = 0;
   bool unfinished = protocol_ && protocol_->has_unfinished_work();
-  note_state(unfinished);
+  note_state(unfinished, pending);
   // A blocked protocol takes no requests, but reading goes on (up to
   // kMaxBlockedInput) so that a client that hangs up is noticed. A watcher
   // reads on (and drops what it reads), to see its client go.
@@ -388,7 +309,7 @@ void Connection::update_interest() {
   if (completes_io_) return update_io(input, unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.
-  if (output_pending() || unfinished) wanted |= EPOLLOUT;
+  if (pending || unfinished) wanted |= EPOLLOUT;
   if (input) wanted |= EPOLLIN;
   if (wanted == interest_) return;
   interest_ = wanted;
@@ -420,7 +341,7 @@ void Connection::discard_input() {
 
 // After every flush: a few tests of what is at hand, and a store only when
 // the state changed (a busy connection stays conn_waiting between requests).
-void Connection::note_state(bool unfinished) {
+void Connection::note_state(bool unfinished, bool pending) {
   ConnState state = ConnState::kWaiting;
   if (io_ == IoState::kDraining) {
     state = ConnState::kClosing;
@@ -428,7 +349,7 @@ void Connection::note_state(bool unfinished) {
     state = static_cast<const protocol::LockServiceProtocol&>(*protocol_).waiting_for_lock()
                 ? ConnState::kLockWait
                 : ConnState::kReplWait;
-  } else if (output_pending() || unfinished) {
+  } else if (pending || unfinished) {
     state = ConnState::kWrite;
   } else if (protocol_ && protocol_->reading_data()) {
     state = ConnState::kNread;

@@ -103,21 +103,16 @@ void Session::note_failure(int result) {
   }
 }
 
-std::string_view Session::ciphertext() const {
-  char* data = nullptr;
-  long size = BIO_get_mem_data(out_, &data);
-  return size > 0 ? std::string_view(data, static_cast<size_t>(size)) : std::string_view();
-}
-
-void Session::consume_ciphertext(size_t size) {
-  char discard[4096];
-  while (size > 0) {
-    int chunk = static_cast<int>(std::min(size, sizeof discard));
-    int read = BIO_read(out_, discard, chunk);
-    if (read <= 0) break;
-    size -= static_cast<size_t>(read);
+void Session::take_ciphertext(std::string& out) {
+  size_t at = out.size();
+  out.resize(at + ciphertext_size_);
+  while (at < out.size()) {
+    int chunk = static_cast<int>(std::min<size_t>(out.size() - at, INT_MAX));
+    int read = BIO_read(out_, out.data() + at, chunk);
+    CHECK(read > 0) << "the ciphertext buffer lost what it held";
+    at += static_cast<size_t>(read);
   }
-  ciphertext_size_ = BIO_ctrl_pending(out_);
+  ciphertext_size_ = 0;
 }
 
 bool Session::handshake_done() const {

@@ -1,14 +1,15 @@
 // One client connection: reads bytes, hands them to its protocol handler,
 // writes the replies back with writev. Lives and dies on its worker's thread.
 // Its I/O follows the reactor's backend: readiness and its own system calls
-// (epoll), or receives and sends the reactor completes (io_uring, in
-// connection_uring.cc).
+// (epoll, connection.cc), or receives and sends the reactor completes
+// (io_uring, connection_uring.cc). Either way the raw bytes pass through its
+// Transport (plain or TLS), and a `watch` turns it into a WatchStream's
+// writer.
 #pragma once
 
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -23,8 +24,9 @@
 #include "lockcached/protocol/output_queue.h"
 #include "lockcached/server/input_buffer.h"
 #include "lockcached/server/settings.h"
+#include "lockcached/server/transport.h"
 #include "lockcached/server/watch_stream.h"
-#include "lockcached/tls/session.h"
+#include "lockcached/tls/context.h"
 
 namespace lockcached::server {
 
@@ -116,11 +118,12 @@ class Connection final : public net::EventHandler {
     kStopping,  // asked to stop (input is paused); deliveries may still come
   };
 
+  static std::unique_ptr<Transport> make_transport(Worker& worker, uint64_t id,
+                                                   std::shared_ptr<const tls::Context> tls);
   void on_readable();
   void on_writable();
-  // What a read or a decryption gave (bytes at `destination`, 0 at end of
-  // stream, -1 with errno) goes to the protocol.
-  void finish_read(const char* destination, ssize_t received);
+  // What the transport made of bytes from the client goes to the protocol.
+  void finish_read(const Input& input);
   void take_input(std::string_view bytes);
   void close_when_sent();
   // A reply was queued outside a read (a lock wait ended): send it and go
@@ -130,35 +133,28 @@ class Connection final : public net::EventHandler {
   void run(std::string_view input);
   void choose_protocol(char first_byte);
   void flush();
-  // TLS: `received` bytes of plaintext at room.data, or what read() would
-  // return.
-  ssize_t receive_tls(InputRoom room);
-  // TLS: `size` bytes of ciphertext in; returns as receive_tls.
-  ssize_t decrypt(const char* ciphertext, size_t size, InputRoom room);
-  void flush_tls();
-  // Moves replies into the TLS session while its ciphertext backlog is small.
-  bool encrypt_replies();
-  // Replies or ciphertext the socket has not taken yet.
+  // Replies or raw bytes the socket has not taken yet.
   bool output_pending() const {
-    return !out_.empty() || sending_ || (tls_ && tls_->ciphertext_size() > 0);
+    return !out_.empty() || sending_ || transport_->holds_output();
   }
   // Reply bytes not sent yet (TLS: not encrypted yet).
   size_t unsent() const { return out_.pending() + in_flight_.pending(); }
   bool wants_input(bool unfinished) const {
     return io_ == IoState::kServing && unsent() < kMaxPendingOutput && !unfinished;
   }
-  // A TLS client is told the connection ends (close_notify), if the socket takes it.
-  void say_goodbye();
+  // Draining is over: the transport says goodbye, the socket closes.
+  void finish_draining();
   // Last words before a close: what the socket takes now, nothing more.
-  void send_ciphertext_once();
+  void send_last_words();
   void update_interest();
 
   // io_uring (connection_uring.cc).
   void update_io(bool input, bool unfinished);
   void submit_send();
-  void send_in_flight();
-  void send_ciphertext_in_flight();
-  // Bytes that came while input was paused wait in the partial buffer.
+  // Sends the next raw bytes of in_flight_, if any; false when the stream
+  // broke.
+  bool send_in_flight();
+  // Bytes that came while input was paused wait to be handled.
   void stash(const char* data, size_t size);
   void call_next_turn();
   void on_next_turn();
@@ -169,7 +165,7 @@ class Connection final : public net::EventHandler {
   void pump_watch();
   void discard_input();
   // Publishes what the connection does now for `stats conns`.
-  void note_state(bool unfinished);
+  void note_state(bool unfinished, bool pending);
   void set_state(ConnState state) {
     if (state_.load(std::memory_order_relaxed) != state)
       state_.store(state, std::memory_order_relaxed);
@@ -178,14 +174,6 @@ class Connection final : public net::EventHandler {
   // Stop reading from a client while this much of its output waits unsent: a
   // client that never reads must not make the server buffer without bound.
   static constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
-  static constexpr int kMaxSendPieces = 64;  // iovecs in one send
-  // TLS: room for what one read can decrypt to (a record buffered from
-  // before, and the new bytes: a read of the room left, or one completed
-  // receive), so that nothing is left inside the session for a socket that
-  // will not signal again.
-  static constexpr size_t kMinTlsRoom =
-      tls::Session::kMaxBufferedPlaintext +
-      std::max(InputBuffer::kMinCapacity, net::kMaxReceiveSize);
 
   Worker& worker_;
   int fd_;
@@ -195,7 +183,7 @@ class Connection final : public net::EventHandler {
   const std::string local_;
   const int64_t accepted_ms_;
   IoState io_ = IoState::kServing;
-  std::unique_ptr<tls::Session> tls_;  // nullptr on a plain port
+  const std::unique_ptr<Transport> transport_;
   uint32_t interest_ = 0;
   // Written by this connection's thread only; read by `stats conns` from any.
   std::atomic<int64_t> last_read_ms_;
@@ -209,19 +197,17 @@ class Connection final : public net::EventHandler {
   std::unique_ptr<WatchStream> watch_;  // once a `watch` started
 
   // io_uring: what is in flight. A send's bytes stay put until it ends:
-  // replies queued meanwhile go to out_, and in_flight_ (plain) or
-  // in_flight_ciphertext_ (TLS) hold what the kernel is sending.
+  // replies queued meanwhile go to out_, and in_flight_ holds the ones
+  // being sent (TLS: being encrypted, the transport holding the ciphertext).
   Receive receive_ = Receive::kOff;
   bool receive_once_ = false;  // one buffer per receive: they ran short (on_received)
   bool sending_ = false;
   bool stashed_ = false;  // bytes received while paused, not yet handled
   bool next_turn_pending_ = false;
   protocol::OutputQueue in_flight_;
-  std::string in_flight_ciphertext_;
-  size_t ciphertext_sent_ = 0;
   struct SendVector {  // a send of many pieces: its msghdr and iovecs
     msghdr message;
-    iovec iov[kMaxSendPieces];
+    iovec iov[Transport::kMaxSendPieces];
   };
   std::unique_ptr<SendVector> send_vector_;
 };

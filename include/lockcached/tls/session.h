@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "lockcached/tls/context.h"
 
@@ -38,12 +37,12 @@ class Session {
   // handshake is done, none before.
   size_t write(const void* data, size_t size);
 
-  // Ciphertext waiting to be sent (handshake messages, encrypted replies).
-  std::string_view ciphertext() const;
-  // Its size, known without asking OpenSSL: the connection asks after
-  // every step, and each BIO call costs about a hundred instructions.
+  // Ciphertext waiting to be sent (handshake messages, encrypted replies):
+  // its size, known without asking OpenSSL (TlsTransport asks after
+  // every step, and each BIO call costs about a hundred instructions).
   size_t ciphertext_size() const { return ciphertext_size_; }
-  void consume_ciphertext(size_t size);
+  // Moves all of it to the end of `out`.
+  void take_ciphertext(std::string& out);
 
   bool handshake_done() const;
   // A protocol error, a failed handshake or verification: close.
