@@ -25,15 +25,15 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "lockcached/config/command_line.h"
+#include "lockcached/config/flag_loader.h"
+#include "lockcached/config/usage.h"
 #include "lockcached/core/verbosity.h"
 #include "lockcached/net/socket.h"
-#include "lockcached/server/command_line.h"
 #include "lockcached/replication/virtual_ip.h"
-#include "lockcached/server/flag_loader.h"
 #include "lockcached/server/listen_address.h"
 #include "lockcached/server/process.h"
 #include "lockcached/server/server.h"
-#include "lockcached/server/usage.h"
 #include "lockcached/version.h"
 #include "lockcached_license.h"
 
@@ -199,6 +199,7 @@ const char* malloc_conf = "dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 namespace {
 
+namespace config = lockcached::config;
 namespace server = lockcached::server;
 using lockcached::core::Authenticator;
 
@@ -207,7 +208,7 @@ using lockcached::core::Authenticator;
 constexpr int kUsageError = 64;  // EX_USAGE: the configuration is wrong
 constexpr int kStartFailure = 1;  // the moment's fault, e.g. a port still in use
 
-const std::vector<server::FlagGroup> kFlagGroups = {
+const std::vector<config::FlagGroup> kFlagGroups = {
     {"Ports and addresses",
      {"port", "lock_port", "listen", "unix_socket", "unix_socket_mask", "listen_backlog"}},
     {"Memory",
@@ -661,12 +662,12 @@ std::vector<std::string> load_configuration(int argc, char** argv,
   };
   // gflags takes "-name" as well as "--name"; memcached's short options
   // must leave those alone.
-  server::FlagRegistry registry = server::gflags_registry();
-  server::TranslatedCommandLine command_line = server::translate_memcached_options(
+  config::FlagRegistry registry = config::gflags_registry();
+  config::TranslatedCommandLine command_line = config::translate_memcached_options(
       {argv, argv + argc},
-      [&](std::string_view name) { return server::names_flag(registry, name); });
+      [&](std::string_view name) { return config::names_flag(registry, name); });
   if (!command_line.error.empty()) usage_error(command_line.error);
-  server::LoadedFlags loaded = server::load_flags(command_line.args, registry);
+  config::LoadedFlags loaded = config::load_flags(command_line.args, registry);
   if (!loaded.error.empty()) usage_error(loaded.error);
   if (loaded.info_request == "version") {
     std::cout << "lockcached " << LOCKCACHED_VERSION << "\n";
@@ -677,7 +678,7 @@ std::vector<std::string> load_configuration(int argc, char** argv,
     std::exit(EXIT_SUCCESS);
   }
   if (loaded.info_request == "help") {
-    std::cout << server::usage_text(kUsageIntro, kFlagGroups, kUsageOutro,
+    std::cout << config::usage_text(kUsageIntro, kFlagGroups, kUsageOutro,
                                     {{"v", "Logging detail: 1 logs connections opening and "
                                            "closing, 2 every request too (memcached's -v, -vv; "
                                            "SIGHUP re-reads it)"}});
@@ -737,7 +738,7 @@ void reload(server::Server& server, const std::vector<std::string>& args,
   } else if (authenticator) {
     LOG(INFO) << "SIGHUP: --auth_file re-read: " << authenticator->users() << " users";
   }
-  server::CollectedFlags collected = server::collect_flags(args, server::gflags_registry());
+  config::CollectedFlags collected = config::collect_flags(args, config::gflags_registry());
   if (!collected.error.empty()) {
     LOG(ERROR) << "SIGHUP: configuration unchanged: " << collected.error;
     return;

@@ -1,5 +1,5 @@
 // memcached's command-line options translated into lockcached's gflags flags.
-#include "lockcached/server/command_line.h"
+#include "lockcached/config/command_line.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace lockcached::server {
+namespace lockcached::config {
 namespace {
 
 using Args = std::vector<std::string>;
@@ -298,4 +298,4 @@ TEST(CommandLineTest, ParseItemSize) {
 }
 
 }  // namespace
-}  // namespace lockcached::server
+}  // namespace lockcached::config

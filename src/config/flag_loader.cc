@@ -1,4 +1,4 @@
-#include "lockcached/server/flag_loader.h"
+#include "lockcached/config/flag_loader.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,7 +7,7 @@
 
 #include <gflags/gflags.h>
 
-namespace lockcached::server {
+namespace lockcached::config {
 namespace {
 
 constexpr std::string_view kCommandLine = "command line";
@@ -268,4 +268,4 @@ CollectedFlags collect_flags(const std::vector<std::string>& args, const FlagReg
   return collected;
 }
 
-}  // namespace lockcached::server
+}  // namespace lockcached::config

@@ -1,4 +1,4 @@
-#include "lockcached/server/command_line.h"
+#include "lockcached/config/command_line.h"
 
 #include <charconv>
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include "lockcached/server/listen_address.h"
 
-namespace lockcached::server {
+namespace lockcached::config {
 namespace {
 
 // memcached's switches (options without a value) that set a boolean flag.
@@ -460,11 +460,11 @@ class Translator {
   // --listen takes memcached's syntax; this only checks it early, to name -l.
   void listen(const std::string& spelled, std::string_view list) {
     std::string error;
-    if (!parse_listen_addresses(list, &listen_addresses_, &error)) {
+    if (!server::parse_listen_addresses(list, &listen_addresses_, &error)) {
       return fail(spelled + " " + error);
     }
     // memcached adds every -l to the list; the last --listen= carries it all.
-    flag("listen", listen_text(listen_addresses_));
+    flag("listen", server::listen_text(listen_addresses_));
   }
 
   // -B: the protocols a cache connection may speak.
@@ -560,7 +560,7 @@ class Translator {
   const IsGflag& is_gflag_;
   size_t next_ = 1;
   int verbosity_ = 0;
-  std::vector<ListenAddress> listen_addresses_;
+  std::vector<server::ListenAddress> listen_addresses_;
   TranslatedCommandLine result_;
 };
 
@@ -585,4 +585,4 @@ TranslatedCommandLine translate_memcached_options(const std::vector<std::string>
   return Translator(args, is_gflag).run();
 }
 
-}  // namespace lockcached::server
+}  // namespace lockcached::config

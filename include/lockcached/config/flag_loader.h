@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace lockcached::server {
+namespace lockcached::config {
 
 // One argument and where it came from: "command line" or "FILE:LINE".
 struct SourcedArgument {
@@ -92,4 +92,4 @@ struct CollectedFlags {
 CollectedFlags collect_flags(const std::vector<std::string>& args, const FlagRegistry& registry,
                              const ReadLines& read_lines = read_file_lines);
 
-}  // namespace lockcached::server
+}  // namespace lockcached::config

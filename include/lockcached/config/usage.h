@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace lockcached::server {
+namespace lockcached::config {
 
 struct FlagGroup {
   std::string title;
@@ -21,4 +21,4 @@ std::string usage_text(const std::string& intro, const std::vector<FlagGroup>& g
                        const std::string& outro,
                        const std::map<std::string, std::string>& descriptions = {});
 
-}  // namespace lockcached::server
+}  // namespace lockcached::config

@@ -1,8 +1,8 @@
-#include "lockcached/server/usage.h"
+#include "lockcached/config/usage.h"
 
 #include <gflags/gflags.h>
 
-namespace lockcached::server {
+namespace lockcached::config {
 namespace {
 
 // Wraps `text` at about 76 columns, each line indented by `indent`.
@@ -53,4 +53,4 @@ std::string usage_text(const std::string& intro, const std::vector<FlagGroup>& g
   return text + "\n" + outro;
 }
 
-}  // namespace lockcached::server
+}  // namespace lockcached::config

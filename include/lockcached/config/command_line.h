@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace lockcached::server {
+namespace lockcached::config {
 
 // What translate_memcached_options made of a command line.
 struct TranslatedCommandLine {
@@ -42,4 +42,4 @@ TranslatedCommandLine translate_memcached_options(const std::vector<std::string>
 // ("2m" is 2097152). False when the text is no such size.
 bool parse_item_size(std::string_view text, int64_t* bytes);
 
-}  // namespace lockcached::server
+}  // namespace lockcached::config
