@@ -8,23 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "lockcached/config/flags.h"
 #include "lockcached/server/listen_address.h"
 
 namespace lockcached::config {
 namespace {
-
-// memcached's switches (options without a value) that set a boolean flag.
-struct Switch {
-  char letter;
-  std::string_view flag;
-};
-constexpr Switch kSwitches[] = {
-    {'d', "daemonize"},         {'Z', "tls"},
-    {'S', "enable_sasl"},  // main refuses it without an auth file
-    {'A', "enable_shutdown"},   {'C', "disable_cas"},       {'F', "disable_flush_all"},
-    {'X', "disable_dumping"},   {'W', "disable_watch"},     {'M', "disable_evictions"},
-    {'k', "lock_memory"},       {'r', "enable_coredumps"},
-};
 
 // How memcached checks the value of an option that changes nothing here:
 // a mistake still stops the start, as it stops memcached's.
@@ -199,41 +187,44 @@ constexpr LongAlias kLongAliases[] = {
     {"unix-mask", 'a'},
 };
 
-// memcached's -o switches (no value) with a flag here, and what each sets.
-struct ExtendedSwitch {
-  std::string_view name;
-  std::string_view flag;
-  std::string_view value;
+// memcached's reading of the value of an option for one of our flags
+// (flags.cc spells the option), where it is its own: a whole number in
+// memcached's range, or a name that may not be empty. Any other value goes
+// to the flag as given, and the flag's check judges it.
+struct OwnValue {
+  std::string_view option;
+  ValueRule number;        // kInteger, or kNone: any
+  std::string_view needs;  // not empty: an empty value is "<option> needs <needs>"
 };
-constexpr ExtendedSwitch kExtendedSwitches[] = {
-    {"lru_crawler", "lru_crawler", "true"},
-    {"no_lru_crawler", "lru_crawler", "false"},
+const OwnValue kOwnValues[] = {
+    {"-p", integer(0, 65535), ""},   {"-m", integer(1, kInt32), ""},
+    {"-c", integer(1, kInt32), ""},  {"-t", integer(0, kInt32), ""},
+    {"-b", integer(1, kInt32), ""},  {"-R", integer(1, kInt32), ""},
+    {"-u", kNoValue, "a user name"}, {"-P", kNoValue, "a file name"},
+    {"-Y", kNoValue, "a file name"}, {"-e", kNoValue, "a file name"},
+    {"-s", kNoValue, "a file name"},
 };
 
-// memcached's TLS settings among its -o options, and the flag each sets.
-// `values`: the values memcached takes and what each becomes; empty: any
-// value, as it is.
-struct ExtendedOption {
-  std::string_view name;
-  std::string_view flag;
+// memcached's values of the -o options for our flags that take only some,
+// and what each becomes.
+struct OwnChoices {
+  std::string_view option;
   std::vector<std::pair<std::string_view, std::string_view>> values;
 };
-const ExtendedOption kExtendedOptions[] = {
-    {"ssl_chain_cert", "tls_cert_file", {}},
-    {"ssl_key", "tls_key_file", {}},
-    {"ssl_ca_cert", "tls_ca_file", {}},
-    {"ssl_ciphers", "tls_ciphers", {}},
+const OwnChoices kOwnChoices[] = {
     // 1 (request a certificate, accept none) has no equivalent; 3 (once)
     // is 2 here, since a connection never renegotiates.
-    {"ssl_verify_mode", "tls_verify_client", {{"0", "false"}, {"2", "true"}, {"3", "true"}}},
+    {"-o ssl_verify_mode", {{"0", "false"}, {"2", "true"}, {"3", "true"}}},
     // TLS 1.0 and 1.1 are refused: broken, and off in Debian's OpenSSL.
-    {"ssl_min_version", "tls_min_version", {{"2", "1.2"}, {"3", "1.3"}}},
-    {"idle_timeout", "idle_timeout", {}},
-    {"watcher_logbuf_size", "watch_buffer_kb", {}},
+    {"-o ssl_min_version", {{"2", "1.2"}, {"3", "1.3"}}},
 };
 
-bool takes_value(char letter) {
-  return std::string_view("pUlmctIuPoYefnDRbBNsa").find(letter) != std::string_view::npos;
+template <typename Row, size_t N>
+const Row* find_option(const Row (&rows)[N], std::string_view option) {
+  for (const Row& row : rows) {
+    if (row.option == option) return &row;
+  }
+  return nullptr;
 }
 
 const NoEffect* no_effect(std::string_view name) {
@@ -241,6 +232,22 @@ const NoEffect* no_effect(std::string_view name) {
     if (option.name == name) return &option;
   }
   return nullptr;
+}
+
+// Whether memcached's option for the flag takes no value (-d, -o lru_crawler).
+bool is_switch(const Flag& flag) {
+  return is_bool(flag) && find_option(kOwnChoices, flag.memcached) == nullptr;
+}
+
+// Whether memcached's getopt takes a value after the letter: as its -U and
+// -o do, as the options of its machinery with a value do (kNoEffect), and
+// those of our flags that are no switch; -v counts instead (-vv).
+bool takes_value(char letter) {
+  std::string option = {'-', letter};
+  if (letter == 'v') return false;
+  if (const Flag* ours = flag_spelled(option)) return !is_switch(*ours);
+  if (const NoEffect* ignored = no_effect(option)) return ignored->value.kind != ValueRule::kNone;
+  return letter == 'U' || letter == 'o';
 }
 
 // Whether `text` is what `rule` allows; *expected says what would be.
@@ -376,46 +383,18 @@ class Translator {
       if (next_ >= args_.size()) return fail(spelled + " needs a value");
       value = args_[next_++];
     }
+    // memcached's options that set no flag, or whose value it reads its own way.
     switch (letter) {
-      case 'p':
-        return integer_flag(spelled, *value, "port", 0, 65535);
       case 'U':
         return udp_port(spelled, *value);
       case 'l':
         return listen(spelled, *value);
-      case 'm':
-        return integer_flag(spelled, *value, "memory_limit_mb", 1, kInt32Max);
-      case 'c':
-        return integer_flag(spelled, *value, "max_connections", 1, kInt32Max);
-      case 't':
-        return integer_flag(spelled, *value, "threads", 0, kInt32Max);
       case 'I':
         return item_size(spelled, *value);
-      case 'u':
-        if (value->empty()) return fail(spelled + " needs a user name");
-        return flag("user", *value);
       case 'v':
         return flag("v", std::to_string(++verbosity_));
-      case 'P':
-        if (value->empty()) return fail(spelled + " needs a file name");
-        return flag("pid_file", *value);
-      case 'Y':
-        if (value->empty()) return fail(spelled + " needs a file name");
-        return flag("auth_file", *value);
-      case 'e':
-        if (value->empty()) return fail(spelled + " needs a file name");
-        return flag("memory_file", *value);
-      case 's':
-        if (value->empty()) return fail(spelled + " needs a file name");
-        return flag("unix_socket", *value);
-      case 'a':  // octal, checked with the flag
-        return flag("unix_socket_mask", *value);
       case 'o':
         return extended(spelled, *value);
-      case 'b':
-        return integer_flag(spelled, *value, "listen_backlog", 1, kInt32Max);
-      case 'R':
-        return integer_flag(spelled, *value, "max_reqs_per_event", 1, kInt32Max);
       case 'B':
         return protocol(spelled, *value);
       case 'D':
@@ -429,23 +408,28 @@ class Translator {
       default:
         break;
     }
-    for (const Switch& known : kSwitches) {
-      if (known.letter == letter) return flag(known.flag, "true");
+    std::string option = {'-', letter};
+    if (const Flag* ours = flag_spelled(option)) {
+      if (is_switch(*ours)) return flag(ours->name, "true");
+      return own_value(*ours, spelled, *value);
     }
-    if (const NoEffect* ignored = no_effect(std::string("-") + letter)) {
+    if (const NoEffect* ignored = no_effect(option)) {
       return drop(*ignored, spelled + (value ? " " + std::string(*value) : ""), value);
     }
     fail("unknown option -" + std::string(1, letter) + " (see --help)");
   }
 
-  void integer_flag(const std::string& spelled, std::string_view text, const char* flag_name,
-                    int64_t min, int64_t max) {
-    std::optional<int64_t> value = parse_integer(text, min, max);
-    if (!value) {
-      return fail(spelled + " " + std::string(text) + ": expected a whole number from " +
-                  std::to_string(min) + " to " + std::to_string(max));
+  // The value of a short option for one of our flags: checked as memcached
+  // checks it (kOwnValues), then the flag's.
+  void own_value(const Flag& ours, const std::string& spelled, std::string_view text) {
+    const OwnValue* own = find_option(kOwnValues, ours.memcached);
+    if (own != nullptr && !own->needs.empty() && text.empty()) {
+      return fail(spelled + " needs " + std::string(own->needs));
     }
-    flag(flag_name, std::to_string(*value));
+    if (std::string expected; own != nullptr && !value_fits(own->number, text, &expected)) {
+      return fail(spelled + " " + std::string(text) + ": expected " + expected);
+    }
+    flag(ours.name, text);
   }
 
   void udp_port(const std::string& spelled, std::string_view text) {
@@ -513,28 +497,38 @@ class Translator {
     size_t equals = option.find('=');
     std::string_view name = option.substr(0, equals);
     std::string_view value = equals == std::string_view::npos ? "" : option.substr(equals + 1);
-    for (const ExtendedSwitch& known : kExtendedSwitches) {
-      if (known.name == name) return flag(known.flag, known.value);
+    if (const Flag* ours = flag_spelled("-o " + std::string(name))) {
+      return extended_value(*ours, spelled, option, value);
+    }
+    // memcached's no_ before a switch turns it off (no_lru_crawler).
+    if (name.starts_with("no_")) {
+      const Flag* ours = flag_spelled("-o " + std::string(name.substr(3)));
+      if (ours != nullptr && is_switch(*ours)) return flag(ours->name, "false");
     }
     if (const NoEffect* ignored = no_effect(name)) {
       std::optional<std::string_view> given;
       if (equals != std::string_view::npos) given = value;
       return drop(*ignored, spelled + " " + std::string(option), given);
     }
-    for (const ExtendedOption& known : kExtendedOptions) {
-      if (known.name != name) continue;
-      if (value.empty()) return fail(spelled + " " + std::string(name) + " needs a value");
-      if (known.values.empty()) return flag(known.flag, value);
-      for (const auto& [accepted, translated] : known.values) {
-        if (accepted == value) return flag(known.flag, translated);
-      }
-      std::string choices;
-      for (const auto& accepted : known.values)
-        choices += (choices.empty() ? "" : ", ") + std::string(accepted.first);
-      return fail(spelled + " " + std::string(option) + ": lockcached takes " + choices);
-    }
     fail("memcached's option " + spelled + " " + std::string(name) +
          " is not supported by lockcached");
+  }
+
+  // An -o option for one of our flags: a switch, any value, or one of
+  // memcached's values that translate (kOwnChoices).
+  void extended_value(const Flag& ours, const std::string& spelled,
+                      std::string_view option, std::string_view value) {
+    if (is_switch(ours)) return flag(ours.name, "true");
+    const OwnChoices* choices = find_option(kOwnChoices, ours.memcached);
+    std::string_view name = option.substr(0, option.find('='));
+    if (value.empty()) return fail(spelled + " " + std::string(name) + " needs a value");
+    if (choices == nullptr) return flag(ours.name, value);
+    std::string accepted;
+    for (const auto& [given, translated] : choices->values) {
+      if (given == value) return flag(ours.name, translated);
+      accepted += (accepted.empty() ? "" : ", ") + std::string(given);
+    }
+    fail(spelled + " " + std::string(option) + ": lockcached takes " + accepted);
   }
 
   void item_size(const std::string& spelled, std::string_view text) {
@@ -553,8 +547,6 @@ class Translator {
   void fail(std::string message) {
     if (result_.error.empty()) result_.error = std::move(message);
   }
-
-  static constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
   const std::vector<std::string>& args_;
   const IsGflag& is_gflag_;

@@ -25,30 +25,28 @@ std::string wrapped(const std::string& text, const std::string& indent) {
   return out;
 }
 
-std::string describe(const std::string& name, const std::map<std::string, std::string>& descriptions) {
+std::string describe(const Flag& flag) {
   gflags::CommandLineFlagInfo info;
-  if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) return "";
-  std::string spelled = "  --" + name;
+  if (!gflags::GetCommandLineFlagInfo(std::string(flag.name).c_str(), &info)) return "";
+  std::string spelled = "  --" + info.name;
   if (info.type == "string") {
     spelled += "=\"" + info.default_value + "\"";
   } else {
     spelled += "=" + info.default_value;
   }
-  auto own = descriptions.find(name);
   return spelled + "\n" +
-         wrapped(own == descriptions.end() ? info.description : own->second, "      ");
+         wrapped(flag.help.empty() ? info.description : std::string(flag.help), "      ");
 }
 
 }  // namespace
 
-std::string usage_text(const std::string& intro, const std::vector<FlagGroup>& groups,
-                       const std::string& outro,
-                       const std::map<std::string, std::string>& descriptions) {
+std::string usage_text(const std::string& intro, std::span<const Flag> flags,
+                       const std::string& outro) {
   std::string text = intro + "\n";
-  for (const FlagGroup& group : groups) {
-    text += "\n" + group.title + ":\n";
-    for (const std::string& flag : group.flags)
-      text += describe(flag, descriptions);
+  std::string_view group;
+  for (const Flag& flag : flags) {
+    if (flag.group != group) text += "\n" + std::string(group = flag.group) + ":\n";
+    text += describe(flag);
   }
   return text + "\n" + outro;
 }

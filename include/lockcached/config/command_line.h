@@ -34,7 +34,8 @@ using IsGflag = std::function<bool(std::string_view name)>;
 // --threads --user are lockcached's gflags flags of the same meaning and
 // pass through untouched. memcached options lockcached does not implement
 // and unknown single-letter options are errors. Everything else passes
-// through to the strict flag loader (flag_loader.h).
+// through to the strict flag loader (flag_loader.h). Which of memcached's
+// options sets which of our flags is the flag table's (flags.h).
 TranslatedCommandLine translate_memcached_options(const std::vector<std::string>& args,
                                                   const IsGflag& is_gflag);
 

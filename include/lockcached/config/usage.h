@@ -3,22 +3,18 @@
 // which --helpfull lists).
 #pragma once
 
-#include <map>
+#include <span>
 #include <string>
-#include <vector>
+
+#include "lockcached/config/flags.h"
 
 namespace lockcached::config {
 
-struct FlagGroup {
-  std::string title;
-  std::vector<std::string> flags;  // gflags names, in the order shown
-};
-
-// The help text: `intro`, then each group's flags with their description
-// and default (as gflags knows them, or as `descriptions` says for flags
-// that are not lockcached's own, such as glog's --v), then `outro`.
-std::string usage_text(const std::string& intro, const std::vector<FlagGroup>& groups,
-                       const std::string& outro,
-                       const std::map<std::string, std::string>& descriptions = {});
+// The help text: `intro`, then each group of `flags` with each flag's
+// description and default (as gflags knows them, or as the row's own help
+// says, for flags that are not lockcached's, such as glog's --v), then
+// `outro`. A group's flags follow one another in `flags`.
+std::string usage_text(const std::string& intro, std::span<const Flag> flags,
+                       const std::string& outro);
 
 }  // namespace lockcached::config

@@ -1,0 +1,43 @@
+// The start-up checks: of each flag's value alone (the table's check
+// column, flags.h), then the rules between flags. A problem stops the
+// start with exit status 64 and one line, "--FLAG: MESSAGE (ORIGIN)".
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "lockcached/config/flags.h"
+
+namespace lockcached::config {
+
+// The table's checks of numbers: "must be MIN..MAX"; "must be 0 or more"
+// or "must be at least MIN".
+Check between(int64_t min, int64_t max);
+Check at_least(int64_t min);
+// Of a choice: "must be a, b or c".
+Check one_of(std::initializer_list<std::string_view> choices);
+// Of a string flag, by one of the functions below.
+Check text_check(std::string (*problem)(const std::string& text));
+
+// What is wrong with the value of a string flag alone; "" when nothing.
+std::string listen_problem(const std::string& list);
+std::string unix_socket_problem(const std::string& path);
+std::string unix_socket_mask_problem(const std::string& mask);
+std::string one_character_problem(const std::string& text);
+std::string cluster_problem(const std::string& members);
+std::string virtual_ip_problem(const std::string& address);
+std::string user_problem(const std::string& user);
+
+// The flag at fault and what is wrong with its value; empty when all is well.
+struct FlagProblem {
+  std::string flag;
+  std::string message;
+};
+
+// The first problem: each flag's own check, in the table's order, then
+// the rules between flags (checks.cc).
+FlagProblem check_flags();
+
+}  // namespace lockcached::config

@@ -1,0 +1,174 @@
+#include "lockcached/config/settings.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <glog/logging.h>
+
+#include "lockcached/config/flags.h"
+#include "lockcached/net/reactor.h"
+
+namespace lockcached::config {
+namespace {
+
+server::CacheProtocol cache_protocol() {
+  if (FLAGS_protocol == "ascii") return server::CacheProtocol::kText;
+  if (FLAGS_protocol == "binary") return server::CacheProtocol::kBinary;
+  return server::CacheProtocol::kAuto;
+}
+
+// A kernel without io_uring (too old, or turned off by sysctl or seccomp)
+// still gets a working server, and one line that says why it is epoll;
+// one that refuses only SQPOLL gets io_uring without it. Each probe
+// builds a ring: a granted SQPOLL one settles both questions.
+void choose_io(server::Settings* settings) {
+  settings->io = FLAGS_io == "uring" ? net::IoBackend::kUring : net::IoBackend::kEpoll;
+  settings->uring.sqpoll = FLAGS_uring_sqpoll;
+  using net::Reactor;
+  bool uring_granted = false;
+  if (std::string why; settings->uring.sqpoll) {
+    uring_granted = Reactor::uring_available(settings->uring, &why);
+    if (!uring_granted) {
+      LOG(WARNING) << "--uring_sqpoll: " << why << "; submitting from the reactor threads";
+      settings->uring.sqpoll = false;
+    }
+  }
+  if (std::string why; settings->io == net::IoBackend::kUring && !uring_granted &&
+                       !Reactor::uring_available(settings->uring, &why)) {
+    LOG(WARNING) << "--io=uring: " << why << "; using epoll";
+    settings->io = net::IoBackend::kEpoll;
+  }
+}
+
+void set_commands(server::Settings* settings) {
+  settings->commands.flush_all = !FLAGS_disable_flush_all;
+  settings->commands.dumps = !FLAGS_disable_dumping;
+  settings->commands.watch = !FLAGS_disable_watch;
+  settings->commands.shutdown = FLAGS_enable_shutdown;
+  settings->commands.requests_per_event = static_cast<uint32_t>(FLAGS_max_reqs_per_event);
+}
+
+void set_cluster(server::Settings* settings) {
+  std::string ignored;  // checked at start
+  settings->cluster = cluster_members(&ignored);
+  settings->node_id = FLAGS_node_id;
+  settings->cluster_join = FLAGS_cluster_join;
+  settings->data_dir = FLAGS_data_dir;
+  read_cluster_secret(&settings->cluster_secret, &ignored);
+  settings->election_timeout_ms = static_cast<unsigned>(FLAGS_election_timeout_ms);
+}
+
+void set_replication(server::Settings* settings) {
+  settings->virtual_ip = FLAGS_virtual_ip;
+  settings->repl_port = static_cast<uint16_t>(FLAGS_repl_port);
+  settings->repl_buffer_size = static_cast<size_t>(FLAGS_repl_buffer_size) << 20;
+  settings->repl_timeout_seconds = FLAGS_repl_timeout;
+}
+
+void set_tls(server::Settings* settings) {
+  settings->tls = FLAGS_tls;
+  settings->tls_port = FLAGS_tls_port;
+  settings->lock_tls_port = FLAGS_lock_tls_port;
+  settings->tls_files = tls_settings();
+  settings->tls_handshake_timeout_seconds = FLAGS_tls_handshake_timeout;
+}
+
+}  // namespace
+
+bool tls_enabled() {
+  return FLAGS_tls || FLAGS_tls_port != 0 || FLAGS_lock_tls_port != 0;
+}
+
+tls::Settings tls_settings() {
+  tls::Settings tls;
+  tls.cert_file = FLAGS_tls_cert_file;
+  tls.key_file = FLAGS_tls_key_file;
+  tls.ca_file = FLAGS_tls_ca_file;
+  tls.verify_client = FLAGS_tls_verify_client;
+  tls.min_version = FLAGS_tls_min_version == "1.3" ? tls::kTls13 : tls::kTls12;
+  tls.ciphers = FLAGS_tls_ciphers;
+  return tls;
+}
+
+std::vector<server::ListenAddress> listen_addresses(std::string* error) {
+  std::vector<server::ListenAddress> addresses;
+  if (!server::parse_listen_addresses(FLAGS_listen, &addresses, error)) addresses.clear();
+  return addresses;
+}
+
+std::optional<unsigned> parse_octal_mask(std::string_view text) {
+  unsigned mask = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mask, 8);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || mask > 0777) {
+    return std::nullopt;
+  }
+  return mask;
+}
+
+std::vector<consensus::Member> cluster_members(std::string* error) {
+  if (FLAGS_cluster.empty()) return {};
+  return consensus::parse_members(FLAGS_cluster, error);
+}
+
+bool read_cluster_secret(std::string* secret, std::string* error) {
+  if (FLAGS_cluster_secret_file.empty()) return true;
+  std::ifstream file(FLAGS_cluster_secret_file);
+  if (!file || !std::getline(file, *secret)) {
+    *error = FLAGS_cluster_secret_file + ": cannot read it";
+    return false;
+  }
+  if (!secret->empty() && secret->back() == '\r') secret->pop_back();
+  if (secret->size() < 16) {
+    *error = FLAGS_cluster_secret_file + ": the secret must be 16 bytes or more";
+    return false;
+  }
+  return true;
+}
+
+server::Settings server_settings(const Loaded& loaded) {
+  server::Settings settings;
+  settings.authenticator = loaded.authenticator;
+  std::string ignored;  // checked at start
+  settings.listen = listen_addresses(&ignored);
+  settings.port = static_cast<uint16_t>(FLAGS_port);
+  settings.unix_socket = FLAGS_unix_socket;
+  settings.unix_socket_mask = parse_octal_mask(FLAGS_unix_socket_mask).value_or(0700);
+  settings.lock_port = FLAGS_lock_port;
+  settings.threads = FLAGS_threads > 0 ? static_cast<unsigned>(FLAGS_threads)
+                                       : std::max(1u, std::thread::hardware_concurrency());
+  settings.memory_limit = static_cast<size_t>(FLAGS_memory_limit_mb) << 20;
+  settings.max_item_size = static_cast<size_t>(FLAGS_max_item_size);
+  settings.memory_file = FLAGS_memory_file;
+  choose_io(&settings);
+  settings.max_connections = FLAGS_max_connections;
+  settings.lock_max_connections = FLAGS_lock_max_connections;
+  settings.idle_timeout_seconds = FLAGS_idle_timeout;
+  settings.listen_backlog = FLAGS_listen_backlog;
+  settings.protocol = cache_protocol();
+  set_commands(&settings);
+  settings.cas_enabled = !FLAGS_disable_cas;
+  settings.evictions = !FLAGS_disable_evictions;
+  settings.lru_crawler = FLAGS_lru_crawler;
+  settings.stats_prefix_delimiter = FLAGS_stats_prefix_delimiter[0];
+  settings.stats_detail = FLAGS_stats_detail;
+  settings.watch_buffer_bytes = static_cast<size_t>(FLAGS_watch_buffer_kb) << 10;
+  settings.coredumps_enabled = FLAGS_enable_coredumps;
+  settings.tcp_keepalive_seconds = FLAGS_tcp_keepalive;
+  settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
+  settings.lock_service_max_names = FLAGS_lock_service_max_names;
+  settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  settings.fencing_token_floor = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  set_cluster(&settings);
+  set_replication(&settings);
+  set_tls(&settings);
+  return settings;
+}
+
+}  // namespace lockcached::config

@@ -1,0 +1,108 @@
+// The flag table (config/flags.h) against gflags, which keeps the values:
+// a row for every flag of ours, each where gflags keeps it, in groups that
+// --help can show in one run each.
+#include "lockcached/config/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lockcached/config/checks.h"
+
+namespace lockcached::config {
+namespace {
+
+const void* address_of(const Storage& storage) {
+  return std::visit(
+      [](auto value) -> const void* {
+        if constexpr (std::is_pointer_v<decltype(value)>) {
+          return value;
+        } else {
+          return nullptr;
+        }
+      },
+      storage);
+}
+
+TEST(FlagTableTest, EveryRowIsAFlagThatGflagsKeepsWhereTheRowSays) {
+  for (const Flag& flag : flags()) {
+    gflags::CommandLineFlagInfo info;
+    ASSERT_TRUE(gflags::GetCommandLineFlagInfo(std::string(flag.name).c_str(), &info))
+        << flag.name;
+    if (flag.name == "flagfile") continue;  // gflags' own, read by the flag loader
+    EXPECT_EQ(address_of(flag.storage), info.flag_ptr) << flag.name;
+  }
+}
+
+TEST(FlagTableTest, EveryFlagDefinedWithTheTableHasARow) {
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  int ours = 0;
+  for (const gflags::CommandLineFlagInfo& info : all) {
+    if (!info.filename.ends_with("config/flags.cc")) continue;
+    ++ours;
+    EXPECT_NE(find_flag(info.name), nullptr) << info.name;
+  }
+  EXPECT_GT(ours, 50);
+}
+
+TEST(FlagTableTest, EachHelpGroupIsOneRun) {
+  std::set<std::string_view> finished;
+  std::string_view group;
+  for (const Flag& flag : flags()) {
+    if (flag.group == group) continue;
+    EXPECT_TRUE(finished.insert(group).second) << flag.group << " again at --" << flag.name;
+    group = flag.group;
+  }
+}
+
+TEST(FlagTableTest, TheDefaultsPassTheirChecks) {
+  for (const Flag& flag : flags()) {
+    if (flag.check) {
+      EXPECT_EQ(flag.check(value_of(flag)), "") << flag.name;
+    }
+  }
+}
+
+// config::reloaded parses what SIGHUP re-reads as whole numbers.
+TEST(FlagTableTest, SighupRereadsWholeNumbers) {
+  for (const Flag& flag : flags()) {
+    if (flag.reload == Reload::kOnSighup) {
+      EXPECT_TRUE(std::holds_alternative<int32_t*>(flag.storage)) << flag.name;
+    }
+  }
+}
+
+TEST(FlagTableTest, MemcachedSpellingsNameOneFlagEach) {
+  std::set<std::string_view> spelled;
+  for (const Flag& flag : flags()) {
+    std::string_view option = flag.memcached;
+    if (option.empty()) continue;
+    EXPECT_TRUE((option.size() == 2 && option[0] == '-') || option.starts_with("-o "))
+        << option;
+    // -D sets both the delimiter and stats_detail.
+    if (option != "-D") {
+      EXPECT_TRUE(spelled.insert(option).second) << option;
+    }
+  }
+  EXPECT_EQ(flag_spelled("-p")->name, "port");
+  EXPECT_EQ(flag_spelled("-o idle_timeout")->name, "idle_timeout");
+  EXPECT_EQ(flag_spelled("-q"), nullptr);
+}
+
+TEST(FlagTableTest, ChecksSayWhatIsAllowed) {
+  EXPECT_EQ(between(0, 65535)(int64_t{70000}), "must be 0..65535");
+  EXPECT_EQ(between(-1, 65535)(int64_t{-1}), "");
+  EXPECT_EQ(at_least(0)(int64_t{-1}), "must be 0 or more");
+  EXPECT_EQ(at_least(1)(int64_t{0}), "must be at least 1");
+  EXPECT_EQ(one_of({"epoll", "uring"})(std::string("poll")), "must be epoll or uring");
+  EXPECT_EQ(one_of({"auto", "ascii", "binary"})(std::string("text")),
+            "must be auto, ascii or binary");
+  EXPECT_EQ(one_of({"auto", "ascii", "binary"})(std::string("ascii")), "");
+  EXPECT_EQ(text_check(one_character_problem)(std::string("ab")), "must be one character");
+}
+
+}  // namespace
+}  // namespace lockcached::config
