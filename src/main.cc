@@ -8,15 +8,12 @@
 #include <string>
 #include <vector>
 
-#include <gflags/gflags.h>
 #include <glog/logging.h>
 #ifdef LOCKCACHED_WITH_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
 
 #include "lockcached/config/configuration.h"
-#include "lockcached/config/flag_loader.h"
-#include "lockcached/config/flags.h"
 #include "lockcached/core/verbosity.h"
 #include "lockcached/server/process.h"
 #include "lockcached/server/server.h"
@@ -38,7 +35,6 @@ namespace {
 
 namespace config = lockcached::config;
 namespace server = lockcached::server;
-using lockcached::core::Authenticator;
 
 // The moment's fault, e.g. a port still in use (lockcached(1), "EXIT
 // STATUS"); a configuration mistake exits config::kUsageError.
@@ -152,71 +148,17 @@ void announce_ready(const server::Server& server, const server::Settings& settin
   notify_service_manager("READY=1\n" + status);
 }
 
-// SIGHUP: walk the command line and its flagfiles again and apply what can
-// change while serving. A mistake in the file is logged and changes nothing.
-void reload(server::Server& server, const std::vector<std::string>& args,
-            Authenticator* authenticator) {
-  // The same file (its name is not re-read); a bad one keeps the old users.
-  if (std::string error; authenticator && !authenticator->reload(&error)) {
-    LOG(ERROR) << "SIGHUP: --auth_file unchanged: " << error;
-  } else if (authenticator) {
-    LOG(INFO) << "SIGHUP: --auth_file re-read: " << authenticator->users() << " users";
-  }
-  config::CollectedFlags collected = config::collect_flags(args, config::gflags_registry());
-  if (!collected.error.empty()) {
-    LOG(ERROR) << "SIGHUP: configuration unchanged: " << collected.error;
-    return;
-  }
-  int memory_limit_mb = FLAGS_memory_limit_mb;
-  int idle_timeout = server.idle_timeout();
-  int verbosity = lockcached::core::log_verbosity.load(std::memory_order_relaxed);
-  for (const auto& [name, value, origin] : collected.settings) {
-    int* target = name == "memory_limit_mb" ? &memory_limit_mb
-                  : name == "idle_timeout"  ? &idle_timeout
-                  : name == "v"             ? &verbosity
-                                            : nullptr;
-    if (target == nullptr) continue;
-    char* end = nullptr;
-    long parsed = std::strtol(value.c_str(), &end, 10);
-    int minimum = name == "memory_limit_mb" ? 1 : 0;
-    if (value.empty() || *end != '\0' || parsed < minimum || parsed > INT32_MAX) {
-      LOG(ERROR) << "SIGHUP: configuration unchanged: bad value '" << value << "' for --"
-                 << name << " (" << origin << ")";
-      return;
-    }
-    *target = static_cast<int>(parsed);
-  }
-  if (memory_limit_mb != FLAGS_memory_limit_mb) {
-    LOG(INFO) << "SIGHUP: --memory_limit_mb " << FLAGS_memory_limit_mb << " -> "
-              << memory_limit_mb;
-    FLAGS_memory_limit_mb = memory_limit_mb;
-    server.set_memory_limit(static_cast<size_t>(memory_limit_mb) << 20);
-  }
-  if (idle_timeout != server.idle_timeout()) {
-    LOG(INFO) << "SIGHUP: --idle_timeout " << server.idle_timeout() << " -> " << idle_timeout;
-    server.set_idle_timeout(idle_timeout);
-  }
-  if (verbosity != lockcached::core::log_verbosity.load(std::memory_order_relaxed)) {
-    LOG(INFO) << "SIGHUP: --v " << lockcached::core::log_verbosity.load() << " -> " << verbosity;
-    lockcached::core::log_verbosity.store(verbosity, std::memory_order_relaxed);
-  }
-  // The files behind --tls_cert_file, --tls_key_file and --tls_ca_file may
-  // be new (a renewed certificate); their names are not re-read.
-  if (std::string error; config::tls_enabled()) server.refresh_certs(&error);
-  LOG(INFO) << "SIGHUP: configuration re-read; other flags take effect at the next start";
-}
-
 // Serves until a stop signal, which it returns; SIGHUP reloads. Signals are
 // blocked in every thread (see main), so they arrive here and nowhere else,
 // and the default actions that would kill the process without flushing the
 // log never run.
 int serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
-                        Authenticator* authenticator, const sigset_t& signals) {
+                        const sigset_t& signals) {
   for (;;) {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     if (signal_number == SIGHUP) {
-      reload(server, args, authenticator);
+      server.reload(config::reloaded(args));
       google::FlushLogFiles(google::GLOG_INFO);
       continue;
     }
@@ -269,8 +211,7 @@ int main(int argc, char** argv) {
   announce_ready(server, settings);
   daemon.ready(/*keep_output=*/FLAGS_v > 0);
 
-  int stop_signal = serve_until_stopped(server, configuration.args,
-                                        configuration.loaded.authenticator.get(), signals);
+  int stop_signal = serve_until_stopped(server, configuration.args, signals);
   notify_service_manager("STOPPING=1");
   server.stop();
   save_cache(server, settings.memory_file, stop_signal);

@@ -424,6 +424,31 @@ void Server::use_lock_service(std::shared_ptr<locks::LockService> service) {
       std::make_shared<locks::LocalCoordinator>(std::move(service), *lock_timers_));
 }
 
+void Server::reload(const std::optional<RunTimeChanges>& changes) {
+  // The users first, and whatever the flagfile says: a revoked password
+  // must not wait for a mistake in the flagfile to be fixed.
+  reload_users();
+  if (!changes) return;
+  if (changes->memory_limit) state_.store.set_memory_limit(*changes->memory_limit);
+  if (changes->idle_timeout_seconds) {
+    state_.idle_timeout_seconds.store(*changes->idle_timeout_seconds, std::memory_order_relaxed);
+  }
+  if (changes->verbosity) core::log_verbosity.store(*changes->verbosity, std::memory_order_relaxed);
+  // The files behind the TLS flags may be new (a renewed certificate);
+  // their names are not re-read.
+  if (std::string error; state_.tls) refresh_certs(&error);
+}
+
+void Server::reload_users() {
+  core::Authenticator* authenticator = state_.settings.authenticator.get();
+  if (authenticator == nullptr) return;
+  if (std::string error; !authenticator->reload(&error)) {
+    LOG(ERROR) << "SIGHUP: --auth_file unchanged: " << error;
+  } else {
+    LOG(INFO) << "SIGHUP: --auth_file re-read: " << authenticator->users() << " users";
+  }
+}
+
 bool Server::refresh_certs(std::string* error) {
   if (!state_.tls) {
     *error = "Error TLS not enabled";

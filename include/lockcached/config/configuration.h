@@ -1,8 +1,9 @@
 // The configuration, loaded at start: memcached's options translated
 // (command_line.h), flagfiles read (flag_loader.h), every flag checked
-// (checks.h) and the files the flags name loaded.
+// (checks.h) and the files the flags name loaded; and read again at SIGHUP.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,11 @@ struct Configuration {
 // stderr for a mistake, 0 after --help, --version or --license. Before
 // logging starts; warnings go to stderr.
 Configuration load(int argc, char** argv);
+
+// SIGHUP: `args` (Configuration::args) walked again, the flagfiles read
+// afresh, for the flags that may change while serving (Reload::kOnSighup):
+// those that changed, each logged, for Server::reload. nullopt (logged) for
+// a mistake anywhere: then nothing changes.
+std::optional<server::RunTimeChanges> reloaded(const std::vector<std::string>& args);
 
 }  // namespace lockcached::config

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,13 +54,10 @@ class Server final : public core::StatsSource, public core::ServerControl {
   uint16_t tls_port() const { return tls_port_; }
   uint16_t lock_tls_port() const { return lock_tls_port_; }
 
-  // What may change while the server runs (SIGHUP re-reads the flagfile).
-  void set_memory_limit(size_t bytes) { state_.store.set_memory_limit(bytes); }
-  size_t memory_limit() const { return state_.store.stats().limit_bytes; }
-  void set_idle_timeout(int seconds) {
-    state_.idle_timeout_seconds.store(seconds, std::memory_order_relaxed);
-  }
-  int idle_timeout() const { return state_.idle_timeout_seconds.load(std::memory_order_relaxed); }
+  // SIGHUP: re-reads --auth_file; then, with `changes` (the flagfile read
+  // without a mistake), sets what changed and reloads the TLS certificates.
+  // nullopt: the flagfile had a mistake, and all it names stays as it is.
+  void reload(const std::optional<RunTimeChanges>& changes);
 
   void collect(core::StatsGroup group, core::StatList& out) const override;
   void reset() override;
@@ -88,6 +86,9 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // --unix_socket: one socket, a descriptor of it in every worker.
   bool listen_unix(net::ListenError* error);
   void add_listener(Worker& worker, int fd, PortKind kind, bool tls);
+  // SIGHUP's re-read of Settings::authenticator's file (its name stays);
+  // a file that does not load keeps the users loaded before.
+  void reload_users();
   // With Settings::memory_file: loads what the last graceful stop saved.
   void load_memory_file();
   // With --virtual_ip: takes the role the address gives before any client

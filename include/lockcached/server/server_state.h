@@ -79,7 +79,7 @@ struct ServerState {
 
  public:
   const int64_t started_unix = static_cast<int64_t>(::time(nullptr));
-  // What SIGHUP may change while the server runs (main's reload).
+  // What SIGHUP may change while the server runs (Server::reload).
   std::atomic<int> idle_timeout_seconds;
   std::atomic<int> cache_connections{0};
   std::atomic<int> lock_connections{0};

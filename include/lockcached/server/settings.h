@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,11 +102,19 @@ struct Settings {
   // stop and loaded at start (replication/memory_file.h); empty: never.
   std::string memory_file;
   // --auth_file, loaded (docs/authentication.md); nullptr: no authentication.
-  // Shared with main, whose SIGHUP reloads it in place.
+  // Server::reload reloads it in place (SIGHUP).
   std::shared_ptr<core::Authenticator> authenticator;
   bool tls_enabled() const {
     return tls || tls_port != kPortOff || lock_tls_port != kPortOff;
   }
+};
+
+// What a SIGHUP changes of the settings while the server runs
+// (config::reloaded): each value the flagfile changed; nullopt: it stays.
+struct RunTimeChanges {
+  std::optional<size_t> memory_limit;
+  std::optional<int> idle_timeout_seconds;
+  std::optional<int> verbosity;  // core::log_verbosity
 };
 
 }  // namespace lockcached::server

@@ -1,0 +1,79 @@
+// SIGHUP's re-read of the configuration (configuration.h).
+#include <climits>
+#include <cstdlib>
+#include <map>
+
+#include <glog/logging.h>
+
+#include "lockcached/config/configuration.h"
+#include "lockcached/config/flag_loader.h"
+#include "lockcached/config/flags.h"
+#include "lockcached/core/verbosity.h"
+
+namespace lockcached::config {
+namespace {
+
+using Values = std::map<std::string_view, int64_t>;
+
+// The flags SIGHUP re-reads are whole numbers (flags_test.cc makes sure).
+std::optional<int64_t> parse_int32(const std::string& text) {
+  char* end = nullptr;
+  long parsed = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || parsed < INT32_MIN || parsed > INT32_MAX) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+// The flags SIGHUP re-reads, as the command line and the flagfiles have
+// them now (the last setting of each wins); nullopt, logged, for a mistake.
+std::optional<Values> reread(const std::vector<std::string>& args) {
+  CollectedFlags collected = collect_flags(args, gflags_registry());
+  if (!collected.error.empty()) {
+    LOG(ERROR) << "SIGHUP: configuration unchanged: " << collected.error;
+    return std::nullopt;
+  }
+  Values values;
+  for (const auto& [name, text, origin] : collected.settings) {
+    const Flag* flag = find_flag(name);
+    if (flag == nullptr || flag->reload != Reload::kOnSighup) continue;
+    std::optional<int64_t> value = parse_int32(text);
+    if (!value || !flag->check(*value).empty()) {
+      LOG(ERROR) << "SIGHUP: configuration unchanged: bad value '" << text << "' for --" << name
+                 << " (" << origin << ")";
+      return std::nullopt;
+    }
+    values[flag->name] = *value;
+  }
+  return values;
+}
+
+// `name`'s value where the files changed it from `now`, logged; else nullopt.
+std::optional<int> changed(const Values& values, std::string_view name, int now) {
+  auto found = values.find(name);
+  if (found == values.end() || found->second == now) return std::nullopt;
+  LOG(INFO) << "SIGHUP: --" << name << " " << now << " -> " << found->second;
+  return static_cast<int>(found->second);
+}
+
+}  // namespace
+
+std::optional<server::RunTimeChanges> reloaded(const std::vector<std::string>& args) {
+  std::optional<Values> values = reread(args);
+  if (!values) return std::nullopt;
+  server::RunTimeChanges changes;
+  if (std::optional<int> megabytes = changed(*values, "memory_limit_mb", FLAGS_memory_limit_mb)) {
+    FLAGS_memory_limit_mb = *megabytes;
+    changes.memory_limit = static_cast<size_t>(*megabytes) << 20;
+  }
+  if (std::optional<int> seconds = changed(*values, "idle_timeout", FLAGS_idle_timeout)) {
+    FLAGS_idle_timeout = *seconds;
+    changes.idle_timeout_seconds = seconds;
+  }
+  // Against the level in force, which the verbosity command may have changed.
+  changes.verbosity = changed(*values, "v", core::log_verbosity.load(std::memory_order_relaxed));
+  LOG(INFO) << "SIGHUP: configuration re-read; other flags take effect at the next start";
+  return changes;
+}
+
+}  // namespace lockcached::config
