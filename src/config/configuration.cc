@@ -110,9 +110,11 @@ Loaded load_files() {
     usage_error("--cluster_secret_file: " + error);
   }
   // Certificate, key and CA files that do not load are a configuration
-  // mistake like a bad flag (memcached exits 64 for them too); the server
-  // loads them again when it starts, and at SIGHUP.
-  if (std::string error; tls_enabled() && !tls::Context::load(tls_settings(), &error)) {
+  // mistake like a bad flag (memcached exits 64 for them too). Loaded once:
+  // the server starts with them, and loads them again only at SIGHUP and
+  // refresh_certs.
+  if (std::string error; tls_enabled() &&
+                         !(loaded.tls = tls::Context::load(tls_settings(), &error))) {
     usage_error("TLS: " + error);
   }
   return loaded;

@@ -69,11 +69,12 @@ void set_replication(server::Settings* settings) {
   settings->repl_timeout_seconds = FLAGS_repl_timeout;
 }
 
-void set_tls(server::Settings* settings) {
+void set_tls(server::Settings* settings, std::shared_ptr<const tls::Context> loaded) {
   settings->tls = FLAGS_tls;
   settings->tls_port = FLAGS_tls_port;
   settings->lock_tls_port = FLAGS_lock_tls_port;
   settings->tls_files = tls_settings();
+  settings->tls_context = std::move(loaded);
   settings->tls_handshake_timeout_seconds = FLAGS_tls_handshake_timeout;
 }
 
@@ -167,7 +168,7 @@ server::Settings server_settings(const Loaded& loaded) {
           .count());
   set_cluster(&settings);
   set_replication(&settings);
-  set_tls(&settings);
+  set_tls(&settings, loaded.tls);
   return settings;
 }
 

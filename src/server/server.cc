@@ -126,7 +126,12 @@ bool Server::start(std::string* error, bool* configuration_error) {
     use_lock_service(
         std::make_shared<locks::LockService>(state_.lock_limits(), settings.fencing_token_floor));
   }
-  if (state_.tls && !state_.tls->reload(error)) return false;
+  // Loaded once: with the context config::load checked, else here. Files
+  // that do not load are a configuration mistake.
+  if (state_.tls && !state_.tls->current() && !state_.tls->reload(error)) {
+    *configuration_error = true;
+    return false;
+  }
   if (net::ListenError failure; !open_listeners(&failure)) {
     *error = failure.message;
     *configuration_error = failure.configuration;

@@ -84,6 +84,11 @@ Context::~Context() {
   SSL_CTX_free(ctx_);
 }
 
+ServerContext::ServerContext(Settings settings, std::shared_ptr<const Context> loaded)
+    : settings_(std::move(settings)),
+      current_(std::move(loaded)),
+      loaded_at_(current_ ? static_cast<int64_t>(::time(nullptr)) : 0) {}
+
 bool ServerContext::reload(std::string* error) {
   std::shared_ptr<const Context> loaded = Context::load(settings_, error);
   if (!loaded) return false;

@@ -34,6 +34,7 @@ bool read_cluster_secret(std::string* secret, std::string* error);
 // What config::load loaded once, at start, for the server to keep.
 struct Loaded {
   std::shared_ptr<core::Authenticator> authenticator;  // --auth_file's; nullptr: none
+  std::shared_ptr<const tls::Context> tls;  // the certificates; nullptr: no port speaks TLS
 };
 
 // The server's settings from the flags, checked by config::load before.

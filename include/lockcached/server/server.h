@@ -37,7 +37,8 @@ class Server final : public core::StatsSource, public core::ServerControl {
 
   // Binds every listener and starts the workers. False, with *error set, if
   // something cannot be started; *configuration_error then says whether the
-  // configuration is at fault (net::ListenError), so that a retry cannot help.
+  // configuration is at fault (net::ListenError, TLS files that do not
+  // load), so that a retry cannot help.
   bool start(std::string* error, bool* configuration_error);
   // Closes listeners and connections and joins the workers.
   void stop();

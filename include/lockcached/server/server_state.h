@@ -26,8 +26,9 @@ struct ServerState {
         store({config.memory_limit, config.max_item_size, config.hash_seed, 0, config.cas_enabled,
                config.evictions},
               clock),
-        tls(config.tls_enabled() ? std::make_unique<tls::ServerContext>(config.tls_files)
-                                 : nullptr),
+        tls(config.tls_enabled()
+                ? std::make_unique<tls::ServerContext>(config.tls_files, config.tls_context)
+                : nullptr),
         idle_timeout_seconds(config.idle_timeout_seconds) {
     store.set_eviction_observer(&watch);
   }

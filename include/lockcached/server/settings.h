@@ -97,6 +97,9 @@ struct Settings {
   int tls_port = kPortOff;
   int lock_tls_port = kPortOff;
   tls::Settings tls_files;
+  // tls_files as config::load loaded them, to start with; nullptr: start()
+  // loads them.
+  std::shared_ptr<const tls::Context> tls_context;
   int tls_handshake_timeout_seconds = 10;
   // A warm restart (memcached's -e): the cache is saved here at a graceful
   // stop and loaded at start (replication/memory_file.h); empty: never.

@@ -48,7 +48,9 @@ class Context {
 // (memcached's refresh_certs, SIGHUP).
 class ServerContext {
  public:
-  explicit ServerContext(Settings settings) : settings_(std::move(settings)) {}
+  // `loaded`: `settings`' files as loaded already (config::load checks
+  // them so), current until a reload; nullptr: none until reload().
+  explicit ServerContext(Settings settings, std::shared_ptr<const Context> loaded = nullptr);
 
   // Loads the files again; on failure the current context stays.
   bool reload(std::string* error);
