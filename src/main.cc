@@ -72,7 +72,7 @@ server::Settings prepare_process(const config::Configuration& configuration) {
     memory_locked = server::lock_all_memory(!process.user.empty() && geteuid() == 0, &why_not);
     LOG_IF(WARNING, !memory_locked) << "--lock_memory (-k): memory not locked: " << why_not;
   }
-  server::Settings settings = config::server_settings(configuration.loaded);
+  server::Settings settings = config::server_settings(configuration.files);
   settings.memory_locked = memory_locked;
   unsigned long wanted_fds = static_cast<unsigned long>(settings.max_connections) +
                              static_cast<unsigned long>(settings.lock_max_connections) + 64;
@@ -149,9 +149,9 @@ void announce_ready(const server::Server& server, const server::Settings& settin
 }
 
 // Serves until a stop signal, which it returns; SIGHUP reloads. Signals are
-// blocked in every thread (see main), so they arrive here and nowhere else,
-// and the default actions that would kill the process without flushing the
-// log never run.
+// blocked in every thread (block_signals), so they arrive here and nowhere
+// else, and the default actions that would kill the process without
+// flushing the log never run.
 int serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
                         const sigset_t& signals) {
   for (;;) {

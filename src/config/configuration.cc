@@ -96,16 +96,11 @@ std::shared_ptr<core::Authenticator> load_auth_file() {
   return authenticator;
 }
 
-// What the flags name, loaded or tried now: a file that does not load is a
-// configuration mistake like a bad flag.
-Loaded load_files() {
-  // Inherited by the daemon -d forks, and checked before it: a limit that
-  // allows no core file stops the start as memcached's -r does.
-  if (std::string error; FLAGS_enable_coredumps && !server::enable_core_dumps(&error)) {
-    usage_error("--enable_coredumps: " + error);
-  }
-  Loaded loaded;
-  loaded.authenticator = load_auth_file();
+// The files the flags name, loaded (or, the cluster secret, tried) now: one
+// that does not load is a configuration mistake like a bad flag.
+LoadedFiles load_files() {
+  LoadedFiles files;
+  files.authenticator = load_auth_file();
   if (std::string secret, error; !read_cluster_secret(&secret, &error)) {
     usage_error("--cluster_secret_file: " + error);
   }
@@ -114,10 +109,10 @@ Loaded load_files() {
   // the server starts with them, and loads them again only at SIGHUP and
   // refresh_certs.
   if (std::string error; tls_enabled() &&
-                         !(loaded.tls = tls::Context::load(tls_settings(), &error))) {
+                         !(files.tls = tls::Context::load(tls_settings(), &error))) {
     usage_error("TLS: " + error);
   }
-  return loaded;
+  return files;
 }
 
 // Options that change nothing here, and ports that --unix_socket leaves unused.
@@ -168,8 +163,13 @@ Configuration load(int argc, char** argv) {
     usage_error("--" + problem.flag + ": " + problem.message +
                 (origin.empty() ? "" : " (" + origin + ")"));
   }
+  // Inherited by the daemon -d forks, and checked before it: a limit that
+  // allows no core file stops the start as memcached's -r does.
+  if (std::string error; FLAGS_enable_coredumps && !server::enable_core_dumps(&error)) {
+    usage_error("--enable_coredumps: " + error);
+  }
   Configuration configuration;
-  configuration.loaded = load_files();
+  configuration.files = load_files();
   warn(command_line.warnings);
   configuration.args = std::move(command_line.args);
   configuration.process = process_settings();

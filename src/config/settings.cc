@@ -130,9 +130,9 @@ bool read_cluster_secret(std::string* secret, std::string* error) {
   return true;
 }
 
-server::Settings server_settings(const Loaded& loaded) {
+server::Settings server_settings(const LoadedFiles& files) {
   server::Settings settings;
-  settings.authenticator = loaded.authenticator;
+  settings.authenticator = files.authenticator;
   std::string ignored;  // checked at start
   settings.listen = listen_addresses(&ignored);
   settings.port = static_cast<uint16_t>(FLAGS_port);
@@ -168,7 +168,7 @@ server::Settings server_settings(const Loaded& loaded) {
           .count());
   set_cluster(&settings);
   set_replication(&settings);
-  set_tls(&settings, loaded.tls);
+  set_tls(&settings, files.tls);
   return settings;
 }
 

@@ -29,7 +29,7 @@ struct Configuration {
   // The command line, memcached's options made flags: what SIGHUP walks
   // again (its flagfiles read afresh).
   std::vector<std::string> args;
-  Loaded loaded;
+  LoadedFiles files;
   ProcessSettings process;
 };
 

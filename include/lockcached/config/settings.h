@@ -31,8 +31,9 @@ std::vector<consensus::Member> cluster_members(std::string* error);
 // flag.
 bool read_cluster_secret(std::string* secret, std::string* error);
 
-// What config::load loaded once, at start, for the server to keep.
-struct Loaded {
+// What config::load loaded from the files the flags name, once, at start,
+// for the server to keep.
+struct LoadedFiles {
   std::shared_ptr<core::Authenticator> authenticator;  // --auth_file's; nullptr: none
   std::shared_ptr<const tls::Context> tls;  // the certificates; nullptr: no port speaks TLS
 };
@@ -40,6 +41,6 @@ struct Loaded {
 // The server's settings from the flags, checked by config::load before.
 // After logging starts: where the kernel refuses --io=uring or
 // --uring_sqpoll, it warns and falls back.
-server::Settings server_settings(const Loaded& loaded);
+server::Settings server_settings(const LoadedFiles& files);
 
 }  // namespace lockcached::config
