@@ -44,9 +44,18 @@ python3 -W error::ResourceWarning test/ha/cluster_vip_test.py
 python3 -W error::ResourceWarning test/ha/dead_client_test.py
 python3 test/ha/raft_faults.py
 # The checks must fail a build that answers before a majority has a change.
-# Only the server is built (Debug compiles fastest; the checks need no speed).
-cmake -S . -B build-early-answer -DCMAKE_BUILD_TYPE=Debug -DLOCKCACHED_TEST_EARLY_ANSWER=ON \
-  -DLOCKCACHED_BUILD_TESTS=OFF -DLOCKCACHED_BUILD_BENCH=OFF -DLOCKCACHED_WERROR=ON >/dev/null
-cmake --build build-early-answer -j2 --target lockcached >/dev/null
-LOCKCACHED_BINARY=build-early-answer/lockcached python3 test/ha/raft_faults.py \
+# Only the server is built, in stage 10's directory, where the option
+# recompiles raft_node.cc alone; the server is put back as stage 10 made it
+# whatever the check's outcome (the stages after this one run it).
+restore() {
+  cmake -S . -B build -DLOCKCACHED_TEST_EARLY_ANSWER=OFF >/dev/null
+  cmake --build build -j2 --target lockcached >/dev/null
+}
+trap restore EXIT
+cmake -S . -B build -DLOCKCACHED_TEST_EARLY_ANSWER=ON >/dev/null
+cmake --build build -j2 --target lockcached >/dev/null
+cp build/lockcached build/lockcached-early-answer
+restore
+trap - EXIT
+LOCKCACHED_BINARY=build/lockcached-early-answer python3 test/ha/raft_faults.py \
   --expect-violations partition-leader

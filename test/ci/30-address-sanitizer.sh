@@ -1,6 +1,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer: the whole ctest suite (unit,
 # end-to-end, external clients and peers: the same tests as stage 10) with
-# the server, the CLI and the tests built -DCMAKE_BUILD_TYPE=Asan. The
+# the server, the CLI and the tests built -DCMAKE_BUILD_TYPE=Asan by Clang
+# (the run's one Clang build of everything, stage 15). The
 # end-to-end and external tests start the lockcached of this build directory,
 # so every request of the suite is served by the instrumented server.
 #
@@ -17,6 +18,10 @@
 # functional assertions (test/e2e/sanitizer.h). Nothing is excluded.
 # LOCKCACHED_ASAN_BUILD picks another build directory (to run this beside
 # other work on one machine).
+# libclang-rt: Clang's sanitizer runtimes; llvm-14: the symbolizer.
+apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends \
+  clang libclang-rt-14-dev llvm-14 >/dev/null
+export CC=clang CXX=clang++ ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 build=${LOCKCACHED_ASAN_BUILD:-build-asan}
 build_type=Asan
 reports=$PWD/$build/sanitizer-reports

@@ -1,10 +1,9 @@
-# Sourced by the sanitizer stages: builds everything (bench off) in $build
-# with CMAKE_BUILD_TYPE=$build_type and runs the ctest suite on each I/O
-# backend of $test_ios. The stage exports its sanitizer's options first, with
-# log_path under $reports; any report file there fails the stage and is
-# printed.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_BUILD_BENCH=OFF \
-  -DLOCKCACHED_WERROR=ON
+# Sourced by the sanitizer stages: builds everything (the bench tools too, for
+# their warnings: stage 15) in $build with CMAKE_BUILD_TYPE=$build_type and
+# the compiler of CC and CXX, and runs the ctest suite on each I/O backend of
+# $test_ios. The stage exports its sanitizer's options first, with log_path
+# under $reports; any report file there fails the stage and is printed.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_WERROR=ON
 cmake --build "$build" -j2
 
 rm -rf "$reports"
