@@ -69,27 +69,44 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     std::string_view where = std::string_view(reply).substr(kNotLeader.size());
     size_t colon = where.rfind(':');
     uint16_t port = 0;
-    if (where == "election") {
+    std::string host;
+    bool election = where == "election";
+    if (election) {
       // No leader yet: ask the same node again, on a new connection, since
       // a member closes its lock-service connections once a leader is
       // known (the old one may be gone by now).
       std::this_thread::sleep_for(kElectionPause);
-      connect(std::string(host_), port_);
+      host = host_;
+      port = port_;
     } else if (colon != std::string_view::npos && parse_number(where.substr(colon + 1), &port)) {
-      connect(std::string(where.substr(0, colon)), port);
+      host = where.substr(0, colon);
     } else {
       break;
     }
-    if (grace_ms_) {
-      std::string grace = call("set_timeout " + std::to_string(*grace_ms_));
-      if (!grace.starts_with("200 ")) {
-        reply = grace;
-        continue;
-      }
+    try {
+      reply = ask_anew(host, port, request, extra_wait);
+    } catch (const Failure& failure) {
+      // The leader may be elected while this client asks: the member then
+      // closes the connection it just opened too. Nothing was changed on
+      // it (only a leader changes anything), so that is reason to ask
+      // again, not to give up.
+      if (!election || failure.exit_code() != EX_UNAVAILABLE) throw;
+      reply = std::string(kNotLeader) + "election";
     }
-    reply = call(request, extra_wait);
   }
   return reply;
+}
+
+// `request` on a new connection to host:port, with this client's grace set
+// there first; a refused grace is the answer.
+std::string LockServiceClient::ask_anew(const std::string& host, uint16_t port,
+                                        const std::string& request, double extra_wait) {
+  connect(host, port);
+  if (grace_ms_) {
+    std::string grace = call("set_timeout " + std::to_string(*grace_ms_));
+    if (!grace.starts_with("200 ")) return grace;
+  }
+  return call(request, extra_wait);
 }
 
 std::string LockServiceClient::change_members(const std::string& request) {
@@ -113,8 +130,8 @@ std::string LockServiceClient::call(const std::string& request, double extra_wai
 }
 
 void LockServiceClient::unexpected(std::string_view request, const std::string& reply) const {
-  throw Failure(EX_UNAVAILABLE, "lock service at " + connection_->peer() + " answered \"" +
-                                    reply + "\" to \"" + std::string(request) + "\"");
+  throw Failure(EX_UNAVAILABLE, "lock service at " + connection_->peer() + " answered \"" + reply +
+                                    "\" to \"" + std::string(request) + "\"");
 }
 
 void LockServiceClient::set_grace_ms(uint64_t millis) {

@@ -59,9 +59,11 @@ class LockServiceClient {
   // until this client holds a lock, "503 not leader: HOST:PORT" moves it to
   // the leader (a new connection and session, its grace set again) and the
   // request goes there; "503 not leader: election" asks the same node
-  // again a moment later (also on a new connection and session). Gives up
-  // after the timeout.
+  // again a moment later (also on a new connection and session), and so
+  // does a connection that fails meanwhile. Gives up after the timeout.
   std::string change(const std::string& request, double extra_wait = 0);
+  std::string ask_anew(const std::string& host, uint16_t port, const std::string& request,
+                       double extra_wait);
   void connect(const std::string& host, uint16_t port);
   void log_in(const Login& login);
   [[noreturn]] void unexpected(std::string_view request, const std::string& reply) const;

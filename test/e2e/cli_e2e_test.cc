@@ -244,6 +244,85 @@ class RefusingPort {
   std::string port_;
 };
 
+// A lock service that plays one cluster member through its first election:
+// the first connection is answered "503 not leader: election", the second
+// is reset (as a member resets its lock-service connections once a leader
+// is elected, one opened a moment before included), and the third serves
+// as a leader would: every change answered 200, lock with token 42. Counts
+// the connections it took.
+class ElectingLockService {
+ public:
+  ElectingLockService() = default;
+  ~ElectingLockService() {
+    stop();
+    if (fd_ >= 0) close(fd_);
+  }
+  ElectingLockService(const ElectingLockService&) = delete;
+  ElectingLockService& operator=(const ElectingLockService&) = delete;
+
+  ::testing::AssertionResult start() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        listen(fd_, 8) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return ::testing::AssertionFailure() << "listening: " << std::strerror(errno);
+    }
+    port_ = std::to_string(ntohs(address.sin_port));
+    thread_ = std::thread([this] { serve(); });
+    return ::testing::AssertionSuccess();
+  }
+
+  const std::string& port() const { return port_; }
+
+  // Stops serving; returns how many connections it took.
+  int stop() {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);  // ends the accept loop
+    if (thread_.joinable()) thread_.join();
+    return connections_;
+  }
+
+ private:
+  void serve() {
+    for (int client; (client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; close(client)) {
+      ++connections_;
+      std::string line = read_line(client);
+      if (connections_ == 1) {
+        reply(client, "503 not leader: election");
+      } else if (connections_ == 2) {
+        linger reset = {1, 0};  // close with a reset, as a member does
+        setsockopt(client, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      } else {
+        for (; !line.empty(); line = read_line(client)) {
+          reply(client, line.starts_with("lock ") ? "200 Acquired 42" : "200 OK");
+        }
+      }
+    }
+  }
+
+  static std::string read_line(int client) {
+    std::string line;
+    for (char c; recv(client, &c, 1, 0) == 1 && c != '\n';) {
+      if (c != '\r') line += c;
+    }
+    return line;
+  }
+
+  static void reply(int client, const std::string& line) {
+    std::string bytes = line + "\r\n";
+    ssize_t ignored = send(client, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    (void)ignored;
+  }
+
+  int fd_ = -1;
+  std::string port_;
+  std::thread thread_;
+  int connections_ = 0;  // the serving thread's until stop() joins it
+};
+
 struct CliResult {
   int status = -1;  // -1: did not end in time
   std::string out;
@@ -610,6 +689,18 @@ TEST_F(CliTest, AnUnreachableServerExitsUnavailable) {
       run({"--host", "127.0.0.1", "--lock-port", port, "run", "x", "--", "touch", marker.string()});
   EXPECT_EQ(job.status, kExitUnavailable) << ::testing::PrintToString(job);
   EXPECT_FALSE(fs::exists(marker));
+}
+
+// A leader elected while the CLI asks again after "election" resets the
+// connection it just opened; the CLI asks once more and runs the command.
+TEST_F(CliTest, RunAsksAgainWhenAnElectionResetsItsConnection) {
+  ElectingLockService service;
+  ASSERT_TRUE(service.start());
+  CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "run", "job", "--",
+                       "sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  EXPECT_EQ(service.stop(), 3);
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+  EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
 }
 
 TEST_F(CliTest, KillingTheCliReleasesItsLockAtOnce) {
