@@ -140,6 +140,7 @@ void notify_service_manager(const std::string& state) {
 }
 
 void announce_ready(const server::Server& server, const server::Settings& settings) {
+  LOG_IF(INFO, !settings.io_choice.empty()) << settings.io_choice;
   LOG(INFO) << "lockcached " << LOCKCACHED_VERSION << " ready";
   std::string status = "STATUS=memcached protocols on " +
                        (settings.unix_socket.empty() ? "port " + std::to_string(server.port())

@@ -34,7 +34,9 @@ FlagProblem set_without(std::initializer_list<const char*> names, const std::str
 }
 
 FlagProblem uring_sqpoll_needs_uring() {
-  if (FLAGS_uring_sqpoll && FLAGS_io != "uring") return {"uring_sqpoll", "needs --io=uring"};
+  if (FLAGS_uring_sqpoll && FLAGS_io == "epoll") {
+    return {"uring_sqpoll", "needs --io=uring or --io=auto"};
+  }
   return kNoProblem;
 }
 
@@ -144,8 +146,9 @@ FlagProblem cluster_flags_agree() {
     return {"data_dir", "no such directory: " + FLAGS_data_dir};
   }
   if (FLAGS_cluster_secret_file.empty()) {
-    return {"cluster_secret_file", "is needed with --cluster: the cluster port must let only "
-                                   "members in"};
+    return {"cluster_secret_file",
+            "is needed with --cluster: the cluster port must let only "
+            "members in"};
   }
   if (FlagProblem problem = data_dir_owned_by_user(); is_problem(problem)) return problem;
   // One way to run a cluster: the leader is the master.
@@ -167,25 +170,26 @@ FlagProblem tls_flags_agree() {
   }
   if (FLAGS_tls_cert_file.empty()) return {"tls_cert_file", "is needed when a port speaks TLS"};
   if (FLAGS_tls_verify_client && FLAGS_tls_ca_file.empty()) {
-    return {"tls_verify_client", "needs --tls_ca_file, the CA client certificates must be signed by"};
+    return {"tls_verify_client",
+            "needs --tls_ca_file, the CA client certificates must be signed by"};
   }
   return kNoProblem;
 }
 
 FlagProblem sasl_needs_auth_file() {
   if (FLAGS_enable_sasl && FLAGS_auth_file.empty()) {
-    return {"enable_sasl", "(memcached's -S) needs --auth_file (-Y): lockcached checks SASL "
-                           "PLAIN against that file"};
+    return {"enable_sasl",
+            "(memcached's -S) needs --auth_file (-Y): lockcached checks SASL "
+            "PLAIN against that file"};
   }
   return kNoProblem;
 }
 
 // The rules between flags, in the order they are checked.
 constexpr FlagProblem (*kRules[])() = {
-    uring_sqpoll_needs_uring, log_dir_writable,    item_fits_memory,
-    notls_needs_tls,          virtual_ip_listened, replica_buffer_holds_items,
-    memory_file_writable,     cluster_flags_agree, tls_flags_agree,
-    sasl_needs_auth_file,
+    uring_sqpoll_needs_uring, log_dir_writable,           item_fits_memory,     notls_needs_tls,
+    virtual_ip_listened,      replica_buffer_holds_items, memory_file_writable, cluster_flags_agree,
+    tls_flags_agree,          sasl_needs_auth_file,
 };
 
 }  // namespace

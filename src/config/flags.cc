@@ -30,12 +30,14 @@ DEFINE_int32(listen_backlog, 1024,
              "Connections the kernel queues on each listening socket until they are accepted "
              "(memcached's -b; net.core.somaxconn caps it)");
 DEFINE_int32(threads, 0, "Reactor threads (0: one per CPU core)");
-DEFINE_string(io, "epoll",
-              "Client I/O backend: epoll, or uring (io_uring: a loop turn's receives and sends "
-              "in one system call; falls back to epoll, with a warning, where the kernel "
-              "refuses io_uring)");
+DEFINE_string(io, "auto",
+              "Client I/O backend: auto (io_uring where the kernel allows it, epoll where it "
+              "does not; one log line says which and why), uring (io_uring: a loop turn's "
+              "receives and sends in one system call; falls back to epoll, with a warning, "
+              "where the kernel refuses io_uring), or epoll");
 DEFINE_bool(uring_sqpoll, false,
-            "With --io=uring: a kernel thread per reactor thread takes the submissions "
+            "With io_uring (--io=uring, or auto where it picks io_uring): a kernel thread per "
+            "reactor thread takes the submissions "
             "(SQPOLL), so a busy reactor makes no system call; it spins on a CPU, worth it only "
             "where CPUs are spare. Falls back, with a warning, where the kernel refuses it");
 DEFINE_int32(memory_limit_mb, 1024, "Memory for items, in megabytes (SIGHUP re-reads it)");
@@ -71,8 +73,7 @@ DEFINE_string(protocol, "auto",
 DEFINE_bool(disable_cas, false,
             "No CAS: gets, gats, mg and binary replies show a CAS of 0, and cas never matches "
             "(memcached's -C)");
-DEFINE_bool(disable_flush_all, false,
-            "Refuse flush_all, text and binary (memcached's -F)");
+DEFINE_bool(disable_flush_all, false, "Refuse flush_all, text and binary (memcached's -F)");
 DEFINE_bool(disable_dumping, false,
             "Refuse the dumps of keys: stats cachedump, lru_crawler metadump and keys "
             "(memcached's -X)");
@@ -186,8 +187,7 @@ std::vector<Flag> make_table() {
       {"port", &FLAGS_port, kPorts, between(0, 65535), kAtStart, "-p"},
       {"lock_port", &FLAGS_lock_port, kPorts, between(-1, 65535)},
       {"listen", &FLAGS_listen, kPorts, text_check(listen_problem), kAtStart, "-l"},
-      {"unix_socket", &FLAGS_unix_socket, kPorts, text_check(unix_socket_problem), kAtStart,
-       "-s"},
+      {"unix_socket", &FLAGS_unix_socket, kPorts, text_check(unix_socket_problem), kAtStart, "-s"},
       {"unix_socket_mask", &FLAGS_unix_socket_mask, kPorts, text_check(unix_socket_mask_problem),
        kAtStart, "-a"},
       {"listen_backlog", &FLAGS_listen_backlog, kPorts, at_least(1), kAtStart, "-b"},
@@ -204,13 +204,11 @@ std::vector<Flag> make_table() {
       {"lock_max_connections", &FLAGS_lock_max_connections, kConnections, at_least(1)},
       {"idle_timeout", &FLAGS_idle_timeout, kConnections, at_least(0), kOnSighup,
        "-o idle_timeout"},
-      {"tcp_keepalive", &FLAGS_tcp_keepalive, kConnections,
-       between(0, net::kMaxKeepaliveSeconds)},
+      {"tcp_keepalive", &FLAGS_tcp_keepalive, kConnections, between(0, net::kMaxKeepaliveSeconds)},
       {"threads", &FLAGS_threads, kConnections, between(0, 1024), kAtStart, "-t"},
-      {"io", &FLAGS_io, kConnections, one_of({"epoll", "uring"})},
+      {"io", &FLAGS_io, kConnections, one_of({"auto", "epoll", "uring"})},
       {"uring_sqpoll", &FLAGS_uring_sqpoll, kConnections},
-      {"max_reqs_per_event", &FLAGS_max_reqs_per_event, kConnections, at_least(0), kAtStart,
-       "-R"},
+      {"max_reqs_per_event", &FLAGS_max_reqs_per_event, kConnections, at_least(0), kAtStart, "-R"},
       {"protocol", &FLAGS_protocol, kConnections, one_of({"auto", "ascii", "binary"}), kAtStart,
        "-B"},
 
@@ -280,7 +278,8 @@ std::span<const Flag> flags() {
 
 const Flag* find_flag(std::string_view name) {
   std::span<const Flag> all = flags();
-  auto found = std::find_if(all.begin(), all.end(), [&](const Flag& flag) { return flag.name == name; });
+  auto found =
+      std::find_if(all.begin(), all.end(), [&](const Flag& flag) { return flag.name == name; });
   return found == all.end() ? nullptr : &*found;
 }
 

@@ -21,13 +21,18 @@ server::CacheProtocol cache_protocol() {
   return server::CacheProtocol::kAuto;
 }
 
-// A kernel without io_uring (too old, or turned off by sysctl or seccomp)
-// still gets a working server, and one line that says why it is epoll;
-// one that refuses only SQPOLL gets io_uring without it. Each probe
-// builds a ring: a granted SQPOLL one settles both questions.
+// io_uring is the faster backend (bench/RESULTS.md), so --io=auto, the
+// default, takes it wherever the kernel allows it, and says in one line
+// which backend it took and why (Settings::io_choice). A kernel without io_uring (too old, or
+// turned off by sysctl or a seccomp filter such as a container's) still
+// gets a working server on epoll: a warning when --io=uring asked for
+// io_uring by name, an ordinary line for --io=auto. One that refuses only
+// SQPOLL gets io_uring without it. Each probe builds a ring: a granted
+// SQPOLL one settles both questions.
 void choose_io(server::Settings* settings) {
-  settings->io = FLAGS_io == "uring" ? net::IoBackend::kUring : net::IoBackend::kEpoll;
+  settings->io = FLAGS_io == "epoll" ? net::IoBackend::kEpoll : net::IoBackend::kUring;
   settings->uring.sqpoll = FLAGS_uring_sqpoll;
+  if (settings->io == net::IoBackend::kEpoll) return;
   using net::Reactor;
   bool uring_granted = false;
   if (std::string why; settings->uring.sqpoll) {
@@ -37,10 +42,16 @@ void choose_io(server::Settings* settings) {
       settings->uring.sqpoll = false;
     }
   }
-  if (std::string why; settings->io == net::IoBackend::kUring && !uring_granted &&
-                       !Reactor::uring_available(settings->uring, &why)) {
-    LOG(WARNING) << "--io=uring: " << why << "; using epoll";
+  std::string why;
+  if (!uring_granted && !Reactor::uring_available(settings->uring, &why)) {
     settings->io = net::IoBackend::kEpoll;
+    if (FLAGS_io == "uring") {
+      LOG(WARNING) << "--io=uring: " << why << "; using epoll";
+    } else {
+      settings->io_choice = "--io=auto: epoll, because the kernel refuses io_uring (" + why + ")";
+    }
+  } else if (FLAGS_io == "auto") {
+    settings->io_choice = "--io=auto: io_uring, which the kernel allows";
   }
 }
 
@@ -162,10 +173,10 @@ server::Settings server_settings(const LoadedFiles& files) {
   settings.lock_service_max_locks_per_session = FLAGS_lock_service_max_locks_per_session;
   settings.lock_service_max_names = FLAGS_lock_service_max_names;
   settings.hash_seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  settings.fencing_token_floor = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  settings.fencing_token_floor =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
   set_cluster(&settings);
   set_replication(&settings);
   set_tls(&settings, files.tls);

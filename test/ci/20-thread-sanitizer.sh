@@ -4,9 +4,10 @@
 # start the lockcached of this build directory, so every request of the
 # suite is served by the instrumented server.
 #
-# The servers run on the epoll backend, then (the tests that start a server
-# again) on io_uring (--io=uring, as stage 22), whose completions and
-# cross-thread wake-ups take other paths through the reactor.
+# The servers run with their default, --io=auto, on io_uring (as in stage
+# 10), then (the tests that start a server again) with io_uring refused, so
+# on epoll (as in stage 22): io_uring's completions and cross-thread
+# wake-ups take other paths through the reactor.
 #
 # A report fails the stage wherever it happens. In a test it fails the test
 # (halt_on_error: the process exits at the first race); but a server can
@@ -22,5 +23,5 @@ build=${LOCKCACHED_TSAN_BUILD:-build-tsan}
 build_type=Tsan
 reports=$PWD/$build/sanitizer-reports
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan
-test_ios="epoll uring"
+test_ios="auto refused"
 source test/ci/sanitized-suite.sh

@@ -10,9 +10,10 @@
 # it exits cleanly, where no assertion looks. So every report also goes to a
 # file under $reports, and any file there fails the stage (and is printed).
 #
-# The servers run on the epoll backend, then (the tests that start a server
-# again) on io_uring (--io=uring, as stage 22), where the kernel holds
-# pointers into a connection's replies until a send completes.
+# The servers run with their default, --io=auto, on io_uring (as in stage
+# 10), where the kernel holds pointers into a connection's replies until a
+# send completes, then (the tests that start a server again) with io_uring
+# refused, so on epoll (as in stage 22).
 #
 # Under a sanitizer the tests relax their RSS and latency bounds, never their
 # functional assertions (test/e2e/sanitizer.h). Nothing is excluded.
@@ -27,5 +28,5 @@ build_type=Asan
 reports=$PWD/$build/sanitizer-reports
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$reports/asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
-test_ios="epoll uring"
+test_ios="auto refused"
 source test/ci/sanitized-suite.sh

@@ -1,7 +1,7 @@
 # Sourced by the sanitizer stages: builds everything (the bench tools too, for
 # their warnings: stage 15) in $build with CMAKE_BUILD_TYPE=$build_type and
-# the compiler of CC and CXX, and runs the ctest suite on each I/O backend of
-# $test_ios. The stage exports its sanitizer's options first, with log_path
+# the compiler of CC and CXX, and runs the ctest suite once for each
+# LOCKCACHED_TEST_IO of $test_ios. The stage exports its sanitizer's options first, with log_path
 # under $reports; any report file there fails the stage and is printed.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$build_type" -DLOCKCACHED_WERROR=ON
 cmake --build "$build" -j2
@@ -9,8 +9,9 @@ cmake --build "$build" -j2
 rm -rf "$reports"
 mkdir -p "$reports"
 status=0
-# $test_ios: the I/O backends the servers run on, one pass each (stages 20
-# and 30: epoll, then uring). The first pass runs the whole suite; the later
+# $test_ios: how the servers run, one pass each (stages 20 and 30: auto, the
+# default, which takes io_uring here; then refused, which makes it epoll).
+# The first pass runs the whole suite; the later
 # ones only the end-to-end tests (label e2e): the unit tests never open a
 # socket, so they would run the same code again, and the external ones
 # (real clients, side by side with memcached) reach the server through the
@@ -18,8 +19,8 @@ status=0
 # time under a sanitizer. Only test/e2e/server_process.cc is recompiled
 # between passes.
 labels=
-for test_io in ${test_ios:-epoll}; do
-  echo "== the suite on --io=$test_io${labels:+ (labels $labels)}"
+for test_io in ${test_ios:-auto}; do
+  echo "== the suite with LOCKCACHED_TEST_IO=$test_io${labels:+ (labels $labels)}"
   cmake -S . -B "$build" -DLOCKCACHED_TEST_IO="$test_io" >/dev/null
   cmake --build "$build" -j2
   ctest --test-dir "$build" -j2 --output-on-failure ${labels:+-L "$labels"} || status=$?

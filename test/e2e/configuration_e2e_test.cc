@@ -133,7 +133,7 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
                              "--max_connections: must be at least 1 (" + conf.string() + ":2)");
   expect_configuration_error({"--port=70000"}, "--port: must be 0..65535 (command line)");
   expect_configuration_error({"-p", "0", "--daemonize=maybe"}, "bad value 'maybe' for --daemonize");
-  expect_configuration_error({"--port=0", "--io=poll"}, "--io: must be epoll or uring (command line)");
+  expect_configuration_error({"--port=0", "--io=poll"}, "--io: must be auto, epoll or uring (command line)");
   expect_configuration_error({"--port=0", "--tcp_keepalive=-1"},
                              "--tcp_keepalive: must be 0..32767 (command line)");
   expect_configuration_error({"--port=0", "--tcp_keepalive=32768"},
@@ -144,9 +144,8 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
   expect_configuration_error({"--port=0", "--logtostderr=false", "--log_dir=/nonexistent/logs"},
                              "--log_dir: cannot write to /nonexistent/logs: No such file or "
                              "directory (command line)");
-  // --io=epoll spelled out: the suite may run with --io=uring added (stage 22).
   expect_configuration_error({"--port=0", "--io=epoll", "--uring_sqpoll"},
-                             "--uring_sqpoll: needs --io=uring (command line)");
+                             "--uring_sqpoll: needs --io=uring or --io=auto (command line)");
 }
 
 // A users file that cannot be read or parsed stops the start, naming file

@@ -1,13 +1,19 @@
-// End-to-end tests of the I/O backends (--io=epoll|uring): which one runs
-// (`stats settings`), and on the io_uring backend the paths its completions
-// take that ordinary request-reply traffic does not: a client that stops
-// reading while it keeps sending (receiving paused, then resumed), more
-// connections delivering in one turn than the thread has receive buffers,
-// and replies of many pieces sent in several goes; and --uring_sqpoll. The
-// rest of the suite runs on the io_uring backend in CI stage 22
-// (LOCKCACHED_TEST_IO=uring).
+// End-to-end tests of the I/O backends (--io=auto|epoll|uring): which one
+// runs (`stats settings`, and the log line of --io=auto), where the kernel
+// allows io_uring and where it refuses it (a seccomp filter,
+// test/tools/without_io_uring.cc); and on the io_uring backend the paths its
+// completions take that ordinary request-reply traffic does not: a client
+// that stops reading while it keeps sending (receiving paused, then
+// resumed), more connections delivering in one turn than the thread has
+// receive buffers, and replies of many pieces sent in several goes; and
+// --uring_sqpoll. The rest of the suite runs with the default, --io=auto:
+// on io_uring in CI stage 10, and with io_uring refused, so on epoll, in
+// stage 22 (LOCKCACHED_TEST_IO=refused).
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -24,19 +30,101 @@ std::string io_of(Client& client) {
   return client.stats("settings")["io"];
 }
 
+// The backend `server` runs on, from `stats settings`.
+std::string io_of(const ServerProcess& server) {
+  Client client;
+  if (!client.connect(server.port())) return "(cannot connect: " + client.last_error() + ")";
+  return io_of(client);
+}
+
+// The line of `log` that holds `text`; empty if none does.
+std::string line_with(const std::string& log, std::string_view text) {
+  size_t at = log.find(text);
+  if (at == std::string::npos) return "";
+  size_t start = log.rfind('\n', at);
+  start = start == std::string::npos ? 0 : start + 1;
+  return log.substr(start, log.find('\n', at) - start);
+}
+
+// Whether glog wrote a warning (a line "W<date> ...") about the I/O backend
+// into `log`.
+bool warns_of_io(const std::string& log) {
+  for (size_t start = 0; start < log.size();) {
+    size_t end = std::min(log.find('\n', start), log.size());
+    std::string_view line(log.data() + start, end - start);
+    if (line.size() > 1 && line[0] == 'W' && std::isdigit(line[1]) &&
+        (line.find("--io") != line.npos || line.find("io_uring") != line.npos)) {
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+// The server's log once it said it is ready (the --io=auto line comes just
+// before, after the "Listening" line start() waits for).
+std::string log_when_ready(const ServerProcess& server) {
+  e2e::eventually([&] { return server.log().find(" ready\n") != std::string::npos; });
+  return server.log();
+}
+
+constexpr std::string_view kAutoTookUring = "--io=auto: io_uring, which the kernel allows";
+constexpr std::string_view kAutoTookEpoll =
+    "--io=auto: epoll, because the kernel refuses io_uring (";
+
+// The default, --io=auto, takes io_uring where the kernel allows it (this
+// machine's and CI's kernels do), and says so in one line.
+TEST(IoBackendE2e, TheDefaultTakesIoUringWhereTheKernelAllowsIt) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start());
+  EXPECT_EQ(io_of(server), e2e::uring_or_refused()) << server.log();
+  std::string log = log_when_ready(server);
+  EXPECT_FALSE(line_with(log, e2e::io_uring_refused() ? kAutoTookEpoll : kAutoTookUring).empty())
+      << log;
+  EXPECT_TRUE(line_with(log, e2e::io_uring_refused() ? kAutoTookUring : kAutoTookEpoll).empty())
+      << log;
+}
+
+// Where the kernel refuses io_uring (as a container's seccomp profile does),
+// --io=auto takes epoll, says why in one line that is no warning, and serves.
+TEST(IoBackendE2e, TheDefaultTakesEpollWhereTheKernelRefusesIoUring) {
+  ServerProcess server;
+  server.refuse_io_uring();
+  ASSERT_TRUE(server.start());
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(io_of(client), "epoll") << server.log();
+  EXPECT_EQ(client.store("set", "k", "v"), "STORED");
+  EXPECT_EQ(client.get("k"), "v");
+  std::string log = log_when_ready(server);
+  std::string line = line_with(log, kAutoTookEpoll);
+  ASSERT_FALSE(line.empty()) << log;
+  EXPECT_NE(line.find("Operation not permitted"), std::string::npos) << line;
+  EXPECT_FALSE(warns_of_io(log)) << log;
+}
+
+// --io=uring where the kernel refuses io_uring: epoll, with a warning.
+TEST(IoBackendE2e, IoUringAskedByNameFallsBackToEpollWithAWarning) {
+  ServerProcess server;
+  server.refuse_io_uring();
+  ASSERT_TRUE(server.start({"--io=uring"}));
+  EXPECT_EQ(io_of(server), "epoll") << server.log();
+  std::string warning = line_with(server.log(), "--io=uring: ");
+  ASSERT_FALSE(warning.empty()) << server.log();
+  EXPECT_EQ(warning[0], 'W') << warning;
+  EXPECT_NE(warning.find("; using epoll"), std::string::npos) << warning;
+}
+
 TEST(IoBackendE2e, SettingsNameTheBackendAndTheLastFlagWins) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--io=uring", "--io=epoll"}));
-  Client client;
-  ASSERT_TRUE(client.connect(server.port()));
-  EXPECT_EQ(io_of(client), "epoll");
+  EXPECT_EQ(io_of(server), "epoll");
+  EXPECT_EQ(server.log().find("--io=auto"), std::string::npos) << server.log();
 
   ServerProcess uring;
-  ASSERT_TRUE(uring.start({"--io=uring"}));
-  Client uring_client;
-  ASSERT_TRUE(uring_client.connect(uring.port()));
+  ASSERT_TRUE(uring.start({"--io=epoll", "--io=uring"}));
   // This kernel (the CI machine's, too) allows io_uring: no silent fallback.
-  EXPECT_EQ(io_of(uring_client), "uring") << uring.log();
+  EXPECT_EQ(io_of(uring), e2e::uring_or_refused()) << uring.log();
 }
 
 // --uring_sqpoll: a kernel thread takes the submissions. Clients come and
@@ -48,8 +136,8 @@ TEST(IoBackendE2e, SqpollServesClientsThatComeAndGo) {
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   auto settings = client.stats("settings");
-  EXPECT_EQ(settings["io"], "uring") << server.log();
-  EXPECT_EQ(settings["uring_sqpoll"], "yes") << server.log();
+  EXPECT_EQ(settings["io"], e2e::uring_or_refused()) << server.log();
+  EXPECT_EQ(settings["uring_sqpoll"], e2e::io_uring_refused() ? "no" : "yes") << server.log();
   const std::string value(200 * 1000, 's');
   ASSERT_EQ(client.store("set", "v", value), "STORED");
   for (int round = 0; round < 30; ++round) {
@@ -73,7 +161,8 @@ TEST(IoBackendE2e, SqpollServesClientsThatComeAndGo) {
   }
   EXPECT_EQ(client.get("v"), value);
   EXPECT_TRUE(e2e::eventually([&] {
-    return e2e::stat_u64(client.stats(), "curr_connections") <= 2;  // ours, and the listener's count
+    return e2e::stat_u64(client.stats(), "curr_connections") <=
+           2;  // ours, and the listener's count
   })) << client.stats()["curr_connections"];
 }
 
@@ -125,8 +214,8 @@ TEST_F(UringE2e, MoreSendersThanReceiveBuffersAreAllAnswered) {
   const std::string value(2000, 'x');
   for (int i = 0; i < kClients; ++i) {
     std::string key = "k" + std::to_string(i);
-    ASSERT_TRUE(clients[i].send("set " + key + " 0 0 2000\r\n" + value + "\r\nget " + key +
-                                "\r\n"));
+    ASSERT_TRUE(
+        clients[i].send("set " + key + " 0 0 2000\r\n" + value + "\r\nget " + key + "\r\n"));
   }
   for (int i = 0; i < kClients; ++i) {
     ASSERT_EQ(clients[i].read_line(), "STORED") << "client " << i;

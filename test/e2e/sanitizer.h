@@ -32,12 +32,14 @@ inline Sanitizer detect_server_sanitizer() {
   std::string path = server_binary();
   std::ifstream file(path, std::ios::binary);
   std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  // The --io=uring wrapper script (test/CMakeLists.txt) names the binary it
-  // runs as exec 'PATH': look at that one.
-  constexpr std::string_view kExec = "exec '";
+  // A wrapper script (test/CMakeLists.txt) names the server it runs last on
+  // its exec line, as 'PATH': look at that one.
+  constexpr std::string_view kExec = "\nexec ";
   if (size_t exec = bytes.find(kExec); bytes.starts_with("#!") && exec != std::string::npos) {
-    size_t start = exec + kExec.size();
-    std::ifstream binary(bytes.substr(start, bytes.find('\'', start) - start), std::ios::binary);
+    std::string line = bytes.substr(exec + 1, bytes.find('\n', exec + 1) - exec - 1);
+    size_t end = line.rfind('\'');
+    size_t start = line.rfind('\'', end - 1) + 1;
+    std::ifstream binary(line.substr(start, end - start), std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(binary), std::istreambuf_iterator<char>());
   }
   if (bytes.find("__asan_init") != std::string::npos) return Sanitizer::kAddress;

@@ -21,8 +21,9 @@
 #include <fstream>
 #include <iostream>
 
-#ifndef LOCKCACHED_BINARY
-#error "LOCKCACHED_BINARY must name the lockcached executable"
+#if !defined(LOCKCACHED_BINARY) || !defined(LOCKCACHED_TEST_URING_REFUSED) || \
+    !defined(LOCKCACHED_WITHOUT_IO_URING)
+#error "test/CMakeLists.txt defines LOCKCACHED_BINARY, _TEST_URING_REFUSED and _WITHOUT_IO_URING"
 #endif
 
 namespace e2e {
@@ -152,6 +153,7 @@ ServerProcess::~ServerProcess() {
   if (pid_ > 0) return ::testing::AssertionFailure() << "ServerProcess::start called twice";
 
   std::vector<std::string> args = {server_binary()};
+  if (refuse_io_uring_) args.insert(args.begin(), LOCKCACHED_WITHOUT_IO_URING);
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args)
@@ -649,6 +651,14 @@ std::string server_binary() {
   const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
   if (override_binary != nullptr && *override_binary != '\0') return override_binary;
   return LOCKCACHED_BINARY;
+}
+
+bool io_uring_refused() {
+  return LOCKCACHED_TEST_URING_REFUSED != 0;
+}
+
+std::string uring_or_refused() {
+  return io_uring_refused() ? "epoll" : "uring";
 }
 
 uid_t uid_of(pid_t pid) {

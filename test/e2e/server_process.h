@@ -53,6 +53,10 @@ class ServerProcess {
   ::testing::AssertionResult start_as_given(const std::vector<std::string>& flags,
                                             std::chrono::milliseconds timeout = kStartTimeout);
 
+  // Before start: the kernel refuses io_uring to this server (through
+  // test/tools/without_io_uring.cc), whatever LOCKCACHED_TEST_IO is.
+  void refuse_io_uring() { refuse_io_uring_ = true; }
+
   uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
 
@@ -82,6 +86,7 @@ class ServerProcess {
   uint16_t port_ = 0;
   std::optional<int> wait_status_;
   mutable std::mutex log_mutex_;
+  bool refuse_io_uring_ = false;
   std::string log_;
   bool output_ended_ = false;  // guarded by log_mutex_
   std::condition_variable output_ended_cv_;
@@ -92,6 +97,14 @@ class ServerProcess {
 // not empty (CI runs the tests against a sanitizer build of the server),
 // else the one built with the tests.
 std::string server_binary();
+
+// Whether the suite's servers run with io_uring refused by the kernel
+// (LOCKCACHED_TEST_IO=refused, CI stage 22): their --io=auto and --io=uring
+// then take epoll.
+bool io_uring_refused();
+// The backend (`stats settings`' io) of a server started with --io=auto or
+// --io=uring: uring, or epoll where the suite refuses io_uring.
+std::string uring_or_refused();
 
 // The real user id of process `pid`, from /proc; -1 when unknown.
 uid_t uid_of(pid_t pid);
@@ -203,7 +216,9 @@ bool eventually(const std::function<bool()>& condition,
 // until every one is chosen, so that the kernel cannot hand one out twice.
 // For the ports a test must name itself (a cluster's, a replication port).
 std::vector<uint16_t> free_ports(size_t count);
-inline uint16_t free_port() { return free_ports(1)[0]; }
+inline uint16_t free_port() {
+  return free_ports(1)[0];
+}
 // Whether `port` on 127.0.0.1 can be bound now.
 bool port_is_free(uint16_t port);
 

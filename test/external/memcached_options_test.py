@@ -59,11 +59,12 @@ def answers_binary_version(port):
 
 
 def built_with_a_sanitizer(binary):
-    """Whether `binary` (or the one the --io=uring wrapper script execs) runs
-    under AddressSanitizer or ThreadSanitizer."""
+    """Whether `binary` (or the server a wrapper script of test/CMakeLists.txt
+    runs, named last on its exec line) runs under AddressSanitizer or
+    ThreadSanitizer."""
     with open(binary, "rb") as f:
         content = f.read()
-    wrapped = re.search(rb"^exec '([^']+)'", content, re.M) if content.startswith(b"#!") else None
+    wrapped = re.search(rb"^exec .*'([^']+)'", content, re.M) if content.startswith(b"#!") else None
     if wrapped:
         with open(wrapped.group(1), "rb") as f:
             content = f.read()

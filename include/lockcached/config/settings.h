@@ -40,7 +40,8 @@ struct LoadedFiles {
 
 // The server's settings from the flags, checked by config::load before.
 // After logging starts: where the kernel refuses --io=uring or
-// --uring_sqpoll, it warns and falls back.
+// --uring_sqpoll, it warns and falls back; which backend --io=auto took,
+// and why, is in Settings::io_choice.
 server::Settings server_settings(const LoadedFiles& files);
 
 }  // namespace lockcached::config

@@ -43,6 +43,9 @@ struct Settings {
   // The client connections' I/O; kUring only where Reactor::uring_available().
   net::IoBackend io = net::IoBackend::kEpoll;
   net::UringOptions uring;  // with kUring; sqpoll only where the kernel grants it
+  // With --io=auto: which backend it took and why, logged once the server
+  // is up (a configuration error stays the start's one line).
+  std::string io_choice;
   size_t memory_limit = size_t{1024} << 20;
   size_t max_item_size = size_t{1} << 20;
   int max_connections = 4096;       // on the cache port
@@ -107,9 +110,7 @@ struct Settings {
   // --auth_file, loaded (docs/authentication.md); nullptr: no authentication.
   // Server::reload reloads it in place (SIGHUP).
   std::shared_ptr<core::Authenticator> authenticator;
-  bool tls_enabled() const {
-    return tls || tls_port != kPortOff || lock_tls_port != kPortOff;
-  }
+  bool tls_enabled() const { return tls || tls_port != kPortOff || lock_tls_port != kPortOff; }
 };
 
 // What a SIGHUP changes of the settings while the server runs
