@@ -103,6 +103,27 @@ struct Store::Shard {
   }
 };
 
+// The preamble of every command on one key: hash the key, take its shard's
+// lock, find the live item (an expired or flushed one is taken out on the
+// way). The lock is held for the Lookup's life. The clock is read before
+// the lock is taken, keeping its call out of the critical section. Members
+// are initialized in the order they are declared, each from the ones
+// before.
+struct Store::Lookup {
+  Lookup(Store& store, std::string_view key)
+      : hash(hash_key(key, store.hash_seed_)),
+        shard(store.shard_for(hash)),
+        now(store.clock_.now()),
+        lock(shard.mutex),
+        item(store.find(shard, hash, key, now)) {}
+
+  const uint64_t hash;
+  Shard& shard;
+  const RelTime now;
+  const std::lock_guard<std::mutex> lock;
+  Item* item;  // null: no live item
+};
+
 Store::Store(const StoreConfig& config, const Clock& clock)
     : clock_(clock),
       max_item_size_(config.max_item_size),
@@ -390,43 +411,32 @@ ItemRef Store::get(std::string_view key) {
 }
 
 bool Store::read_with(std::string_view key, void (*call)(void*, Item&), void* reader) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, now);
-  if (!item) return false;
-  note_access(item, now);
-  call(reader, *item);
+  Lookup found(*this, key);
+  if (!found.item) return false;
+  note_access(found.item, found.now);
+  call(reader, *found.item);
   return true;
 }
 
 ItemRef Store::touch(std::string_view key, RelTime exptime) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, now);
-  if (!item) return {};
-  retime(shard, item, exptime);
-  note_access(item, now);
-  return ItemRef::share(item);
+  Lookup found(*this, key);
+  if (!found.item) return {};
+  retime(found.shard, found.item, exptime);
+  note_access(found.item, found.now);
+  return ItemRef::share(found.item);
 }
 
 MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& request) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
+  Lookup found(*this, key);
   MetaGetResult result;
-  Item* item = find(shard, hash, key, now);
+  Item* item = found.item;
   if (!item && request.vivify) {
     // An empty placeholder that never expires until its N step says so:
     // the client that gets W fills it in.
     ItemRef placeholder = allocate(key, 0, 0, 0);
-    if (placeholder && make_room(shard, placeholder->total_size(), 0, now, nullptr)) {
+    if (placeholder && make_room(found.shard, placeholder->total_size(), 0, found.now, nullptr)) {
       placeholder->cas = next_cas();
-      link(shard, hash, placeholder.get());
+      link(found.shard, found.hash, placeholder.get());
       item = placeholder.get();
       result.created = true;
     }
@@ -434,7 +444,7 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   if (!item) return result;
   result.fetched_before = item->fetched;
   result.key_binary = item->key_binary;
-  result.last_access = now - item->atime;
+  result.last_access = found.now - item->atime;
   result.token_was_sent = item->token_sent;
   result.stale = item->stale;
   bool won = result.created || (item->stale && !item->token_sent);
@@ -442,10 +452,10 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
     const MetaGetRequest::Action& action = request.actions[i];
     switch (action.step) {
       case MetaGetRequest::Step::kTouch:
-        retime(shard, item, action.time);
+        retime(found.shard, item, action.time);
         break;
       case MetaGetRequest::Step::kVivifyTtl:
-        if (result.created) retime(shard, item, action.time);
+        if (result.created) retime(found.shard, item, action.time);
         break;
       case MetaGetRequest::Step::kRecache:
         if (!item->token_sent && !result.created && item->exptime != 0 &&
@@ -460,7 +470,7 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
   }
   if (won) item->token_sent = true;
   result.won = won;
-  if (request.bump) note_access(item, now);
+  if (request.bump) note_access(item, found.now);
   result.exptime = item->exptime;
   result.item = ItemRef::share(item);
   return result;
@@ -468,13 +478,10 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
 
 DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, OwnerId owner,
                                const RelTime* exptime) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, now);
+  Lookup found(*this, key);
+  Item* item = found.item;
   if (!item) return DeleteStatus::kNotFound;
-  if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
+  if (found.shard.locked_against(item, owner)) return DeleteStatus::kLocked;
   if (compare_cas != 0 && client_cas(*item) != compare_cas) return DeleteStatus::kExists;
   // A copy with the new CAS: readers may still be sending the old one.
   ItemRef copy = allocate(key, item->flags, exptime ? *exptime : item->exptime, item->value_len);
@@ -484,7 +491,7 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   copy->fetched = item->fetched;
   copy->key_binary = item->key_binary;
   copy->cas = next_cas();
-  replace(shard, hash, item, copy.get());
+  replace(found.shard, found.hash, item, copy.get());
   return DeleteStatus::kDeleted;
 }
 
@@ -501,12 +508,9 @@ ItemRef Store::combine(const Item& old_item, const Item& addition, bool append) 
 
 StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t compare_cas,
                          OwnerId owner, bool mark_stale) {
-  uint64_t hash = hash_key(item->key(), hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* old_item = find(shard, hash, item->key(), now);
-  if (old_item && shard.locked_against(old_item, owner)) return {StoreStatus::kLocked};
+  Lookup found(*this, item->key());
+  Item* old_item = found.item;
+  if (old_item && found.shard.locked_against(old_item, owner)) return {StoreStatus::kLocked};
   ItemRef to_link = item;
   switch (command) {
     case StoreCommand::kSet:
@@ -549,34 +553,29 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
   }
   // The old version's bytes count as free for its replacement.
   size_t freed = old_item ? old_item->total_size() : 0;
-  if (!make_room(shard, to_link->total_size(), freed, now, old_item)) {
+  if (!make_room(found.shard, to_link->total_size(), freed, found.now, old_item)) {
     // A set that fails must not leave the old value for readers to find.
-    if (old_item && command == StoreCommand::kSet) unlink(shard, old_item, hash);
+    if (old_item && command == StoreCommand::kSet) unlink(found.shard, old_item, found.hash);
     return {StoreStatus::kNoMemory};
   }
   to_link->cas = next_cas();
-  replace(shard, hash, old_item, to_link.get());
+  replace(found.shard, found.hash, old_item, to_link.get());
   return {StoreStatus::kStored, client_cas(*to_link)};
 }
 
 DeleteStatus Store::remove(std::string_view key, uint64_t compare_cas, OwnerId owner) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, clock_.now());
+  Lookup found(*this, key);
+  Item* item = found.item;
   if (!item) return DeleteStatus::kNotFound;
-  if (shard.locked_against(item, owner)) return DeleteStatus::kLocked;
+  if (found.shard.locked_against(item, owner)) return DeleteStatus::kLocked;
   if (compare_cas != 0 && client_cas(*item) != compare_cas) return DeleteStatus::kExists;
-  unlink(shard, item, hash);
+  unlink(found.shard, item, found.hash);
   return DeleteStatus::kDeleted;
 }
 
 ArithResult Store::arith(std::string_view key, const ArithRequest& request, OwnerId owner) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* old_item = find(shard, hash, key, now);
+  Lookup found(*this, key);
+  Item* old_item = found.item;
 
   uint64_t value;
   size_t min_length = 0;
@@ -587,7 +586,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     if (!request.create) return {ArithStatus::kNotFound};
     value = request.initial;
   } else {
-    if (shard.locked_against(old_item, owner)) return {ArithStatus::kLocked};
+    if (found.shard.locked_against(old_item, owner)) return {ArithStatus::kLocked};
     // memcached refuses an empty value before it looks at the CAS.
     if (old_item->value_len == 0) return {ArithStatus::kNonNumeric};
     if (request.compare_cas != 0 && request.compare_cas != client_cas(*old_item)) {
@@ -625,11 +624,11 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   }
   std::memset(fresh->value() + length, ' ', min_length - length);
   size_t freed = old_item ? old_item->total_size() : 0;
-  if (!make_room(shard, fresh->total_size(), freed, now, old_item)) {
+  if (!make_room(found.shard, fresh->total_size(), freed, found.now, old_item)) {
     return {ArithStatus::kNoMemory};
   }
   fresh->cas = next_cas();
-  replace(shard, hash, old_item, fresh.get());
+  replace(found.shard, found.hash, old_item, fresh.get());
   return {ArithStatus::kOk, value, client_cas(*fresh), exptime, exptime_before,
           old_item == nullptr};
 }
@@ -660,10 +659,8 @@ LockStatus Store::lock(std::string_view key, OwnerId owner) {
 
 ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* exptime,
                             LockStatus* status) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, clock_.now());
+  Lookup found(*this, key);
+  Item* item = found.item;
   if (!item) {
     *status = LockStatus::kNotFound;
     return {};
@@ -673,31 +670,25 @@ ItemRef Store::lock_and_get(std::string_view key, OwnerId owner, const RelTime* 
     *status = LockStatus::kLocked;
     return {};
   }
-  set_lock(shard, item, owner);
-  if (exptime) retime(shard, item, *exptime);
+  set_lock(found.shard, item, owner);
+  if (exptime) retime(found.shard, item, *exptime);
   *status = LockStatus::kOk;
-  note_access(item, clock_.now());
+  note_access(item, found.now);
   return ItemRef::share(item);
 }
 
 OwnerId Store::lock_owner(std::string_view key) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, clock_.now());
-  return item ? shard.owner_of(item) : kNoOwner;
+  Lookup found(*this, key);
+  return found.item ? found.shard.owner_of(found.item) : kNoOwner;
 }
 
 LockStatus Store::unlock(std::string_view key, OwnerId owner) {
-  uint64_t hash = hash_key(key, hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* item = find(shard, hash, key, now);
+  Lookup found(*this, key);
+  Item* item = found.item;
   if (!item) return LockStatus::kNotFound;
-  if (shard.owner_of(item) != owner) return LockStatus::kNotLocked;
-  clear_lock(shard, item);
-  if (is_flushed(*item, now)) {
+  if (found.shard.owner_of(item) != owner) return LockStatus::kNotLocked;
+  clear_lock(found.shard, item);
+  if (is_flushed(*item, found.now)) {
     // A flush_all while it was locked spared it, and unlocking must not
     // apply that flush after the fact: the item counts as stored now. A copy
     // gets the new CAS, since readers may be sending the old one.
@@ -705,29 +696,26 @@ LockStatus Store::unlock(std::string_view key, OwnerId owner) {
     if (copy) {
       std::memcpy(copy->value(), item->value(), item->value_len);
       copy->cas = next_cas();
-      replace(shard, hash, item, copy.get());
+      replace(found.shard, found.hash, item, copy.get());
     }
   }
   return LockStatus::kOk;
 }
 
 StoreResult Store::replace_and_unlock(const ItemRef& item, uint64_t compare_cas, OwnerId owner) {
-  uint64_t hash = hash_key(item->key(), hash_seed_);
-  Shard& shard = shard_for(hash);
-  RelTime now = clock_.now();
-  std::lock_guard lock(shard.mutex);
-  Item* old_item = find(shard, hash, item->key(), now);
+  Lookup found(*this, item->key());
+  Item* old_item = found.item;
   if (!old_item) return {StoreStatus::kNotFound};
-  if (shard.owner_of(old_item) != owner) return {StoreStatus::kNotLocked};
+  if (found.shard.owner_of(old_item) != owner) return {StoreStatus::kNotLocked};
   if (cas_enabled_ && compare_cas != 0 && old_item->cas != compare_cas) {
     return {StoreStatus::kExists};
   }
-  if (!make_room(shard, item->total_size(), old_item->total_size(), now, old_item)) {
+  if (!make_room(found.shard, item->total_size(), old_item->total_size(), found.now, old_item)) {
     return {StoreStatus::kNoMemory};
   }
-  clear_lock(shard, old_item);
+  clear_lock(found.shard, old_item);
   item->cas = next_cas();
-  replace(shard, hash, old_item, item.get());
+  replace(found.shard, found.hash, old_item, item.get());
   return {StoreStatus::kStored, client_cas(*item)};
 }
 

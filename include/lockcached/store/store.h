@@ -345,6 +345,9 @@ class Store {
 
  private:
   struct Shard;
+  // A key's shard held locked and its live item: how every command on one
+  // key begins (store.cc).
+  struct Lookup;
 
   Shard& shard_for(uint64_t hash) const;
   bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader);
