@@ -48,7 +48,7 @@ uint64_t rss_kb(pid_t pid, const std::string& field) {
   return 0;
 }
 
-class e2eBinary : public ::testing::Test {
+class BinaryE2e : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2"})); }
   uint16_t port() const { return server_.port(); }
@@ -59,7 +59,7 @@ class e2eBinary : public ::testing::Test {
 // ---------------------------------------------------------------------------
 // Get, GetQ, GetK, GetKQ
 
-TEST_F(e2eBinary, GetFamilyAnswersHitsAndMisses) {
+TEST_F(BinaryE2e, GetFamilyAnswersHitsAndMisses) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   uint64_t cas = c.set("k", "value", 0xdeadbeef);
@@ -108,7 +108,7 @@ TEST_F(e2eBinary, GetFamilyAnswersHitsAndMisses) {
   EXPECT_TRUE(c.noop_is_next());
 }
 
-TEST_F(e2eBinary, ValuesAreBinarySafeAndLarge) {
+TEST_F(BinaryE2e, ValuesAreBinarySafeAndLarge) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   std::string all_bytes;
@@ -136,7 +136,7 @@ TEST_F(e2eBinary, ValuesAreBinarySafeAndLarge) {
 // ---------------------------------------------------------------------------
 // Set, Add, Replace and their quiet forms
 
-TEST_F(e2eBinary, SetAddReplaceFollowMemcachedRules) {
+TEST_F(BinaryE2e, SetAddReplaceFollowMemcachedRules) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   Response set1 = c.call(op::kSet, "k", store_extras(1, 0), "v1");
@@ -198,7 +198,7 @@ TEST_F(e2eBinary, SetAddReplaceFollowMemcachedRules) {
 // ---------------------------------------------------------------------------
 // Append, Prepend
 
-TEST_F(e2eBinary, AppendAndPrependNeedAnExistingItem) {
+TEST_F(BinaryE2e, AppendAndPrependNeedAnExistingItem) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   Response missing = c.call(op::kAppend, "nope", {}, "x");
@@ -230,7 +230,7 @@ TEST_F(e2eBinary, AppendAndPrependNeedAnExistingItem) {
 // ---------------------------------------------------------------------------
 // Delete
 
-TEST_F(e2eBinary, DeleteWithAndWithoutCas) {
+TEST_F(BinaryE2e, DeleteWithAndWithoutCas) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("a", "1");
@@ -258,7 +258,7 @@ TEST_F(e2eBinary, DeleteWithAndWithoutCas) {
 // ---------------------------------------------------------------------------
 // Increment, Decrement
 
-TEST_F(e2eBinary, IncrementAndDecrement) {
+TEST_F(BinaryE2e, IncrementAndDecrement) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   // 0xffffffff as exptime: do not create.
@@ -327,7 +327,7 @@ TEST_F(e2eBinary, IncrementAndDecrement) {
 // ---------------------------------------------------------------------------
 // Quit, Flush, Noop, Version, Stat, Verbosity
 
-TEST_F(e2eBinary, QuitAnswersThenCloses) {
+TEST_F(BinaryE2e, QuitAnswersThenCloses) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("k", "v");
@@ -339,7 +339,7 @@ TEST_F(e2eBinary, QuitAnswersThenCloses) {
   EXPECT_EQ(c.raw().buffered(), "");
 }
 
-TEST_F(e2eBinary, QuitQClosesSilently) {
+TEST_F(BinaryE2e, QuitQClosesSilently) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_TRUE(c.noop_is_next());
@@ -350,7 +350,7 @@ TEST_F(e2eBinary, QuitQClosesSilently) {
   EXPECT_EQ(c.raw().buffered(), "");
 }
 
-TEST_F(e2eBinary, FlushInvalidatesEverything) {
+TEST_F(BinaryE2e, FlushInvalidatesEverything) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("a", "1");
@@ -368,7 +368,7 @@ TEST_F(e2eBinary, FlushInvalidatesEverything) {
   EXPECT_EQ(c.call(op::kGet, "c").value, "3");
 }
 
-TEST_F(e2eBinary, FlushWithDelayInvalidatesLater) {
+TEST_F(BinaryE2e, FlushWithDelayInvalidatesLater) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("a", "1");
@@ -382,7 +382,7 @@ TEST_F(e2eBinary, FlushWithDelayInvalidatesLater) {
 // stored after it (memcached 1.6.18: "flush_all 1", 2.5 s later "set k",
 // "get k" hits). The cache is empty until then, so that nothing looks at an
 // item when the moment passes.
-TEST_F(e2eBinary, FlushWithDelaySparesItemsStoredAfterItsMoment) {
+TEST_F(BinaryE2e, FlushWithDelaySparesItemsStoredAfterItsMoment) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   auto flushed = std::chrono::steady_clock::now();
@@ -399,7 +399,7 @@ TEST_F(e2eBinary, FlushWithDelaySparesItemsStoredAfterItsMoment) {
 
 // memcached's rule for the time: over 30 days it is an absolute unix time
 // (the server's own `time`, so that a clock apart from the test's counts).
-TEST_F(e2eBinary, FlushWithAnAbsoluteTimeInvalidatesThen) {
+TEST_F(BinaryE2e, FlushWithAnAbsoluteTimeInvalidatesThen) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("a", "1");
@@ -415,7 +415,7 @@ TEST_F(e2eBinary, FlushWithAnAbsoluteTimeInvalidatesThen) {
   EXPECT_EQ(c.call(op::kGet, "c").status, st::kNotFound);
 }
 
-TEST_F(e2eBinary, FlushQWithDelayIsSilentAndInvalidatesLater) {
+TEST_F(BinaryE2e, FlushQWithDelayIsSilentAndInvalidatesLater) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("a", "1");
@@ -425,7 +425,7 @@ TEST_F(e2eBinary, FlushQWithDelayIsSilentAndInvalidatesLater) {
   EXPECT_TRUE(e2e::eventually([&] { return c.call(op::kGet, "a").status == st::kNotFound; }, 10s));
 }
 
-TEST_F(e2eBinary, NoopAndVersion) {
+TEST_F(BinaryE2e, NoopAndVersion) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   Response noop = c.call(op::kNoop);
@@ -438,7 +438,7 @@ TEST_F(e2eBinary, NoopAndVersion) {
   EXPECT_EQ(version.key, "");
 }
 
-TEST_F(e2eBinary, StatListsPairsThenAnEmptyTerminator) {
+TEST_F(BinaryE2e, StatListsPairsThenAnEmptyTerminator) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("k", "v");
@@ -464,7 +464,7 @@ TEST_F(e2eBinary, StatListsPairsThenAnEmptyTerminator) {
 
 // memcached answers these groups in binary too (for "items" with no items,
 // only the terminator), as lockcached's text protocol does ("END").
-TEST_F(e2eBinary, StatGroupsOfMemcachedAreAnswered) {
+TEST_F(BinaryE2e, StatGroupsOfMemcachedAreAnswered) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   for (const char* group : {"items", "slabs", "sizes"}) {
@@ -481,7 +481,7 @@ TEST_F(e2eBinary, StatGroupsOfMemcachedAreAnswered) {
 
 // memcached's binary "detail on|off|dump": on and off answer the end
 // alone, dump the text command's whole reply as one statistic.
-TEST_F(e2eBinary, StatDetailTurnsPrefixCountersOnAndDumpsThem) {
+TEST_F(BinaryE2e, StatDetailTurnsPrefixCountersOnAndDumpsThem) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   Response on = c.call(op::kStat, "detail on");
@@ -504,7 +504,7 @@ TEST_F(e2eBinary, StatDetailTurnsPrefixCountersOnAndDumpsThem) {
   EXPECT_TRUE(c.noop_is_next());
 }
 
-TEST_F(e2eBinary, StatResetZeroesTheCounters) {
+TEST_F(BinaryE2e, StatResetZeroesTheCounters) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.call(op::kGet, "missing");
@@ -517,7 +517,7 @@ TEST_F(e2eBinary, StatResetZeroesTheCounters) {
   EXPECT_EQ(c.stats()["cmd_get"], "0");
 }
 
-TEST_F(e2eBinary, VerbosityIsAccepted) {
+TEST_F(BinaryE2e, VerbosityIsAccepted) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   Response r = c.call(op::kVerbosity, {}, be32(1));
@@ -527,7 +527,7 @@ TEST_F(e2eBinary, VerbosityIsAccepted) {
 
 // As memcached: a verbosity without its 4-byte level is an unknown command,
 // and the connection goes on.
-TEST_F(e2eBinary, MalformedVerbosityIsUnknownAndTheConnectionStays) {
+TEST_F(BinaryE2e, MalformedVerbosityIsUnknownAndTheConnectionStays) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   Response r = c.call(op::kVerbosity);
@@ -540,7 +540,7 @@ TEST_F(e2eBinary, MalformedVerbosityIsUnknownAndTheConnectionStays) {
 // ---------------------------------------------------------------------------
 // Touch, GaT, GaTQ, GaTK, GaTKQ
 
-TEST_F(e2eBinary, TouchSetsTheExpiry) {
+TEST_F(BinaryE2e, TouchSetsTheExpiry) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   uint64_t cas = c.set("k", "v", 9);
@@ -555,7 +555,7 @@ TEST_F(e2eBinary, TouchSetsTheExpiry) {
   EXPECT_EQ(c.call(op::kGet, "k").status, st::kNotFound);
 }
 
-TEST_F(e2eBinary, GatFamilyReturnsAndTouches) {
+TEST_F(BinaryE2e, GatFamilyReturnsAndTouches) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   uint64_t cas = c.set("k", "value", 5);
@@ -602,7 +602,7 @@ TEST_F(e2eBinary, GatFamilyReturnsAndTouches) {
 // ---------------------------------------------------------------------------
 // Opaque, pipelining
 
-TEST_F(e2eBinary, OpaqueIsEchoedByteForByte) {
+TEST_F(BinaryE2e, OpaqueIsEchoedByteForByte) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   std::string batch;
@@ -623,7 +623,7 @@ TEST_F(e2eBinary, OpaqueIsEchoedByteForByte) {
 }
 
 // Requests arrive in pieces as TCP pleases: here one byte per segment.
-TEST_F(e2eBinary, RequestsSplitAtEveryByteAreAnsweredAlike) {
+TEST_F(BinaryE2e, RequestsSplitAtEveryByteAreAnsweredAlike) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   std::string value(3000, 'v');
@@ -660,7 +660,7 @@ TEST_F(e2eBinary, RequestsSplitAtEveryByteAreAnsweredAlike) {
 // ---------------------------------------------------------------------------
 // Malformed requests
 
-TEST_F(e2eBinary, WrongExtrasLengthIsInvalidAndCloses) {
+TEST_F(BinaryE2e, WrongExtrasLengthIsInvalidAndCloses) {
   struct Case {
     const char* what;
     std::string packet;
@@ -690,7 +690,7 @@ TEST_F(e2eBinary, WrongExtrasLengthIsInvalidAndCloses) {
   }
 }
 
-TEST_F(e2eBinary, KeyLongerThan250IsInvalidAndCloses) {
+TEST_F(BinaryE2e, KeyLongerThan250IsInvalidAndCloses) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   std::string key251(251, 'k');
@@ -710,7 +710,7 @@ TEST_F(e2eBinary, KeyLongerThan250IsInvalidAndCloses) {
   EXPECT_EQ(check.call(op::kGet, std::string(250, 'k')).status, st::kNotFound);
 }
 
-TEST_F(e2eBinary, UnknownOpcodeSkipsItsBody) {
+TEST_F(BinaryE2e, UnknownOpcodeSkipsItsBody) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   // The body of the unknown command holds what would be a Set and a Flush;
@@ -734,7 +734,7 @@ TEST_F(e2eBinary, UnknownOpcodeSkipsItsBody) {
   EXPECT_EQ(c.call(op::kGet, "k").status, st::kNotFound);
 }
 
-TEST_F(e2eBinary, FourGigabyteSetIsTooLargeAndNotBuffered) {
+TEST_F(BinaryE2e, FourGigabyteSetIsTooLargeAndNotBuffered) {
   {
     // Warm up: let every thread allocate what it normally does.
     BinClient warm;
@@ -769,7 +769,7 @@ TEST_F(e2eBinary, FourGigabyteSetIsTooLargeAndNotBuffered) {
   EXPECT_FALSE(server_.wait_for_exit(0ms).has_value());
 }
 
-TEST_F(e2eBinary, BadMagicCloses) {
+TEST_F(BinaryE2e, BadMagicCloses) {
   for (uint8_t magic : {uint8_t{0x81}, uint8_t{0x00}, uint8_t{'g'}}) {
     SCOPED_TRACE(static_cast<int>(magic));
     BinClient c;
@@ -785,12 +785,12 @@ TEST_F(e2eBinary, BadMagicCloses) {
 // ---------------------------------------------------------------------------
 // --max_item_size
 
-class e2eBinarySmallItems : public e2eBinary {
+class BinarySmallItemsE2e : public BinaryE2e {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2", "--max_item_size=2048"})); }
 };
 
-TEST_F(e2eBinarySmallItems, ValueOverMaxItemSizeIsTooLargeAndSwallowed) {
+TEST_F(BinarySmallItemsE2e, ValueOverMaxItemSizeIsTooLargeAndSwallowed) {
   BinClient c;
   ASSERT_TRUE(c.connect(port()));
   c.set("k", "old");
@@ -823,7 +823,7 @@ TEST_F(e2eBinarySmallItems, ValueOverMaxItemSizeIsTooLargeAndSwallowed) {
 // ---------------------------------------------------------------------------
 // Binary and text connections share one cache
 
-TEST_F(e2eBinary, BinaryAndTextShareData) {
+TEST_F(BinaryE2e, BinaryAndTextShareData) {
   BinClient b;
   ASSERT_TRUE(b.connect(port()));
   Client t;

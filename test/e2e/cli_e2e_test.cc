@@ -342,7 +342,7 @@ struct LockLine {
   uint64_t token = 0;
 };
 
-class CliTest : public ::testing::Test {
+class CliE2e : public ::testing::Test {
  protected:
   void SetUp() override {
     char pattern[] = "/tmp/lockcached-cli-test.XXXXXX";
@@ -481,15 +481,15 @@ class CliTest : public ::testing::Test {
 
 // --- cache commands ------------------------------------------------------------
 
-class CliCacheTest : public CliTest, public ::testing::WithParamInterface<bool> {
+class CliCacheE2e : public CliE2e, public ::testing::WithParamInterface<bool> {
  protected:
   bool binary() const { return GetParam(); }
   CliResult cache(std::vector<std::string> args, std::string_view input = "") {
-    return CliTest::cache(std::move(args), binary(), input);
+    return CliE2e::cache(std::move(args), binary(), input);
   }
 };
 
-TEST_P(CliCacheTest, SetGetDeleteRoundTrip) {
+TEST_P(CliCacheE2e, SetGetDeleteRoundTrip) {
   CliResult set = cache({"set", "greeting", "hello", "--flags", "7", "--exptime", "3600"});
   ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
 
@@ -518,7 +518,7 @@ TEST_P(CliCacheTest, SetGetDeleteRoundTrip) {
   EXPECT_EQ(removed_again.status, kExitNo);
 }
 
-TEST_P(CliCacheTest, SetReadsTheValueFromStandardInputByteForByte) {
+TEST_P(CliCacheE2e, SetReadsTheValueFromStandardInputByteForByte) {
   std::string value = "line 1\nline 2\r\n\x01\xff end";
   CliResult set = cache({"set", "blob", "-"}, value);
   ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
@@ -527,7 +527,7 @@ TEST_P(CliCacheTest, SetReadsTheValueFromStandardInputByteForByte) {
   EXPECT_EQ(cache({"get", "blob"}).out, value + "\n");
 }
 
-TEST_P(CliCacheTest, GetPrintsEveryHitInOrderAndFailsOnAMiss) {
+TEST_P(CliCacheE2e, GetPrintsEveryHitInOrderAndFailsOnAMiss) {
   Client client = connect_cache();
   ASSERT_EQ(client.store("set", "a", "1"), "STORED");
   ASSERT_EQ(client.store("set", "b", "2"), "STORED");
@@ -537,7 +537,7 @@ TEST_P(CliCacheTest, GetPrintsEveryHitInOrderAndFailsOnAMiss) {
   EXPECT_NE(get.err.find("missing"), std::string::npos) << get.err;
 }
 
-TEST_P(CliCacheTest, KeysListsTheKeysWithThePrefix) {
+TEST_P(CliCacheE2e, KeysListsTheKeysWithThePrefix) {
   Client client = connect_cache();
   for (const char* key : {"job:1", "job:2", "other"})
     ASSERT_EQ(client.store("set", key, "x"), "STORED");
@@ -551,7 +551,7 @@ TEST_P(CliCacheTest, KeysListsTheKeysWithThePrefix) {
   EXPECT_EQ(lines_of(all.out).size(), 3u) << all.out;
 }
 
-TEST_P(CliCacheTest, StatsPrintsTheServersNumbers) {
+TEST_P(CliCacheE2e, StatsPrintsTheServersNumbers) {
   CliResult stats = cache({"stats"});
   ASSERT_EQ(stats.status, 0) << ::testing::PrintToString(stats);
   std::vector<std::string> lines = lines_of(stats.out);
@@ -560,7 +560,7 @@ TEST_P(CliCacheTest, StatsPrintsTheServersNumbers) {
   EXPECT_NE(stats.out.find("\ncurr_locks "), std::string::npos) << stats.out;
 }
 
-TEST_P(CliCacheTest, LockRefusesWhatAnotherConnectionHolds) {
+TEST_P(CliCacheE2e, LockRefusesWhatAnotherConnectionHolds) {
   Client holder = connect_cache();
   ASSERT_EQ(holder.store("set", "account", "100"), "STORED");
   ASSERT_EQ(holder.request("lock account"), "OK");
@@ -579,7 +579,7 @@ TEST_P(CliCacheTest, LockRefusesWhatAnotherConnectionHolds) {
   EXPECT_EQ(cache({"unlock_all"}).status, 0);
 }
 
-TEST_P(CliCacheTest, LockHoldsTheObjectWhileTheCommandRuns) {
+TEST_P(CliCacheE2e, LockHoldsTheObjectWhileTheCommandRuns) {
   Client client = connect_cache();
   ASSERT_EQ(client.store("set", "config", "v1"), "STORED");
   // The command's own client is another connection: it can read the object
@@ -597,14 +597,14 @@ TEST_P(CliCacheTest, LockHoldsTheObjectWhileTheCommandRuns) {
   EXPECT_EQ(client.request("lock config"), "OK");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cli, CliCacheTest, ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(Cli, CliCacheE2e, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Binary" : "Text";
                          });
 
 // --- run: the distributed flock --------------------------------------------------
 
-TEST_F(CliTest, RunExportsTheFencingTokenAndReturnsTheCommandsStatus) {
+TEST_F(CliE2e, RunExportsTheFencingTokenAndReturnsTheCommandsStatus) {
   CliResult job =
       run(run_args("nightly", {}, {"sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\"; exit 3"}));
   EXPECT_EQ(job.status, 3) << ::testing::PrintToString(job);
@@ -618,7 +618,7 @@ TEST_F(CliTest, RunExportsTheFencingTokenAndReturnsTheCommandsStatus) {
   EXPECT_GT(parse_u64(reply.substr(13)).value_or(0), *token);
 }
 
-TEST_F(CliTest, RunReportsTheCommandsFateLikeAShell) {
+TEST_F(CliE2e, RunReportsTheCommandsFateLikeAShell) {
   EXPECT_EQ(run(run_args("job", {}, {"sh", "-c", "kill -TERM $$"})).status, 128 + SIGTERM);
   CliResult missing = run(run_args("job", {}, {"/nonexistent/command"}));
   EXPECT_EQ(missing.status, 127);
@@ -626,7 +626,7 @@ TEST_F(CliTest, RunReportsTheCommandsFateLikeAShell) {
   EXPECT_FALSE(lock_line("job").has_value()) << "the lock outlived the command";
 }
 
-TEST_F(CliTest, ConcurrentRunsAreSerializedAndTheSecondGetsALargerToken) {
+TEST_F(CliE2e, ConcurrentRunsAreSerializedAndTheSecondGetsALargerToken) {
   fs::path log = dir_ / "log";
   fs::path fifo = make_fifo("fifo");
   // sh -c SCRIPT sh LOG FIFO: the paths arrive as $1 and $2.
@@ -661,7 +661,7 @@ TEST_F(CliTest, ConcurrentRunsAreSerializedAndTheSecondGetsALargerToken) {
   EXPECT_GT(*second_token, *first_token);
 }
 
-TEST_F(CliTest, RunExitsTempFailWhenTheLockIsBusy) {
+TEST_F(CliE2e, RunExitsTempFailWhenTheLockIsBusy) {
   Client holder = connect_lock_service();
   ASSERT_TRUE(holder.request("lock backup").starts_with("200 Acquired "));
   fs::path marker = dir_ / "ran";
@@ -676,7 +676,7 @@ TEST_F(CliTest, RunExitsTempFailWhenTheLockIsBusy) {
   EXPECT_FALSE(fs::exists(marker)) << "the command ran without the lock";
 }
 
-TEST_F(CliTest, AnUnreachableServerExitsUnavailable) {
+TEST_F(CliE2e, AnUnreachableServerExitsUnavailable) {
   RefusingPort refusing;
   ASSERT_TRUE(refusing.open());
   const std::string& port = refusing.port();
@@ -693,7 +693,7 @@ TEST_F(CliTest, AnUnreachableServerExitsUnavailable) {
 
 // A leader elected while the CLI asks again after "election" resets the
 // connection it just opened; the CLI asks once more and runs the command.
-TEST_F(CliTest, RunAsksAgainWhenAnElectionResetsItsConnection) {
+TEST_F(CliE2e, RunAsksAgainWhenAnElectionResetsItsConnection) {
   ElectingLockService service;
   ASSERT_TRUE(service.start());
   CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "run", "job", "--",
@@ -703,7 +703,7 @@ TEST_F(CliTest, RunAsksAgainWhenAnElectionResetsItsConnection) {
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
 }
 
-TEST_F(CliTest, KillingTheCliReleasesItsLockAtOnce) {
+TEST_F(CliE2e, KillingTheCliReleasesItsLockAtOnce) {
   fs::path log = dir_ / "log";
   fs::path fifo = make_fifo("fifo");
   auto first =
@@ -724,7 +724,7 @@ TEST_F(CliTest, KillingTheCliReleasesItsLockAtOnce) {
   EXPECT_GT(parse_u64(second.out).value_or(0), *first_token);
 }
 
-TEST_F(CliTest, ASignalToTheCliIsPassedOnToTheCommand) {
+TEST_F(CliE2e, ASignalToTheCliIsPassedOnToTheCommand) {
   fs::path log = dir_ / "log";
   fs::path fifo = make_fifo("fifo");
   // The command traps SIGTERM and exits 7: the CLI's status then tells a
@@ -741,7 +741,7 @@ TEST_F(CliTest, ASignalToTheCliIsPassedOnToTheCommand) {
   EXPECT_FALSE(lock_line("cron").has_value()) << "released when the command ended";
 }
 
-TEST_F(CliTest, LosingTheServerWarnsAndLetsTheCommandFinish) {
+TEST_F(CliE2e, LosingTheServerWarnsAndLetsTheCommandFinish) {
   fs::path log = dir_ / "log";
   fs::path fifo = make_fifo("fifo");
   auto job = start(run_args(
@@ -757,7 +757,7 @@ TEST_F(CliTest, LosingTheServerWarnsAndLetsTheCommandFinish) {
   EXPECT_TRUE(file_contains(log, "finished"));
 }
 
-TEST_F(CliTest, KillOnLossStopsTheCommandWhenTheServerGoes) {
+TEST_F(CliE2e, KillOnLossStopsTheCommandWhenTheServerGoes) {
   fs::path log = dir_ / "log";
   fs::path fifo = make_fifo("fifo");
   auto job =
@@ -769,7 +769,7 @@ TEST_F(CliTest, KillOnLossStopsTheCommandWhenTheServerGoes) {
   EXPECT_NE(job->err().find("SIGTERM"), std::string::npos) << job->err();
 }
 
-TEST_F(CliTest, PingsKeepTheLockPastTheServersIdleTimeout) {
+TEST_F(CliE2e, PingsKeepTheLockPastTheServersIdleTimeout) {
   // A server of its own, which closes connections idle for a second.
   ServerProcess strict;
   // One thread: the idle-connection sweep sees the CLI's connection and the
@@ -800,7 +800,7 @@ TEST_F(CliTest, PingsKeepTheLockPastTheServersIdleTimeout) {
 
 // --- the command line ------------------------------------------------------------
 
-TEST_F(CliTest, UsageErrorsExit64) {
+TEST_F(CliE2e, UsageErrorsExit64) {
   std::vector<std::vector<std::string>> mistakes = {
       {},
       {"frobnicate"},
@@ -824,7 +824,7 @@ TEST_F(CliTest, UsageErrorsExit64) {
   }
 }
 
-TEST_F(CliTest, HelpPrintsTheUsage) {
+TEST_F(CliE2e, HelpPrintsTheUsage) {
   CliResult help = run({"--help"});
   EXPECT_EQ(help.status, 0);
   EXPECT_TRUE(help.out.starts_with("usage: lockcached-cli")) << help.out;
@@ -838,7 +838,7 @@ TEST_F(CliTest, HelpPrintsTheUsage) {
 
 // --- where the server is: --host, --port, --lock-port and the environment -------
 
-TEST_F(CliTest, LockcachedPortPicksTheCachePort) {
+TEST_F(CliE2e, LockcachedPortPicksTheCachePort) {
   std::vector<std::string> variables = {"LOCKCACHED_PORT=" + std::to_string(server_.port())};
   CliResult set = run_with(variables, {"--host", "127.0.0.1", "set", "greeting", "hello"});
   ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);
@@ -849,7 +849,7 @@ TEST_F(CliTest, LockcachedPortPicksTheCachePort) {
   EXPECT_EQ(client.get("greeting"), "hello");
 }
 
-TEST_F(CliTest, LockcachedLockPortPicksTheLockServicePort) {
+TEST_F(CliE2e, LockcachedLockPortPicksTheLockServicePort) {
   std::vector<std::string> variables = {"LOCKCACHED_LOCK_PORT=" + std::to_string(lock_port_)};
   CliResult job = run_with(variables, {"--host", "127.0.0.1", "run", "env-job", "--", "sh", "-c",
                                        "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
@@ -865,7 +865,7 @@ TEST_F(CliTest, LockcachedLockPortPicksTheLockServicePort) {
   EXPECT_TRUE(locks.out.ends_with(" " + holder.local_address() + "\n")) << locks.out;
 }
 
-TEST_F(CliTest, LockcachedHostPicksTheHost) {
+TEST_F(CliE2e, LockcachedHostPicksTheHost) {
   // No option at all: the environment says where everything is.
   std::vector<std::string> variables = {"LOCKCACHED_HOST=127.0.0.1",
                                         "LOCKCACHED_PORT=" + std::to_string(server_.port()),
@@ -889,7 +889,7 @@ TEST_F(CliTest, LockcachedHostPicksTheHost) {
   EXPECT_NE(std::find(lines.begin(), lines.end(), pid_line), lines.end()) << stats.out;
 }
 
-TEST_F(CliTest, TheCommandLineWinsOverTheEnvironment) {
+TEST_F(CliE2e, TheCommandLineWinsOverTheEnvironment) {
   RefusingPort refusing;
   ASSERT_TRUE(refusing.open());
   std::vector<std::string> nowhere = {"LOCKCACHED_PORT=" + refusing.port(),
@@ -913,7 +913,7 @@ TEST_F(CliTest, TheCommandLineWinsOverTheEnvironment) {
   EXPECT_EQ(locked_job.status, 0) << ::testing::PrintToString(locked_job);
 }
 
-TEST_F(CliTest, AnInvalidVariableIsAUsageErrorThatNamesIt) {
+TEST_F(CliE2e, AnInvalidVariableIsAUsageErrorThatNamesIt) {
   std::string port = std::to_string(server_.port());
   fs::path marker = dir_ / "ran";
   struct Mistake {
@@ -947,7 +947,7 @@ TEST_F(CliTest, AnInvalidVariableIsAUsageErrorThatNamesIt) {
   EXPECT_FALSE(fs::exists(marker)) << "run ran its command despite the usage error";
 }
 
-TEST_F(CliTest, AnEmptyVariableCountsAsUnset) {
+TEST_F(CliE2e, AnEmptyVariableCountsAsUnset) {
   // Not a usage error: the command runs.
   CliResult locks =
       run_with({"LOCKCACHED_PORT=", "LOCKCACHED_LOCK_PORT=" + std::to_string(lock_port_)},
@@ -963,7 +963,7 @@ TEST_F(CliTest, AnEmptyVariableCountsAsUnset) {
       << get.err;
 }
 
-TEST_F(CliTest, EveryCommandTakesBothPorts) {
+TEST_F(CliE2e, EveryCommandTakesBothPorts) {
   // As an alias gives them: alias lc='lockcached-cli --port P --lock-port L'.
   CliResult set = run(both_ports_args({"set", "k", "v"}));
   ASSERT_EQ(set.status, 0) << ::testing::PrintToString(set);

@@ -56,7 +56,7 @@ std::optional<uint64_t> acquired_token(std::string_view reply) {
   return token;
 }
 
-class ClusterE2eTest : public ::testing::Test {
+class ClusterE2e : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fs::temp_directory_path() /
@@ -187,7 +187,7 @@ class ClusterE2eTest : public ::testing::Test {
   std::map<int, uint16_t> repl_ports_;  // each node's cache replication port
 };
 
-TEST_F(ClusterE2eTest, TheLeaderServesTheLockServiceAndTheOthersNameIt) {
+TEST_F(ClusterE2e, TheLeaderServesTheLockServiceAndTheOthersNameIt) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -219,7 +219,7 @@ TEST_F(ClusterE2eTest, TheLeaderServesTheLockServiceAndTheOthersNameIt) {
 
 // lockcached-cli needs to be told no more than one node: a follower's
 // 503 names the leader, and `run` goes there.
-TEST_F(ClusterE2eTest, TheCliFollowsTheLeaderFromAnyNode) {
+TEST_F(ClusterE2e, TheCliFollowsTheLeaderFromAnyNode) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -245,7 +245,7 @@ TEST_F(ClusterE2eTest, TheCliFollowsTheLeaderFromAnyNode) {
 // once one is elected, it closes its lock-service connections. The CLI
 // asks again on a new connection each time, so an election in the middle
 // of its request does not end it.
-TEST_F(ClusterE2eTest, TheCliWaitsThroughTheFirstElection) {
+TEST_F(ClusterE2e, TheCliWaitsThroughTheFirstElection) {
   start(1);  // alone: no majority, no leader
   std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
                         std::to_string(lock_ports_[1]) +
@@ -270,7 +270,7 @@ TEST_F(ClusterE2eTest, TheCliWaitsThroughTheFirstElection) {
 }
 
 // -vv: every change a member applies, in the log's order, with what it did.
-TEST_F(ClusterE2eTest, VeryVerboseLogsEachAppliedChange) {
+TEST_F(ClusterE2e, VeryVerboseLogsEachAppliedChange) {
   start(1, {"--cluster=" + cluster_.substr(0, cluster_.find(',')), "--v=2"});  // alone: it leads
   ASSERT_EQ(leader(), 1);
   Client holder = lock_client(1);
@@ -292,7 +292,7 @@ TEST_F(ClusterE2eTest, VeryVerboseLogsEachAppliedChange) {
 
 // `cluster leads` answers by its exit status alone (what a keepalived track
 // script asks); `cluster status` prints the node's view.
-TEST_F(ClusterE2eTest, TheCliTellsWhetherANodeLeads) {
+TEST_F(ClusterE2e, TheCliTellsWhetherANodeLeads) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -320,7 +320,7 @@ TEST_F(ClusterE2eTest, TheCliTellsWhetherANodeLeads) {
   }
 }
 
-TEST_F(ClusterE2eTest, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
+TEST_F(ClusterE2e, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -358,7 +358,7 @@ TEST_F(ClusterE2eTest, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
 // The cache's master is the Raft leader: the others refuse writes and
 // follow it, and when it dies the new leader has what it had and takes
 // writes, and the remaining follower follows the new one.
-TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
+TEST_F(ClusterE2e, TheCacheFollowsTheLeader) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -391,7 +391,7 @@ TEST_F(ClusterE2eTest, TheCacheFollowsTheLeader) {
 // must never be the master with an empty cache, whose snapshot would empty
 // every replica: it hands leadership to a member that has the data, or
 // leads with the data it got. Either way the cache keeps it.
-TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
+TEST_F(ClusterE2e, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -427,7 +427,7 @@ TEST_F(ClusterE2eTest, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
             << "; node " << next << " leads\n";
 }
 
-TEST_F(ClusterE2eTest, AWaitTimesOutOnTheLeadersClock) {
+TEST_F(ClusterE2e, AWaitTimesOutOnTheLeadersClock) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -445,7 +445,7 @@ TEST_F(ClusterE2eTest, AWaitTimesOutOnTheLeadersClock) {
 // frozen) steps down within about two election timeouts and closes its
 // lock-service connections, so a client on its side learns that its locks
 // may be someone else's now. The frozen nodes then elect a new leader.
-TEST_F(ClusterE2eTest, ALeaderThatHearsNoMajorityStepsDownAndClosesItsClients) {
+TEST_F(ClusterE2e, ALeaderThatHearsNoMajorityStepsDownAndClosesItsClients) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -475,7 +475,7 @@ TEST_F(ClusterE2eTest, ALeaderThatHearsNoMajorityStepsDownAndClosesItsClients) {
   EXPECT_NE(leader(), 0);
 }
 
-TEST_F(ClusterE2eTest, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
+TEST_F(ClusterE2e, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -504,7 +504,7 @@ TEST_F(ClusterE2eTest, EveryNodeRestartedAtOnceKeepsTheLocksAndTokensGrow) {
 
 // `cluster transfer` hands leadership over, asked of any node: the CLI
 // follows the 503 to the leader.
-TEST_F(ClusterE2eTest, ATransferMovesLeadershipToTheNodeNamed) {
+TEST_F(ClusterE2e, ATransferMovesLeadershipToTheNodeNamed) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -530,7 +530,7 @@ TEST_F(ClusterE2eTest, ATransferMovesLeadershipToTheNodeNamed) {
 // has the locks granted before it came) and votes: with one original
 // member removed and another dead, the leader and the new node are the
 // majority that commits a change.
-TEST_F(ClusterE2eTest, ANodeAddedCatchesUpAndVotesAndARemovedNodeLeaves) {
+TEST_F(ClusterE2e, ANodeAddedCatchesUpAndVotesAndARemovedNodeLeaves) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -570,7 +570,7 @@ TEST_F(ClusterE2eTest, ANodeAddedCatchesUpAndVotesAndARemovedNodeLeaves) {
 // The grace runs out on the leader, as a change in the log; the member whose
 // connection detached the session tells its `watch locks` watchers, as a
 // single server does.
-TEST_F(ClusterE2eTest, AGraceThatRunsOutIsReportedToWatchers) {
+TEST_F(ClusterE2e, AGraceThatRunsOutIsReportedToWatchers) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
@@ -594,7 +594,7 @@ TEST_F(ClusterE2eTest, AGraceThatRunsOutIsReportedToWatchers) {
   EXPECT_TRUE(acquired_token(other.request("lock job")));
 }
 
-TEST_F(ClusterE2eTest, AServerWithoutAClusterHasNoMembersToChange) {
+TEST_F(ClusterE2e, AServerWithoutAClusterHasNoMembersToChange) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--lock_port=-1"}));
   Client client;

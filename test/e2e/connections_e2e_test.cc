@@ -132,7 +132,7 @@ std::map<std::string, CacheLock> cache_locks(Client& asking, std::string_view pr
   return locks;
 }
 
-class ConnectionsE2eTest : public ::testing::Test {
+class ConnectionsE2e : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.start({"--threads=2", "--lock_port=-1"}));
@@ -153,7 +153,7 @@ class ConnectionsE2eTest : public ::testing::Test {
   uint16_t lock_port_ = 0;
 };
 
-TEST_F(ConnectionsE2eTest, StatsConnsListsEveryConnectionAndListener) {
+TEST_F(ConnectionsE2e, StatsConnsListsEveryConnectionAndListener) {
   Client asking = connect();
   Client holder = connect();
   ASSERT_EQ(holder.store("set", "k", "v"), "STORED");
@@ -224,7 +224,7 @@ TEST_F(ConnectionsE2eTest, StatsConnsListsEveryConnectionAndListener) {
   EXPECT_EQ(connections(asking).count(binary_id), 1u);
 }
 
-TEST_F(ConnectionsE2eTest, ANewConnectionHasChosenNoProtocolYet) {
+TEST_F(ConnectionsE2e, ANewConnectionHasChosenNoProtocolYet) {
   Client asking = connect();
   Client silent = connect();
   std::string address = address_of(silent);
@@ -242,7 +242,7 @@ TEST_F(ConnectionsE2eTest, ANewConnectionHasChosenNoProtocolYet) {
 
 // The states a connection shows between requests, in memcached's names
 // (conn_read, conn_nread) and ours for a lock-service wait.
-TEST_F(ConnectionsE2eTest, StatesShowPartialRequestsAndLockWaits) {
+TEST_F(ConnectionsE2e, StatesShowPartialRequestsAndLockWaits) {
   Client asking = connect();
   Client partial_line = connect();
   Client partial_value = connect();
@@ -281,7 +281,7 @@ TEST_F(ConnectionsE2eTest, StatesShowPartialRequestsAndLockWaits) {
   EXPECT_TRUE(state_becomes(asking, waiter_id, "conn_waiting"));
 }
 
-TEST_F(ConnectionsE2eTest, StatsCacheLocksNamesEachHolder) {
+TEST_F(ConnectionsE2e, StatsCacheLocksNamesEachHolder) {
   Client asking = connect();
   Client first = connect();
   Client second = connect();
@@ -337,7 +337,7 @@ TEST_F(ConnectionsE2eTest, StatsCacheLocksNamesEachHolder) {
 // -vv logs every lock-service request after its connection's id, as it
 // logs the cache's; but not a session id's secret, which would let a
 // reader of the log take the session over.
-TEST(ConnectionsVerboseE2eTest, VeryVerboseLogsLockServiceRequests) {
+TEST(ConnectionsVerboseE2e, VeryVerboseLogsLockServiceRequests) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"-vv", "--lock_port=-1"}));
   std::optional<uint16_t> lock_port = server.lock_port();
@@ -398,7 +398,7 @@ int server_end_timer(uint16_t server_port, const Client& client) {
 // is found dead (test/ha/dead_client_test.py cuts one off); 0 turns it off.
 // Between a reply and its acknowledgement the retransmission timer shows,
 // hence the wait for the idle state.
-TEST(ConnectionsKeepaliveE2eTest, EveryClientConnectionIsProbedUnlessTurnedOff) {
+TEST(ConnectionsKeepaliveE2e, EveryClientConnectionIsProbedUnlessTurnedOff) {
   for (const char* keepalive : {"15", "0"}) {
     SCOPED_TRACE(std::string("--tcp_keepalive=") + keepalive);
     ServerProcess server;
@@ -426,7 +426,7 @@ TEST(ConnectionsKeepaliveE2eTest, EveryClientConnectionIsProbedUnlessTurnedOff) 
 // ends a dead connection too, cannot tell a dead client from a live one
 // that keeps its receive window shut: a client that reads nothing of the
 // replies it asked for, for that long, is closed as dead (docs/locking.md).
-TEST(ConnectionsKeepaliveE2eTest, AClientThatReadsNothingForTheWholeTimeIsClosed) {
+TEST(ConnectionsKeepaliveE2e, AClientThatReadsNothingForTheWholeTimeIsClosed) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--tcp_keepalive=2"}));
   Client stalled;

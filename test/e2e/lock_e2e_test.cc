@@ -44,7 +44,7 @@ std::optional<uint64_t> gets_cas(Client& c, std::string_view key) {
   return (*values)[0].cas;
 }
 
-class e2eLock : public ::testing::Test {
+class LockE2e : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2"})); }
   uint16_t port() const { return server_.port(); }
@@ -70,7 +70,7 @@ class e2eLock : public ::testing::Test {
 // ---------------------------------------------------------------------------
 // Text: lock, unlock, unlock_all
 
-TEST_F(e2eLock, TextLockUnlockReplies) {
+TEST_F(LockE2e, TextLockUnlockReplies) {
   Client a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -103,7 +103,7 @@ TEST_F(e2eLock, TextLockUnlockReplies) {
   EXPECT_EQ(b.request("lock " + std::string(251, 'x')), "CLIENT_ERROR bad command line format");
 }
 
-TEST_F(e2eLock, TextUnlockAllReleasesEveryLockOfTheConnection) {
+TEST_F(LockE2e, TextUnlockAllReleasesEveryLockOfTheConnection) {
   Client a, b, c;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -123,7 +123,7 @@ TEST_F(e2eLock, TextUnlockAllReleasesEveryLockOfTheConnection) {
 // ---------------------------------------------------------------------------
 // Text: modifications by others answer LOCKED and change nothing
 
-TEST_F(e2eLock, TextModificationsByOthersAnswerLocked) {
+TEST_F(LockE2e, TextModificationsByOthersAnswerLocked) {
   Client a, b, c;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -162,7 +162,7 @@ TEST_F(e2eLock, TextModificationsByOthersAnswerLocked) {
   EXPECT_EQ(b.request("delete k"), "DELETED");
 }
 
-TEST_F(e2eLock, TextReadsByOthersSucceed) {
+TEST_F(LockE2e, TextReadsByOthersSucceed) {
   Client a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -186,7 +186,7 @@ TEST_F(e2eLock, TextReadsByOthersSucceed) {
   EXPECT_EQ(b.request("lock k"), "LOCKED");
 }
 
-TEST_F(e2eLock, HolderModifiesAndKeepsTheLockUntilDelete) {
+TEST_F(LockE2e, HolderModifiesAndKeepsTheLockUntilDelete) {
   Client a, b, c;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -224,7 +224,7 @@ TEST_F(e2eLock, HolderModifiesAndKeepsTheLockUntilDelete) {
 // ---------------------------------------------------------------------------
 // Binary: modifications by others answer 0x10
 
-TEST_F(e2eLock, BinaryModificationsByOthersAnswerLocked) {
+TEST_F(LockE2e, BinaryModificationsByOthersAnswerLocked) {
   Client a;
   BinClient b;
   ASSERT_TRUE(a.connect(port()));
@@ -292,7 +292,7 @@ TEST_F(e2eLock, BinaryModificationsByOthersAnswerLocked) {
 // ---------------------------------------------------------------------------
 // Binary: Lock, Unlock, UnlockAll
 
-TEST_F(e2eLock, BinaryLockUnlockStatuses) {
+TEST_F(LockE2e, BinaryLockUnlockStatuses) {
   BinClient a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -355,7 +355,7 @@ TEST_F(e2eLock, BinaryLockUnlockStatuses) {
 }
 
 // Binary and text locks are the same locks.
-TEST_F(e2eLock, BinaryAndTextLocksAreShared) {
+TEST_F(LockE2e, BinaryAndTextLocksAreShared) {
   Client t;
   BinClient b;
   ASSERT_TRUE(t.connect(port()));
@@ -373,7 +373,7 @@ TEST_F(e2eLock, BinaryAndTextLocksAreShared) {
 // ---------------------------------------------------------------------------
 // Binary: LaG, LaGQ, LaGK, LaGKQ
 
-TEST_F(e2eLock, LockAndGetFamily) {
+TEST_F(LockE2e, LockAndGetFamily) {
   BinClient a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -450,7 +450,7 @@ TEST_F(e2eLock, LockAndGetFamily) {
   EXPECT_TRUE(bad.raw().wait_for_close());
 }
 
-TEST_F(e2eLock, LockAndGetExptimeExtraKeepsAnItemThatWouldExpire) {
+TEST_F(LockE2e, LockAndGetExptimeExtraKeepsAnItemThatWouldExpire) {
   BinClient a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -478,7 +478,7 @@ TEST_F(e2eLock, LockAndGetExptimeExtraKeepsAnItemThatWouldExpire) {
 // ---------------------------------------------------------------------------
 // Binary: RaU, RaUQ
 
-TEST_F(e2eLock, ReplaceAndUnlock) {
+TEST_F(LockE2e, ReplaceAndUnlock) {
   BinClient a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -542,9 +542,9 @@ TEST_F(e2eLock, ReplaceAndUnlock) {
 // ---------------------------------------------------------------------------
 // Disconnecting releases every lock
 
-class e2eLockRelease : public e2eLock, public ::testing::WithParamInterface<std::string> {};
+class LockReleaseE2e : public LockE2e, public ::testing::WithParamInterface<std::string> {};
 
-TEST_P(e2eLockRelease, EveryLockOfTheConnectionIsReleased) {
+TEST_P(LockReleaseE2e, EveryLockOfTheConnectionIsReleased) {
   const std::string how = GetParam();
   bool binary = how.starts_with("binary");
   Client holder;
@@ -608,7 +608,7 @@ TEST_P(e2eLockRelease, EveryLockOfTheConnectionIsReleased) {
   EXPECT_EQ(stat_u64(other.stats(), "curr_locks"), 4u);  // mine, k1, k2, k3 by others
 }
 
-INSTANTIATE_TEST_SUITE_P(Ways, e2eLockRelease,
+INSTANTIATE_TEST_SUITE_P(Ways, LockReleaseE2e,
                          ::testing::Values("close", "reset", "quit", "half-close", "binary-quit",
                                            "binary-quitq", "binary-reset", "binary-invalid"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
@@ -620,7 +620,7 @@ INSTANTIATE_TEST_SUITE_P(Ways, e2eLockRelease,
 // ---------------------------------------------------------------------------
 // Values over --max_item_size meet a lock
 
-class e2eLockSmallItems : public e2eLock {
+class LockSmallItemsE2e : public LockE2e {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2", "--max_item_size=2048"})); }
 };
@@ -628,7 +628,7 @@ class e2eLockSmallItems : public e2eLock {
 // RaU is a Replace (locking.md: "the same as that of Replace"), and a Replace
 // that is too large leaves the old value, in memcached as in yrmcds. It must
 // not delete the locked object, nor let anyone delete an unlocked one.
-TEST_F(e2eLockSmallItems, OversizedReplaceAndUnlockKeepsTheItemAndTheLock) {
+TEST_F(LockSmallItemsE2e, OversizedReplaceAndUnlockKeepsTheItemAndTheLock) {
   BinClient a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -652,7 +652,7 @@ TEST_F(e2eLockSmallItems, OversizedReplaceAndUnlockKeepsTheItemAndTheLock) {
   EXPECT_EQ(a.call(op::kGet, "free").value, "unlocked");
 }
 
-TEST_F(e2eLockSmallItems, OversizedWritesByOthersLeaveALockedItem) {
+TEST_F(LockSmallItemsE2e, OversizedWritesByOthersLeaveALockedItem) {
   Client a, b;
   BinClient bin;
   ASSERT_TRUE(a.connect(port()));
@@ -670,7 +670,7 @@ TEST_F(e2eLockSmallItems, OversizedWritesByOthersLeaveALockedItem) {
 // ---------------------------------------------------------------------------
 // Expiry, flush_all
 
-TEST_F(e2eLock, LockedItemDoesNotExpireUntilUnlocked) {
+TEST_F(LockE2e, LockedItemDoesNotExpireUntilUnlocked) {
   Client a, b;
   ASSERT_TRUE(a.connect(port()));
   ASSERT_TRUE(b.connect(port()));
@@ -698,7 +698,7 @@ TEST_F(e2eLock, LockedItemDoesNotExpireUntilUnlocked) {
   EXPECT_EQ(b.request("lock k"), "NOT_FOUND");
 }
 
-TEST_F(e2eLock, LockedItemSurvivesFlushAll) {
+TEST_F(LockE2e, LockedItemSurvivesFlushAll) {
   Client a, b;
   BinClient bin;
   ASSERT_TRUE(a.connect(port()));
@@ -738,7 +738,7 @@ TEST_F(e2eLock, LockedItemSurvivesFlushAll) {
 // ---------------------------------------------------------------------------
 // Statistics
 
-TEST_F(e2eLock, StatsCountLocks) {
+TEST_F(LockE2e, StatsCountLocks) {
   Client a, b, observer;
   BinClient bin;
   ASSERT_TRUE(a.connect(port()));
@@ -790,7 +790,7 @@ TEST_F(e2eLock, StatsCountLocks) {
 // ---------------------------------------------------------------------------
 // keys (yrmcds's debugging aid)
 
-class e2eKeys : public e2eLock {
+class KeysE2e : public LockE2e {
  protected:
   static constexpr int kKeys = 5000;
 
@@ -858,7 +858,7 @@ class e2eKeys : public e2eLock {
   }
 };
 
-TEST_F(e2eKeys, TextKeysListsEveryKeyOnce) {
+TEST_F(KeysE2e, TextKeysListsEveryKeyOnce) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   fill(c);
@@ -904,7 +904,7 @@ TEST_F(e2eKeys, TextKeysListsEveryKeyOnce) {
   EXPECT_EQ(text_keys(c, "keys"), (std::vector<std::string>{"key:00007"}));
 }
 
-TEST_F(e2eKeys, BinaryKeysListsEveryKeyThenAnEmptyReply) {
+TEST_F(KeysE2e, BinaryKeysListsEveryKeyThenAnEmptyReply) {
   Client c;
   BinClient b;
   ASSERT_TRUE(c.connect(port()));

@@ -96,7 +96,7 @@ std::vector<std::string> split(std::string_view line) {
   return words;
 }
 
-class LockServiceE2eTest : public ::testing::Test {
+class LockServiceE2e : public ::testing::Test {
  protected:
   void SetUp() override { start_server({"--threads=2"}); }
 
@@ -237,7 +237,7 @@ class LockServiceE2eTest : public ::testing::Test {
 
 // --- lock / unlock / unlock_all ------------------------------------------------
 
-TEST_F(LockServiceE2eTest, LockAndUnlockReplies) {
+TEST_F(LockServiceE2e, LockAndUnlockReplies) {
   Client alice = connect();
   Client bob = connect();
 
@@ -259,7 +259,7 @@ TEST_F(LockServiceE2eTest, LockAndUnlockReplies) {
   EXPECT_TRUE(starts_with(alice.request("lock y 0"), "200 Acquired ")) << "0: a free lock";
 }
 
-TEST_F(LockServiceE2eTest, UnlockGrantsNextWaiterAtOnce) {
+TEST_F(LockServiceE2e, UnlockGrantsNextWaiterAtOnce) {
   Client holder = connect();
   Client waiter = connect();
   Client observer = connect();
@@ -276,7 +276,7 @@ TEST_F(LockServiceE2eTest, UnlockGrantsNextWaiterAtOnce) {
   EXPECT_EQ(stat(observer, "waiters"), 0u);
 }
 
-TEST_F(LockServiceE2eTest, UnlockAllReleasesEverythingAndGrantsWaiters) {
+TEST_F(LockServiceE2e, UnlockAllReleasesEverythingAndGrantsWaiters) {
   Client holder = connect();
   Client waiter = connect();
   Client other = connect();
@@ -295,7 +295,7 @@ TEST_F(LockServiceE2eTest, UnlockAllReleasesEverythingAndGrantsWaiters) {
 
 // --- timed waits -----------------------------------------------------------------
 
-TEST_F(LockServiceE2eTest, TimedWaitGivesUpAfterItsTimeout) {
+TEST_F(LockServiceE2e, TimedWaitGivesUpAfterItsTimeout) {
   Client holder = connect();
   Client waiter = connect();
   expect_acquired(holder.request("lock t"));
@@ -325,7 +325,7 @@ TEST_F(LockServiceE2eTest, TimedWaitGivesUpAfterItsTimeout) {
   EXPECT_EQ(counters["waiters"], 0u);
 }
 
-TEST_F(LockServiceE2eTest, WaitersAreGrantedInFifoOrder) {
+TEST_F(LockServiceE2e, WaitersAreGrantedInFifoOrder) {
   Client holder = connect();
   Client observer = connect();
   Client other = connect();
@@ -363,7 +363,7 @@ TEST_F(LockServiceE2eTest, WaitersAreGrantedInFifoOrder) {
   EXPECT_TRUE(lock_list(observer, "q").empty());
 }
 
-TEST_F(LockServiceE2eTest, WaiterThatDisconnectsIsSkipped) {
+TEST_F(LockServiceE2e, WaiterThatDisconnectsIsSkipped) {
   Client holder = connect();
   Client observer = connect();
   Client quitter = connect();
@@ -388,7 +388,7 @@ TEST_F(LockServiceE2eTest, WaiterThatDisconnectsIsSkipped) {
 // The waiter hangs up just as the lock is released: whichever the server sees
 // first, the next waiter must get the lock (the gone one's grace is 0, so a
 // grant that reached it before it left ends with it).
-TEST_F(LockServiceE2eTest, WaiterThatDisconnectsDuringReleaseDoesNotStrandTheLock) {
+TEST_F(LockServiceE2e, WaiterThatDisconnectsDuringReleaseDoesNotStrandTheLock) {
   Client holder = connect();
   Client observer = connect();
   Client leaving = connect();
@@ -407,7 +407,7 @@ TEST_F(LockServiceE2eTest, WaiterThatDisconnectsDuringReleaseDoesNotStrandTheLoc
 
 // --- sessions ----------------------------------------------------------------------
 
-TEST_F(LockServiceE2eTest, ConnIdReturnsAStableSessionId) {
+TEST_F(LockServiceE2e, ConnIdReturnsAStableSessionId) {
   Client alice = connect();
   Client bob = connect();
   std::string id = session_id(alice);
@@ -418,7 +418,7 @@ TEST_F(LockServiceE2eTest, ConnIdReturnsAStableSessionId) {
   EXPECT_EQ(session_id(alice), id);
 }
 
-TEST_F(LockServiceE2eTest, ResumeWithinGracePeriodKeepsLocks) {
+TEST_F(LockServiceE2e, ResumeWithinGracePeriodKeepsLocks) {
   constexpr auto kGrace = 1500ms;
   Client observer = connect();
   Client other = connect();
@@ -461,7 +461,7 @@ TEST_F(LockServiceE2eTest, ResumeWithinGracePeriodKeepsLocks) {
   EXPECT_GT(expect_acquired(other.request("lock r1")), r1);
 }
 
-TEST_F(LockServiceE2eTest, LocksAreReleasedAfterGracePeriod) {
+TEST_F(LockServiceE2e, LocksAreReleasedAfterGracePeriod) {
   constexpr auto kGrace = 300ms;
   Client observer = connect();
   Client waiter = connect();
@@ -487,7 +487,7 @@ TEST_F(LockServiceE2eTest, LocksAreReleasedAfterGracePeriod) {
   EXPECT_EQ(late.request("conn_id " + id), "403 Cannot resume") << "the session expired";
 }
 
-TEST_F(LockServiceE2eTest, DefaultGraceKeepsLocksAfterDisconnect) {
+TEST_F(LockServiceE2e, DefaultGraceKeepsLocksAfterDisconnect) {
   Client observer = connect();
   Client gone = connect();
   std::string id = session_id(gone);
@@ -499,7 +499,7 @@ TEST_F(LockServiceE2eTest, DefaultGraceKeepsLocksAfterDisconnect) {
   EXPECT_EQ(holder_of(observer, "d"), session_serial(id));
 }
 
-TEST_F(LockServiceE2eTest, ZeroGraceReleasesAtDisconnect) {
+TEST_F(LockServiceE2e, ZeroGraceReleasesAtDisconnect) {
   Client observer = connect();
   Client waiter = connect();
   Client gone = connect();
@@ -513,7 +513,7 @@ TEST_F(LockServiceE2eTest, ZeroGraceReleasesAtDisconnect) {
   EXPECT_EQ(stat(observer, "sessions_in_grace"), 0u);
 }
 
-TEST_F(LockServiceE2eTest, HijackIsRefused) {
+TEST_F(LockServiceE2e, HijackIsRefused) {
   Client alice = connect();
   Client bob = connect();
   Client observer = connect();
@@ -568,7 +568,7 @@ bool has_session_id_shape(std::string_view id) {
 // An id is "<serial>-<secret>", the secret 128 random bits that only its
 // client learns: others see the serial alone (`stats locks`), and a resume
 // needs the whole id, to the last digit.
-TEST_F(LockServiceE2eTest, SessionIdsCarryASecretThatStatsLocksNeverShows) {
+TEST_F(LockServiceE2e, SessionIdsCarryASecretThatStatsLocksNeverShows) {
   Client observer = connect();
   Client first = connect();
   EXPECT_EQ(first.request("set_timeout 10000"), "200 Timeout set");
@@ -604,7 +604,7 @@ TEST_F(LockServiceE2eTest, SessionIdsCarryASecretThatStatsLocksNeverShows) {
 // resource that refuses smaller tokens would lock the real owner out, one
 // that trusts them would accept a stale holder. Many grants just before the
 // restart, and a restart as fast as the harness can make it.
-TEST_F(LockServiceE2eTest, FencingTokensKeepGrowingAcrossARestart) {
+TEST_F(LockServiceE2e, FencingTokensKeepGrowingAcrossARestart) {
   uint64_t last = 0;
   {
     Client a = connect();
@@ -632,7 +632,7 @@ TEST_F(LockServiceE2eTest, FencingTokensKeepGrowingAcrossARestart) {
   }
 }
 
-TEST_F(LockServiceE2eTest, FencingTokensIncreaseOverSuccessiveGrants) {
+TEST_F(LockServiceE2e, FencingTokensIncreaseOverSuccessiveGrants) {
   Client a = connect();
   Client b = connect();
   Client c = connect();
@@ -671,7 +671,7 @@ TEST_F(LockServiceE2eTest, FencingTokensIncreaseOverSuccessiveGrants) {
 
 // --- quit, stats -------------------------------------------------------------------
 
-TEST_F(LockServiceE2eTest, QuitRepliesThenCloses) {
+TEST_F(LockServiceE2e, QuitRepliesThenCloses) {
   Client alice = connect();
   EXPECT_EQ(alice.request("quit"), "200 Bye");
   EXPECT_TRUE(alice.wait_for_close());
@@ -692,7 +692,7 @@ TEST_F(LockServiceE2eTest, QuitRepliesThenCloses) {
   EXPECT_EQ(holder_of(carol, "zz"), "");
 }
 
-TEST_F(LockServiceE2eTest, StatsReportsCounters) {
+TEST_F(LockServiceE2e, StatsReportsCounters) {
   Client observer = connect();
   std::vector<std::pair<std::string, uint64_t>> fresh = stat_lines(observer);
   std::vector<std::pair<std::string, uint64_t>> expected = {
@@ -733,7 +733,7 @@ TEST_F(LockServiceE2eTest, StatsReportsCounters) {
   EXPECT_EQ(counters["locks"], 2u);
 }
 
-TEST_F(LockServiceE2eTest, StatsLocksListsHeldLocks) {
+TEST_F(LockServiceE2e, StatsLocksListsHeldLocks) {
   Client a = connect();
   Client b = connect();
   Client c = connect();
@@ -780,7 +780,7 @@ TEST_F(LockServiceE2eTest, StatsLocksListsHeldLocks) {
 
 // --- errors ------------------------------------------------------------------------
 
-TEST_F(LockServiceE2eTest, BadArgumentsKeepTheConnectionUsable) {
+TEST_F(LockServiceE2e, BadArgumentsKeepTheConnectionUsable) {
   Client client = connect();
   const std::string long_name(251, 'n');
   const std::vector<std::string> bad = {
@@ -823,7 +823,7 @@ TEST_F(LockServiceE2eTest, BadArgumentsKeepTheConnectionUsable) {
   EXPECT_EQ(client.request("set_timeout 1000"), "200 Timeout set");
 }
 
-TEST_F(LockServiceE2eTest, LineOverLimitIsRefusedAndClosed) {
+TEST_F(LockServiceE2e, LineOverLimitIsRefusedAndClosed) {
   Client client = connect();
   expect_acquired(client.request("lock before"));
   // 3000 bytes and no end of line yet.
@@ -832,7 +832,7 @@ TEST_F(LockServiceE2eTest, LineOverLimitIsRefusedAndClosed) {
   EXPECT_TRUE(client.wait_for_close());
 }
 
-TEST_F(LockServiceE2eTest, CompleteLineOverLimitIsRefusedAndClosed) {
+TEST_F(LockServiceE2e, CompleteLineOverLimitIsRefusedAndClosed) {
   Client client = connect();
   // 3000 bytes, end of line included, in one write.
   ASSERT_TRUE(client.send("stats locks " + std::string(2988, 'x') + "\r\n"));
@@ -841,7 +841,7 @@ TEST_F(LockServiceE2eTest, CompleteLineOverLimitIsRefusedAndClosed) {
   EXPECT_TRUE(client.wait_for_close(3s)) << "replied \"" << reply << "\" and kept the connection";
 }
 
-TEST_F(LockServiceE2eTest, LineAtLimitIsAccepted) {
+TEST_F(LockServiceE2e, LineAtLimitIsAccepted) {
   Client client = connect();
   // 2048 bytes before the end of line.
   std::string line = "stats locks " + std::string(2048 - 12, 'x');
@@ -853,7 +853,7 @@ TEST_F(LockServiceE2eTest, LineAtLimitIsAccepted) {
 
 // --- pipelining --------------------------------------------------------------------
 
-TEST_F(LockServiceE2eTest, RequestsBehindAWaitingLockAreAnsweredAfterItInOrder) {
+TEST_F(LockServiceE2e, RequestsBehindAWaitingLockAreAnsweredAfterItInOrder) {
   Client holder = connect();
   Client observer = connect();
   Client waiter = connect();
@@ -892,7 +892,7 @@ TEST_F(LockServiceE2eTest, RequestsBehindAWaitingLockAreAnsweredAfterItInOrder) 
 // A connection waiting for a lock reads no further request, so it never has
 // more than one wait queued: the second of two pipelined waits queues only
 // once the first is answered.
-TEST_F(LockServiceE2eTest, AConnectionWaitsForOneLockAtATime) {
+TEST_F(LockServiceE2e, AConnectionWaitsForOneLockAtATime) {
   Client holder = connect();
   Client observer = connect();
   Client waiter = connect();
@@ -918,7 +918,7 @@ TEST_F(LockServiceE2eTest, AConnectionWaitsForOneLockAtATime) {
 
 // --- limits --------------------------------------------------------------------------
 
-class LockServiceLimitsE2eTest : public LockServiceE2eTest {
+class LockServiceLimitsE2e : public LockServiceE2e {
  protected:
   void SetUp() override {
     start_server(
@@ -929,7 +929,7 @@ class LockServiceLimitsE2eTest : public LockServiceE2eTest {
 constexpr std::string_view kSessionFull = "429 Too many locks for this session";
 constexpr std::string_view kServerFull = "429 Too many locks in the server";
 
-TEST_F(LockServiceLimitsE2eTest, SessionLimitIsRefusedWith429AndTheConnectionStaysUsable) {
+TEST_F(LockServiceLimitsE2e, SessionLimitIsRefusedWith429AndTheConnectionStaysUsable) {
   Client alice = connect();
   Client bob = connect();
   Client observer = connect();
@@ -954,7 +954,7 @@ TEST_F(LockServiceLimitsE2eTest, SessionLimitIsRefusedWith429AndTheConnectionSta
     expect_acquired(alice.request(std::string("lock ") + name));
 }
 
-TEST_F(LockServiceLimitsE2eTest, NamesLimitIsServerWide) {
+TEST_F(LockServiceLimitsE2e, NamesLimitIsServerWide) {
   Client alice = connect();
   Client bob = connect();
   Client carol = connect();
@@ -982,7 +982,7 @@ TEST_F(LockServiceLimitsE2eTest, NamesLimitIsServerWide) {
 
 // --- contention ----------------------------------------------------------------------
 
-class LockServiceContentionE2eTest : public LockServiceE2eTest {
+class LockServiceContentionE2e : public LockServiceE2e {
  protected:
   void SetUp() override { start_server({"--threads=4"}); }
 };
@@ -990,7 +990,7 @@ class LockServiceContentionE2eTest : public LockServiceE2eTest {
 // 8 clients x 1000 times: lock hot, read-modify-write a counter in the cache,
 // unlock. No 409 (a lost wake-up would run a wait out), no overlap (the
 // counter ends at 8000), and every grant's token is new.
-TEST_F(LockServiceContentionE2eTest, EightClientsTakeTurnsWithoutOverlapOrLostWakeUp) {
+TEST_F(LockServiceContentionE2e, EightClientsTakeTurnsWithoutOverlapOrLostWakeUp) {
   constexpr int kClients = 8;
   constexpr int kIterations = 1000;
 

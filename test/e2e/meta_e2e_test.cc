@@ -57,7 +57,7 @@ std::optional<uint64_t> token_number(std::string_view line, char flag) {
   return std::nullopt;
 }
 
-class e2eMeta : public ::testing::Test {
+class MetaE2e : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2"})); }
   uint16_t port() const { return server_.port(); }
@@ -85,14 +85,14 @@ class e2eMeta : public ::testing::Test {
   ServerProcess server_;
 };
 
-TEST_F(e2eMeta, NoOp) {
+TEST_F(MetaE2e, NoOp) {
   Client c = connect();
   EXPECT_EQ(c.request("mn"), "MN");
   EXPECT_EQ(c.request("mn ignored words"), "MN");
   EXPECT_EQ(c.request("mz"), "ERROR");
 }
 
-TEST_F(e2eMeta, GetMissAndHitWithFlags) {
+TEST_F(MetaE2e, GetMissAndHitWithFlags) {
   Client c = connect();
   EXPECT_EQ(c.request("mg k v"), "EN");
   EXPECT_EQ(c.request("mg k v k O42"), "EN kk O42");
@@ -116,7 +116,7 @@ TEST_F(e2eMeta, GetMissAndHitWithFlags) {
   EXPECT_EQ(c.request("mg " + std::string(251, 'k')), "CLIENT_ERROR bad command line format");
 }
 
-TEST_F(e2eMeta, GetTouchAndTtl) {
+TEST_F(MetaE2e, GetTouchAndTtl) {
   Client c = connect();
   EXPECT_EQ(send_line(c, ms("k", "v", "T0")), "HD");
   EXPECT_EQ(c.request("mg k t"), "HD t-1");
@@ -131,14 +131,14 @@ TEST_F(e2eMeta, GetTouchAndTtl) {
   EXPECT_EQ(c.request("mg k"), "EN");
 }
 
-TEST_F(e2eMeta, QuietGetSaysNothingOnAMiss) {
+TEST_F(MetaE2e, QuietGetSaysNothingOnAMiss) {
   Client c = connect();
   EXPECT_EQ(c.store("set", "hit", "x"), "STORED");
   EXPECT_EQ(exchange_until(c, "mg a q v\r\nmg hit q v\r\nmg b q k\r\nmn\r\n", "MN\r\n"),
             "VA 1\r\nx\r\nMN\r\n");
 }
 
-TEST_F(e2eMeta, SetModesAndFlags) {
+TEST_F(MetaE2e, SetModesAndFlags) {
   Client c = connect();
   EXPECT_EQ(send_line(c, ms("k", "hi", "F5 T0 k O7")), "HD kk O7");
   EXPECT_EQ(c.get("k"), "hi");
@@ -164,7 +164,7 @@ TEST_F(e2eMeta, SetModesAndFlags) {
   EXPECT_EQ(c.get("k"), "set");
 }
 
-TEST_F(e2eMeta, SetCompareAndSwapAndReturnedCas) {
+TEST_F(MetaE2e, SetCompareAndSwapAndReturnedCas) {
   Client c = connect();
   EXPECT_EQ(send_line(c, ms("k", "v", "C1")), "NF");
   std::string stored = c.request("ms k 1 c\r\na");
@@ -184,7 +184,7 @@ TEST_F(e2eMeta, SetCompareAndSwapAndReturnedCas) {
   EXPECT_EQ(c.request("mg k"), "HD X W");
 }
 
-TEST_F(e2eMeta, QuietSetShowsOnlyFailures) {
+TEST_F(MetaE2e, QuietSetShowsOnlyFailures) {
   Client c = connect();
   EXPECT_EQ(exchange_until(c,
                            ms("a", "1", "q") + ms("a", "2", "q ME") + ms("b", "3", "q MR") +
@@ -194,7 +194,7 @@ TEST_F(e2eMeta, QuietSetShowsOnlyFailures) {
   EXPECT_EQ(c.get("a"), "1");
 }
 
-TEST_F(e2eMeta, DeleteWithFlags) {
+TEST_F(MetaE2e, DeleteWithFlags) {
   Client c = connect();
   EXPECT_EQ(c.request("md k"), "NF");
   EXPECT_EQ(c.store("set", "k", "v"), "STORED");
@@ -206,7 +206,7 @@ TEST_F(e2eMeta, DeleteWithFlags) {
   EXPECT_EQ(c.request("md k zz"), "CLIENT_ERROR invalid or duplicate flag");
 }
 
-TEST_F(e2eMeta, StaleWhileRevalidateAcrossConnections) {
+TEST_F(MetaE2e, StaleWhileRevalidateAcrossConnections) {
   Client writer = connect();
   Client first = connect();
   Client second = connect();
@@ -227,7 +227,7 @@ TEST_F(e2eMeta, StaleWhileRevalidateAcrossConnections) {
 // memcached 1.6.18: a stale write ("ms ... I" with a CAS older than the
 // invalidated item's) keeps the item's TTL and its stale mark, and does not
 // hand the win token out again, so a second client does not recache too.
-TEST_F(e2eMeta, StaleWriteKeepsTheTtlAndTheTokenThatWentOut) {
+TEST_F(MetaE2e, StaleWriteKeepsTheTtlAndTheTokenThatWentOut) {
   Client c = connect();
   Client other = connect();
   EXPECT_EQ(send_line(c, ms("toinv", "hi", "T100")), "HD");
@@ -250,7 +250,7 @@ TEST_F(e2eMeta, StaleWriteKeepsTheTtlAndTheTokenThatWentOut) {
 
 // memcached applies mg's T, N and R in the order given, and t reads the TTL
 // as of its place.
-TEST_F(e2eMeta, GetAppliesTtlFlagsInTheOrderGiven) {
+TEST_F(MetaE2e, GetAppliesTtlFlagsInTheOrderGiven) {
   Client c = connect();
   EXPECT_EQ(c.request("mg a T60 N30 t"), "HD t30 W");
   EXPECT_EQ(c.request("mg b N30 T60 t"), "HD t60 W");
@@ -263,7 +263,7 @@ TEST_F(e2eMeta, GetAppliesTtlFlagsInTheOrderGiven) {
   EXPECT_EQ(c.request("mg k t T100 t"), "CLIENT_ERROR duplicate flag");
 }
 
-TEST_F(e2eMeta, VivifyHandsOutOneWinAmongConcurrentClients) {
+TEST_F(MetaE2e, VivifyHandsOutOneWinAmongConcurrentClients) {
   constexpr int kClients = 8;
   std::vector<Client> clients;
   for (int i = 0; i < kClients; ++i)
@@ -291,7 +291,7 @@ TEST_F(e2eMeta, VivifyHandsOutOneWinAmongConcurrentClients) {
   EXPECT_EQ(wins, 1);
 }
 
-TEST_F(e2eMeta, ArithmeticWithFlags) {
+TEST_F(MetaE2e, ArithmeticWithFlags) {
   Client c = connect();
   EXPECT_EQ(c.request("ma n"), "NF");
   EXPECT_EQ(c.request("ma n N0 J10 v"), "VA 2");
@@ -319,7 +319,7 @@ TEST_F(e2eMeta, ArithmeticWithFlags) {
   EXPECT_EQ(c.request("ma n Dx"), "CLIENT_ERROR invalid or duplicate flag");
 }
 
-TEST_F(e2eMeta, Debug) {
+TEST_F(MetaE2e, Debug) {
   Client c = connect();
   EXPECT_EQ(c.request("me k"), "EN");
   EXPECT_EQ(c.store("set", "k", "v"), "STORED");
@@ -330,7 +330,7 @@ TEST_F(e2eMeta, Debug) {
   EXPECT_EQ(c.request("me"), "CLIENT_ERROR bad command line format");
 }
 
-TEST_F(e2eMeta, Base64Keys) {
+TEST_F(MetaE2e, Base64Keys) {
   Client c = connect();
   EXPECT_EQ(send_line(c, ms("aGVsbG8=", "hi", "b k")), "HD kaGVsbG8= b");
   EXPECT_EQ(c.get("hello"), "hi");
@@ -352,7 +352,7 @@ TEST_F(e2eMeta, Base64Keys) {
   EXPECT_EQ(c.request("mg AAEC/w== b"), "EN");
 }
 
-TEST_F(e2eMeta, PipelinedMixInOneWriteIsAnsweredInOrder) {
+TEST_F(MetaE2e, PipelinedMixInOneWriteIsAnsweredInOrder) {
   Client c = connect();
   std::string requests;
   std::string expected;
@@ -391,7 +391,7 @@ TEST_F(e2eMeta, PipelinedMixInOneWriteIsAnsweredInOrder) {
   EXPECT_EQ(c.request("mn"), "MN");
 }
 
-TEST_F(e2eMeta, RequestsSentByteByByte) {
+TEST_F(MetaE2e, RequestsSentByteByByte) {
   Client c = connect();
   c.set_nodelay();
   const std::string requests = ms("k", "a\r\nb", "F3 k O1") + "mg k v f\r\n" + ms("k", "zz", "MX") +
@@ -406,7 +406,7 @@ TEST_F(e2eMeta, RequestsSentByteByByte) {
   EXPECT_EQ(*reply, expected);
 }
 
-TEST_F(e2eMeta, OneMebibyteValue) {
+TEST_F(MetaE2e, OneMebibyteValue) {
   Client c = connect();
   const std::string value = random_bytes(size_t{1} << 20, 42);
   EXPECT_EQ(send_line(c, ms("big", value, "F1 T0")), "HD");
@@ -423,7 +423,7 @@ TEST_F(e2eMeta, OneMebibyteValue) {
   EXPECT_EQ(c.request("mg big"), "EN");
 }
 
-TEST_F(e2eMeta, TextLockMakesMetaWritesOfOthersAnswerEx) {
+TEST_F(MetaE2e, TextLockMakesMetaWritesOfOthersAnswerEx) {
   Client holder = connect();
   Client other = connect();
   EXPECT_EQ(holder.store("set", "k", "100", 3), "STORED");
@@ -452,7 +452,7 @@ TEST_F(e2eMeta, TextLockMakesMetaWritesOfOthersAnswerEx) {
   EXPECT_EQ(other.request("md k"), "HD");
 }
 
-TEST_F(e2eMeta, LockIsReleasedWhenTheHolderDisconnects) {
+TEST_F(MetaE2e, LockIsReleasedWhenTheHolderDisconnects) {
   Client other = connect();
   {
     Client holder = connect();
@@ -471,7 +471,7 @@ TEST_F(e2eMeta, LockIsReleasedWhenTheHolderDisconnects) {
 // so: t0 (no time left), never t-1 ("never expires"); the next request
 // misses. On a miss, N with a negative TTL still makes this client the
 // winner (W), as any vivifying miss does.
-TEST_F(e2eMeta, NegativeTtlExpiresAtOnceAndTheReplySaysSo) {
+TEST_F(MetaE2e, NegativeTtlExpiresAtOnceAndTheReplySaysSo) {
   Client c = connect();
   ASSERT_TRUE(c.send("mg k N30 T-1 t v\r\n"));
   EXPECT_EQ(c.read_until("\r\n\r\n"), "VA 0 t0 W\r\n\r\n");

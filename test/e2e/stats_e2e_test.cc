@@ -16,7 +16,7 @@ using e2e::Client;
 using e2e::ServerProcess;
 using e2e::stat_u64;
 
-class e2eStats : public ::testing::Test {
+class StatsE2e : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start()); }
   Client connect() {
@@ -38,7 +38,7 @@ std::string set_command(const std::string& key, size_t length) {
   return "set " + key + " 0 0 " + std::to_string(length) + "\r\n" + std::string(length, 'v');
 }
 
-TEST_F(e2eStats, DetailCountsPerPrefixAsMemcached) {
+TEST_F(StatsE2e, DetailCountsPerPrefixAsMemcached) {
   Client c = connect();
   EXPECT_EQ(c.request("stats detail"), "CLIENT_ERROR usage: stats detail on|off|dump");
   EXPECT_EQ(c.request("stats detail sideways"), "CLIENT_ERROR usage: stats detail on|off|dump");
@@ -74,7 +74,7 @@ TEST_F(e2eStats, DetailCountsPerPrefixAsMemcached) {
   EXPECT_EQ(c.request("stats detail dump"), "END");
 }
 
-TEST_F(e2eStats, GeneralStatsCountRefusedStoresAndYields) {
+TEST_F(StatsE2e, GeneralStatsCountRefusedStoresAndYields) {
   Client c = connect();
   const size_t too_large = 2 * 1024 * 1024;  // over the 1 MB default item limit
   EXPECT_EQ(c.request(set_command("big", too_large)), "SERVER_ERROR object too large for cache");
@@ -105,7 +105,7 @@ TEST_F(e2eStats, GeneralStatsCountRefusedStoresAndYields) {
 // memcached's get_expired and get_flushed count the lookups, by any
 // command, that found their item expired or flushed. The crawler is off, so
 // that only lookups take the items out.
-TEST_F(e2eStats, LookupsThatFindExpiredOrFlushedItemsAreCounted) {
+TEST_F(StatsE2e, LookupsThatFindExpiredOrFlushedItemsAreCounted) {
   Client c = connect();
   EXPECT_EQ(c.request("lru_crawler disable"), "OK");
   const std::string expired = " 0 2592001 1\r\nv";  // an absolute time long past
@@ -128,7 +128,7 @@ TEST_F(e2eStats, LookupsThatFindExpiredOrFlushedItemsAreCounted) {
 
 // memcached's idle_kicks: connections closed for sitting idle longer than
 // the idle timeout.
-TEST(e2eStatsIdle, IdleKicksCountConnectionsClosedForIdling) {
+TEST(StatsIdleE2e, IdleKicksCountConnectionsClosedForIdling) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--idle_timeout=1"}));
   Client idle;
@@ -141,7 +141,7 @@ TEST(e2eStatsIdle, IdleKicksCountConnectionsClosedForIdling) {
 
 // memcached's lrutail_reflocked counts the times eviction found the item
 // it looked at in use; here, locked, so passed over.
-TEST(e2eStatsEviction, EvictionPassingOverALockedItemIsCounted) {
+TEST(StatsEvictionE2e, EvictionPassingOverALockedItemIsCounted) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--memory_limit_mb=1", "--max_item_size=1024"}));
   Client c;
@@ -163,7 +163,7 @@ bool logged(const ServerProcess& server, const std::string& text) {
   return e2e::eventually([&] { return server.log().find(text) != std::string::npos; }, 10s, 10ms);
 }
 
-TEST_F(e2eStats, VerbosityChangesWhatTheServerLogs) {
+TEST_F(StatsE2e, VerbosityChangesWhatTheServerLogs) {
   Client c = connect();
   EXPECT_EQ(c.request("verbosity invalid"), "CLIENT_ERROR bad command line format");
   EXPECT_EQ(c.stats("settings")["verbosity"], "0");

@@ -22,7 +22,7 @@ using e2e::Client;
 using e2e::ServerProcess;
 using e2e::stat_u64;
 
-class e2eStatsFamilies : public ::testing::Test {
+class StatsFamiliesE2e : public ::testing::Test {
  protected:
   void start(std::vector<std::string> flags = {}) {
     flags.push_back("--threads=2");
@@ -70,7 +70,7 @@ class e2eStatsFamilies : public ::testing::Test {
   Client client_;
 };
 
-TEST_F(e2eStatsFamilies, ItemsSlabsAndSizesReportEachNonEmptyClass) {
+TEST_F(StatsFamiliesE2e, ItemsSlabsAndSizesReportEachNonEmptyClass) {
   start({"--max_item_size=4194304"});
   fill("s", 10, 5);   // 2-3 byte keys: 41-42 bytes, class 1
   fill("m", 5, 200);  // 236 bytes, class 10
@@ -120,7 +120,7 @@ TEST_F(e2eStatsFamilies, ItemsSlabsAndSizesReportEachNonEmptyClass) {
                 {"48", "10"}, {"256", "5"}, {std::to_string(32 + 250 + (4 << 20) + 2), "1"}}));
 }
 
-TEST_F(e2eStatsFamilies, EvictionsAreCountedPerClassAndResetKeepsTheContents) {
+TEST_F(StatsFamiliesE2e, EvictionsAreCountedPerClassAndResetKeepsTheContents) {
   start({"--memory_limit_mb=8"});
   fill("evict-", 12000, 1000);  // 1,040-1,044 bytes: class 19 (1,280 B)
   std::map<std::string, std::string> items = client_.stats("items");
@@ -141,7 +141,7 @@ TEST_F(e2eStatsFamilies, EvictionsAreCountedPerClassAndResetKeepsTheContents) {
   EXPECT_EQ(stat_u64(items, "items:19:number"), number);
 }
 
-TEST_F(e2eStatsFamilies, CachedumpListsEveryKeyOfTheClass) {
+TEST_F(StatsFamiliesE2e, CachedumpListsEveryKeyOfTheClass) {
   start();
   fill("c", 3000, 5, 1000);  // class 1, with an exptime
   fill("m", 4, 200);         // class 10
@@ -171,7 +171,7 @@ TEST_F(e2eStatsFamilies, CachedumpListsEveryKeyOfTheClass) {
   EXPECT_EQ(client_.request("stats cachedump 1"), "CLIENT_ERROR bad command line");
 }
 
-TEST_F(e2eStatsFamilies, MetadumpListsEveryLiveItemAndTheNextRequestFollows) {
+TEST_F(StatsFamiliesE2e, MetadumpListsEveryLiveItemAndTheNextRequestFollows) {
   start();
   fill("k", 2000, 5);
   ASSERT_EQ(client_.store("set", "a/b%c", std::string(200, 'x'), 0, 100), "STORED");
@@ -198,7 +198,7 @@ TEST_F(e2eStatsFamilies, MetadumpListsEveryLiveItemAndTheNextRequestFollows) {
 // what measures each class's age. Its first pass may begin while the items
 // are still being stored (and the next is a minute later), so it has seen
 // some of them, not necessarily all.
-TEST_F(e2eStatsFamilies, CrawlerChecksItemsWithoutExptimes) {
+TEST_F(StatsFamiliesE2e, CrawlerChecksItemsWithoutExptimes) {
   start();
   fill("k", 100, 5);
   EXPECT_TRUE(e2e::eventually(

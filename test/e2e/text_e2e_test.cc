@@ -71,7 +71,7 @@ std::string store_bytes(std::string_view command, std::string_view key, std::str
 }
 
 // A server with default flags (two reactor threads) for each test.
-class e2eText : public ::testing::Test {
+class TextE2e : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2"})); }
   uint16_t port() const { return server_.port(); }
@@ -82,14 +82,14 @@ class e2eText : public ::testing::Test {
 // ---------------------------------------------------------------------------
 // Basic behaviour of each command.
 
-TEST_F(e2eText, VersionAnswersVersionLine) {
+TEST_F(TextE2e, VersionAnswersVersionLine) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   std::string line = c.request("version");
   EXPECT_TRUE(line.starts_with("VERSION 1.6")) << line;
 }
 
-TEST_F(e2eText, SetThenGetReturnsExactBytes) {
+TEST_F(TextE2e, SetThenGetReturnsExactBytes) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   ASSERT_TRUE(c.send("set foo 5 0 3\r\nbar\r\n"));
@@ -109,14 +109,14 @@ TEST_F(e2eText, SetThenGetReturnsExactBytes) {
   EXPECT_EQ(c.get("empty"), "");
 }
 
-TEST_F(e2eText, GetOfMissingKeyAnswersEnd) {
+TEST_F(TextE2e, GetOfMissingKeyAnswersEnd) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   ASSERT_TRUE(c.send("get no_such_key\r\n"));
   EXPECT_EQ(c.read_line(), "END");
 }
 
-TEST_F(e2eText, MultiGetAnswersHitsInRequestOrder) {
+TEST_F(TextE2e, MultiGetAnswersHitsInRequestOrder) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "a", "1", 1), "STORED");
@@ -128,7 +128,7 @@ TEST_F(e2eText, MultiGetAnswersHitsInRequestOrder) {
                                                  {"b", 2, "22", std::nullopt}}));
 }
 
-TEST_F(e2eText, GetsReturnsCasThatChangesOnEveryUpdate) {
+TEST_F(TextE2e, GetsReturnsCasThatChangesOnEveryUpdate) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "k", "v1"), "STORED");
@@ -153,7 +153,7 @@ TEST_F(e2eText, GetsReturnsCasThatChangesOnEveryUpdate) {
   EXPECT_EQ((*second)[0].data, "v2");
 }
 
-TEST_F(e2eText, CasStoresOnlyWithTheCurrentCasValue) {
+TEST_F(TextE2e, CasStoresOnlyWithTheCurrentCasValue) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("cas", "absent", "x", 0, 0, "1"), "NOT_FOUND");
@@ -179,7 +179,7 @@ TEST_F(e2eText, CasStoresOnlyWithTheCurrentCasValue) {
   EXPECT_EQ(c.get("k"), "new");
 }
 
-TEST_F(e2eText, AddStoresOnlyMissingKeys) {
+TEST_F(TextE2e, AddStoresOnlyMissingKeys) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("add", "k", "first"), "STORED");
@@ -187,7 +187,7 @@ TEST_F(e2eText, AddStoresOnlyMissingKeys) {
   EXPECT_EQ(c.get("k"), "first");
 }
 
-TEST_F(e2eText, ReplaceStoresOnlyExistingKeys) {
+TEST_F(TextE2e, ReplaceStoresOnlyExistingKeys) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("replace", "k", "nothing"), "NOT_STORED");
@@ -198,7 +198,7 @@ TEST_F(e2eText, ReplaceStoresOnlyExistingKeys) {
   EXPECT_EQ(c.read_values(), (std::vector<Value>{{"k", 2, "new", std::nullopt}}));
 }
 
-TEST_F(e2eText, AppendAndPrependExtendExistingValuesAndKeepFlags) {
+TEST_F(TextE2e, AppendAndPrependExtendExistingValuesAndKeepFlags) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("append", "k", "x"), "NOT_STORED");
@@ -213,7 +213,7 @@ TEST_F(e2eText, AppendAndPrependExtendExistingValuesAndKeepFlags) {
   EXPECT_EQ(c.read_values(), (std::vector<Value>{{"k", 7, "start_mid_end", std::nullopt}}));
 }
 
-TEST_F(e2eText, DeleteRemovesTheItem) {
+TEST_F(TextE2e, DeleteRemovesTheItem) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "k", "v"), "STORED");
@@ -230,7 +230,7 @@ TEST_F(e2eText, DeleteRemovesTheItem) {
   EXPECT_EQ(c.get("k"), std::nullopt);
 }
 
-TEST_F(e2eText, IncrAndDecrDoUnsigned64BitArithmetic) {
+TEST_F(TextE2e, IncrAndDecrDoUnsigned64BitArithmetic) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("incr counter 1"), "NOT_FOUND");
@@ -258,7 +258,7 @@ TEST_F(e2eText, IncrAndDecrDoUnsigned64BitArithmetic) {
   EXPECT_EQ(c.get("text"), "abc");
 }
 
-TEST_F(e2eText, TouchSetsANewExpiry) {
+TEST_F(TextE2e, TouchSetsANewExpiry) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("touch missing 0"), "NOT_FOUND");
@@ -271,7 +271,7 @@ TEST_F(e2eText, TouchSetsANewExpiry) {
   EXPECT_EQ(c.get("k"), std::nullopt);
 }
 
-TEST_F(e2eText, GatAndGatsReturnTheValueAndTouchIt) {
+TEST_F(TextE2e, GatAndGatsReturnTheValueAndTouchIt) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "g", "val", 3), "STORED");
@@ -297,7 +297,7 @@ TEST_F(e2eText, GatAndGatsReturnTheValueAndTouchIt) {
   EXPECT_EQ(c.get("h"), "other");
 }
 
-TEST_F(e2eText, TouchAndGatMakeItemsExpire) {
+TEST_F(TextE2e, TouchAndGatMakeItemsExpire) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "touched", "1"), "STORED");
@@ -311,7 +311,7 @@ TEST_F(e2eText, TouchAndGatMakeItemsExpire) {
   EXPECT_EQ(c.get("kept"), "3");
 }
 
-TEST_F(e2eText, FlushAllInvalidatesEverythingStoredBefore) {
+TEST_F(TextE2e, FlushAllInvalidatesEverythingStoredBefore) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "a", "1"), "STORED");
@@ -328,7 +328,7 @@ TEST_F(e2eText, FlushAllInvalidatesEverythingStoredBefore) {
   EXPECT_EQ(c.request("flush_all abc"), "CLIENT_ERROR invalid exptime argument");
 }
 
-TEST_F(e2eText, FlushAllWithDelayInvalidatesLater) {
+TEST_F(TextE2e, FlushAllWithDelayInvalidatesLater) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "k", "v"), "STORED");
@@ -341,7 +341,7 @@ TEST_F(e2eText, FlushAllWithDelayInvalidatesLater) {
 // memcached's rule for flush_all's time, as for an exptime: over 30 days it
 // is an absolute unix time (the server's own `time`, so that a clock apart
 // from the test's counts), not a delay.
-TEST_F(e2eText, FlushAllWithAnAbsoluteTimeInvalidatesThen) {
+TEST_F(TextE2e, FlushAllWithAnAbsoluteTimeInvalidatesThen) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "k", "v"), "STORED");
@@ -357,7 +357,7 @@ TEST_F(e2eText, FlushAllWithAnAbsoluteTimeInvalidatesThen) {
   EXPECT_EQ(c.get("k"), std::nullopt);
 }
 
-TEST_F(e2eText, StatsReportsTheServer) {
+TEST_F(TextE2e, StatsReportsTheServer) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   std::map<std::string, std::string> stats = c.stats();
@@ -375,7 +375,7 @@ TEST_F(e2eText, StatsReportsTheServer) {
   EXPECT_GE(stat_u64(stats, "time") + 60, now);
 }
 
-TEST(e2eTextStandalone, StatsSettingsReflectTheFlags) {
+TEST(TextStandaloneE2e, StatsSettingsReflectTheFlags) {
   ServerProcess server;
   ASSERT_TRUE(server.start(
       {"--threads=3", "--max_connections=77", "--max_item_size=4096", "--memory_limit_mb=64"}));
@@ -395,7 +395,7 @@ TEST(e2eTextStandalone, StatsSettingsReflectTheFlags) {
   EXPECT_EQ(stat_u64(stats, "limit_maxbytes"), 64u << 20);
 }
 
-TEST_F(e2eText, StatsResetZeroesTheCounters) {
+TEST_F(TextE2e, StatsResetZeroesTheCounters) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.get("x"), std::nullopt);
@@ -413,7 +413,7 @@ TEST_F(e2eText, StatsResetZeroesTheCounters) {
   EXPECT_EQ(c.request("version").substr(0, 8), "VERSION ");
 }
 
-TEST_F(e2eText, VerbosityIsAccepted) {
+TEST_F(TextE2e, VerbosityIsAccepted) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("verbosity 1"), "OK");
@@ -423,7 +423,7 @@ TEST_F(e2eText, VerbosityIsAccepted) {
   EXPECT_TRUE(c.request("verbosity 1 noreply\r\nversion").starts_with("VERSION "));
 }
 
-TEST_F(e2eText, QuitClosesOnlyThatConnection) {
+TEST_F(TextE2e, QuitClosesOnlyThatConnection) {
   Client quitter;
   Client other;
   ASSERT_TRUE(quitter.connect(port()));
@@ -438,7 +438,7 @@ TEST_F(e2eText, QuitClosesOnlyThatConnection) {
 
 // Replies to requests before quit are all delivered, even when they are far
 // larger than the socket buffers (memcached 1.6.18 sends every byte).
-TEST_F(e2eText, QuitDeliversEveryEarlierReplyBeforeClosing) {
+TEST_F(TextE2e, QuitDeliversEveryEarlierReplyBeforeClosing) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   const std::string data = random_bytes(512 * 1024, 4242);
@@ -457,7 +457,7 @@ TEST_F(e2eText, QuitDeliversEveryEarlierReplyBeforeClosing) {
 
 // A client may end its side of the connection once it has sent its requests
 // (shutdown(SHUT_WR)) and still expect every reply, as memcached 1.6.18 gives.
-TEST_F(e2eText, HalfClosedClientStillReceivesEveryLargeReply) {
+TEST_F(TextE2e, HalfClosedClientStillReceivesEveryLargeReply) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   const std::string data = random_bytes(512 * 1024, 2424);
@@ -476,7 +476,7 @@ TEST_F(e2eText, HalfClosedClientStillReceivesEveryLargeReply) {
 }
 
 // The common case of the above: small replies (printf 'get k\r\n' | nc -N).
-TEST_F(e2eText, HalfClosedClientReceivesSmallReplies) {
+TEST_F(TextE2e, HalfClosedClientReceivesSmallReplies) {
   Client small;
   ASSERT_TRUE(small.connect(port()));
   ASSERT_TRUE(small.send("set s 0 0 2\r\nhi\r\nget s\r\n"));
@@ -486,7 +486,7 @@ TEST_F(e2eText, HalfClosedClientReceivesSmallReplies) {
   EXPECT_TRUE(small.wait_for_close());
 }
 
-TEST_F(e2eText, UnknownAndMalformedCommandsAnswerErrorAndKeepTheConnection) {
+TEST_F(TextE2e, UnknownAndMalformedCommandsAnswerErrorAndKeepTheConnection) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("bogus"), "ERROR");
@@ -505,7 +505,7 @@ TEST_F(e2eText, UnknownAndMalformedCommandsAnswerErrorAndKeepTheConnection) {
 
 // memcached lowers its memory limit at run time and frees down to it; so do
 // we, at once, except for locked items.
-TEST(e2eTextStandalone, CacheMemlimitEvictsDownToTheNewLimitButKeepsLockedItems) {
+TEST(TextStandaloneE2e, CacheMemlimitEvictsDownToTheNewLimitButKeepsLockedItems) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--memory_limit_mb=64"}));
   Client c;
@@ -538,7 +538,7 @@ TEST(e2eTextStandalone, CacheMemlimitEvictsDownToTheNewLimitButKeepsLockedItems)
 
 // memcached 1.6.18's replies, word for word; enable and disable pause and
 // resume the expiry crawler.
-TEST_F(e2eText, LruCrawlerCommandsAnswerAsMemcached) {
+TEST_F(TextE2e, LruCrawlerCommandsAnswerAsMemcached) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("lru_crawler crawl all"), "OK");
@@ -572,7 +572,7 @@ TEST_F(e2eText, LruCrawlerCommandsAnswerAsMemcached) {
 
 // Disabled, the crawler leaves expired items to lookups; enabled again, it
 // takes them out without one.
-TEST_F(e2eText, LruCrawlerEnableResumesReclaimingExpiredItems) {
+TEST_F(TextE2e, LruCrawlerEnableResumesReclaimingExpiredItems) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("lru_crawler disable"), "OK");
@@ -589,7 +589,7 @@ TEST_F(e2eText, LruCrawlerEnableResumesReclaimingExpiredItems) {
 
 // memcached's `lru`: its segmented LRU's settings, checked as memcached
 // checks them; accepted ones change nothing here (one CLOCK hand per shard).
-TEST_F(e2eText, LruCommandsAnswerAsMemcached) {
+TEST_F(TextE2e, LruCommandsAnswerAsMemcached) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("lru mode flat"), "OK");
@@ -609,7 +609,7 @@ TEST_F(e2eText, LruCommandsAnswerAsMemcached) {
   EXPECT_TRUE(c.request("version").starts_with("VERSION "));
 }
 
-TEST_F(e2eText, KeysLongerThan250BytesAreRejected) {
+TEST_F(TextE2e, KeysLongerThan250BytesAreRejected) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   std::string longest(250, 'k');
@@ -625,7 +625,7 @@ TEST_F(e2eText, KeysLongerThan250BytesAreRejected) {
   EXPECT_TRUE(c.request("version").starts_with("VERSION "));
 }
 
-TEST_F(e2eText, MalformedStorageCommandsAreRejected) {
+TEST_F(TextE2e, MalformedStorageCommandsAreRejected) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.request("set k 0 0 -1"), "CLIENT_ERROR bad command line format");
@@ -644,7 +644,7 @@ TEST_F(e2eText, MalformedStorageCommandsAreRejected) {
   EXPECT_EQ(c.get("k"), "fine");
 }
 
-TEST_F(e2eText, HttpRequestLineClosesTheConnection) {
+TEST_F(TextE2e, HttpRequestLineClosesTheConnection) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   ASSERT_TRUE(c.send("GET / HTTP/1.1\r\nversion\r\n"));
@@ -655,7 +655,7 @@ TEST_F(e2eText, HttpRequestLineClosesTheConnection) {
 // ---------------------------------------------------------------------------
 // noreply, pipelining, fragmentation.
 
-TEST_F(e2eText, NoreplySuppressesEveryReply) {
+TEST_F(TextE2e, NoreplySuppressesEveryReply) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   std::string bytes = store_bytes("set", "n", "1", 0, 0, "noreply") +
@@ -681,7 +681,7 @@ TEST_F(e2eText, NoreplySuppressesEveryReply) {
   EXPECT_EQ(c.buffered(), "");
 }
 
-TEST_F(e2eText, ThousandPipelinedRequestsInOneWriteAreAnsweredInOrder) {
+TEST_F(TextE2e, ThousandPipelinedRequestsInOneWriteAreAnsweredInOrder) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "seq", "0"), "STORED");
@@ -715,7 +715,7 @@ TEST_F(e2eText, ThousandPipelinedRequestsInOneWriteAreAnsweredInOrder) {
   EXPECT_EQ(c.buffered(), "");
 }
 
-TEST_F(e2eText, ThousandPipelinedGetsAreAnsweredInOrder) {
+TEST_F(TextE2e, ThousandPipelinedGetsAreAnsweredInOrder) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   std::string sets;
@@ -737,7 +737,7 @@ TEST_F(e2eText, ThousandPipelinedGetsAreAnsweredInOrder) {
   }
 }
 
-TEST_F(e2eText, RequestSentOneBytePerSendIsAnswered) {
+TEST_F(TextE2e, RequestSentOneBytePerSendIsAnswered) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   c.set_nodelay();
@@ -757,7 +757,7 @@ TEST_F(e2eText, RequestSentOneBytePerSendIsAnswered) {
 // ---------------------------------------------------------------------------
 // Sizes and limits.
 
-TEST(e2eTextStandalone, OneMebibyteValueRoundTripsIntact) {
+TEST(TextStandaloneE2e, OneMebibyteValueRoundTripsIntact) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=2", "--max_item_size=2097152"}));
   Client writer;
@@ -781,7 +781,7 @@ TEST(e2eTextStandalone, OneMebibyteValueRoundTripsIntact) {
   }
 }
 
-TEST(e2eTextStandalone, LargeRepliesToPipelinedGetsArriveIntact) {
+TEST(TextStandaloneE2e, LargeRepliesToPipelinedGetsArriveIntact) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=2"}));
   Client c;
@@ -800,7 +800,7 @@ TEST(e2eTextStandalone, LargeRepliesToPipelinedGetsArriveIntact) {
   EXPECT_TRUE(c.read_line().starts_with("VERSION "));
 }
 
-TEST(e2eTextStandalone, ValueOverMaxItemSizeIsRefusedAndItsDataSwallowed) {
+TEST(TextStandaloneE2e, ValueOverMaxItemSizeIsRefusedAndItsDataSwallowed) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=2", "--max_item_size=1024"}));
   Client c;
@@ -846,7 +846,7 @@ TEST(e2eTextStandalone, ValueOverMaxItemSizeIsRefusedAndItsDataSwallowed) {
   EXPECT_EQ(c.buffered(), "");
 }
 
-TEST_F(e2eText, LongLineWithoutNewlineIsRefusedAndClosed) {
+TEST_F(TextE2e, LongLineWithoutNewlineIsRefusedAndClosed) {
   Client c;
   Client other;
   ASSERT_TRUE(c.connect(port()));
@@ -857,7 +857,7 @@ TEST_F(e2eText, LongLineWithoutNewlineIsRefusedAndClosed) {
   EXPECT_TRUE(other.request("version").starts_with("VERSION "));
 }
 
-TEST_F(e2eText, HundredKeyMultiGetLongerThanTheLineLimitWorks) {
+TEST_F(TextE2e, HundredKeyMultiGetLongerThanTheLineLimitWorks) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   c.set_nodelay();
@@ -897,7 +897,7 @@ TEST_F(e2eText, HundredKeyMultiGetLongerThanTheLineLimitWorks) {
 // ---------------------------------------------------------------------------
 // Expiry.
 
-TEST_F(e2eText, ItemWithOneSecondExptimeDisappears) {
+TEST_F(TextE2e, ItemWithOneSecondExptimeDisappears) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "short", "lived", 0, 1), "STORED");
@@ -906,7 +906,7 @@ TEST_F(e2eText, ItemWithOneSecondExptimeDisappears) {
   EXPECT_EQ(c.get("long"), "lived");
 }
 
-TEST_F(e2eText, NegativeOrPastExptimeIsNeverVisible) {
+TEST_F(TextE2e, NegativeOrPastExptimeIsNeverVisible) {
   Client c;
   ASSERT_TRUE(c.connect(port()));
   EXPECT_EQ(c.store("set", "neg", "v", 0, -1), "STORED");
@@ -937,7 +937,7 @@ TEST_F(e2eText, NegativeOrPastExptimeIsNeverVisible) {
 // ---------------------------------------------------------------------------
 // Connections.
 
-TEST(e2eTextStandalone, ConnectionsPastMaxConnectionsAreRefused) {
+TEST(TextStandaloneE2e, ConnectionsPastMaxConnectionsAreRefused) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=2", "--max_connections=3"}));
   std::vector<Client> clients(3);
@@ -972,7 +972,7 @@ TEST(e2eTextStandalone, ConnectionsPastMaxConnectionsAreRefused) {
   EXPECT_EQ(clients[2].get("k"), "v");
 }
 
-TEST(e2eTextStandalone, StatsCountConnectionsCommandsAndItems) {
+TEST(TextStandaloneE2e, StatsCountConnectionsCommandsAndItems) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=3"}));
   Client observer;
@@ -1024,7 +1024,7 @@ TEST(e2eTextStandalone, StatsCountConnectionsCommandsAndItems) {
   EXPECT_EQ(stat_u64(observer.stats(), "total_connections"), stat_u64(s0, "total_connections") + 1);
 }
 
-TEST(e2eTextStandalone, WritesAreVisibleOnEveryConnectionAcrossThreads) {
+TEST(TextStandaloneE2e, WritesAreVisibleOnEveryConnectionAcrossThreads) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=4"}));
   constexpr int kConnections = 16;
@@ -1057,7 +1057,7 @@ TEST(e2eTextStandalone, WritesAreVisibleOnEveryConnectionAcrossThreads) {
   EXPECT_EQ(clients[12].get("shared_1"), std::nullopt);
 }
 
-TEST(e2eTextStandalone, ConcurrentIncrementsFromManyConnectionsAreAtomic) {
+TEST(TextStandaloneE2e, ConcurrentIncrementsFromManyConnectionsAreAtomic) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=4"}));
   constexpr int kThreads = 8;
@@ -1107,7 +1107,7 @@ TEST(e2eTextStandalone, ConcurrentIncrementsFromManyConnectionsAreAtomic) {
   EXPECT_EQ(*final_value, std::to_string(kThreads * kIncrements));
 }
 
-TEST(e2eTextStandalone, ConcurrentAppendsLoseNothing) {
+TEST(TextStandaloneE2e, ConcurrentAppendsLoseNothing) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=4"}));
   constexpr int kThreads = 8;
@@ -1163,7 +1163,7 @@ TEST(e2eTextStandalone, ConcurrentAppendsLoseNothing) {
 
 // Readers racing with writers of large values see one whole value or another,
 // never a mix.
-TEST(e2eTextStandalone, ConcurrentOverwritesNeverShowTornValues) {
+TEST(TextStandaloneE2e, ConcurrentOverwritesNeverShowTornValues) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=4"}));
   constexpr int kWriters = 4;
@@ -1215,9 +1215,9 @@ TEST(e2eTextStandalone, ConcurrentOverwritesNeverShowTornValues) {
 // ---------------------------------------------------------------------------
 // Shutdown and misbehaving clients.
 
-class e2eSignalShutdown : public ::testing::TestWithParam<int> {};
+class SignalShutdownE2e : public ::testing::TestWithParam<int> {};
 
-TEST_P(e2eSignalShutdown, ExitsZeroPromptlyWithIdleClientsConnected) {
+TEST_P(SignalShutdownE2e, ExitsZeroPromptlyWithIdleClientsConnected) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=2"}));
   std::vector<Client> clients(4);
@@ -1241,12 +1241,12 @@ TEST_P(e2eSignalShutdown, ExitsZeroPromptlyWithIdleClientsConnected) {
     EXPECT_TRUE(c.wait_for_close());
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, e2eSignalShutdown, ::testing::Values(SIGTERM, SIGINT),
+INSTANTIATE_TEST_SUITE_P(Signals, SignalShutdownE2e, ::testing::Values(SIGTERM, SIGINT),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(info.param == SIGTERM ? "SIGTERM" : "SIGINT");
                          });
 
-TEST_F(e2eText, ClientsLeavingMidRequestDoNotDisturbOthers) {
+TEST_F(TextE2e, ClientsLeavingMidRequestDoNotDisturbOthers) {
   Client observer;
   ASSERT_TRUE(observer.connect(port()));
   uint64_t baseline = stat_u64(observer.stats(), "curr_connections");
@@ -1282,7 +1282,7 @@ TEST_F(e2eText, ClientsLeavingMidRequestDoNotDisturbOthers) {
   EXPECT_EQ(fresh.get("after"), "ok");
 }
 
-TEST_F(e2eText, ClientThatStopsReadingAndLeavesDoesNotDisturbOthers) {
+TEST_F(TextE2e, ClientThatStopsReadingAndLeavesDoesNotDisturbOthers) {
   Client observer;
   ASSERT_TRUE(observer.connect(port()));
   const std::string data = random_bytes(512 * 1024, 99);
@@ -1306,7 +1306,7 @@ TEST_F(e2eText, ClientThatStopsReadingAndLeavesDoesNotDisturbOthers) {
       e2e::eventually([&] { return stat_u64(observer.stats(), "curr_connections") == baseline; }));
 }
 
-TEST(e2eTextStandalone, InvalidFlagsMakeTheServerExitWithUsageError) {
+TEST(TextStandaloneE2e, InvalidFlagsMakeTheServerExitWithUsageError) {
   ServerProcess server;
   EXPECT_FALSE(server.start({"--threads=-1"}));
   std::optional<int> status = server.wait_for_exit(0ms);

@@ -48,7 +48,7 @@ long ttl_of(Client& client, const std::string& key) {
   return std::stol(reply.substr(4));
 }
 
-class WarmRestartE2eTest : public testing::Test {
+class WarmRestartE2e : public testing::Test {
  protected:
   void SetUp() override {
     std::string pattern = testing::TempDir() + "lockcached_warm_XXXXXX";
@@ -116,7 +116,7 @@ class WarmRestartE2eTest : public testing::Test {
   std::string path_;
 };
 
-TEST_F(WarmRestartE2eTest, SigusrOneKeepsKeysValuesFlagsCasAndTtls) {
+TEST_F(WarmRestartE2e, SigusrOneKeepsKeysValuesFlagsCasAndTtls) {
   ServerProcess before;
   ASSERT_TRUE(start(before));
   Client client;
@@ -163,7 +163,7 @@ TEST_F(WarmRestartE2eTest, SigusrOneKeepsKeysValuesFlagsCasAndTtls) {
   EXPECT_GT(renewed->front().cas, std::max(*(*saved)[0].cas, *(*saved)[1].cas));
 }
 
-TEST_F(WarmRestartE2eTest, MemcachedsSpellingAndStatsSettings) {
+TEST_F(WarmRestartE2e, MemcachedsSpellingAndStatsSettings) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"-e", path_}));
   Client client;
@@ -177,7 +177,7 @@ TEST_F(WarmRestartE2eTest, MemcachedsSpellingAndStatsSettings) {
   EXPECT_EQ(client.get("key"), "value");
 }
 
-TEST_F(WarmRestartE2eTest, WithoutTheFlagNothingIsWritten) {
+TEST_F(WarmRestartE2e, WithoutTheFlagNothingIsWritten) {
   ServerProcess server;
   ASSERT_TRUE(server.start());
   Client client;
@@ -189,7 +189,7 @@ TEST_F(WarmRestartE2eTest, WithoutTheFlagNothingIsWritten) {
 
 // memcached's rule: after a start that loaded the file, a crash (SIGKILL)
 // then a start is cold: the file went when it was loaded.
-TEST_F(WarmRestartE2eTest, ACrashAfterAWarmStartStartsCold) {
+TEST_F(WarmRestartE2e, ACrashAfterAWarmStartStartsCold) {
   fill_and_stop(SIGUSR1);
   {
     ServerProcess warm;
@@ -203,7 +203,7 @@ TEST_F(WarmRestartE2eTest, ACrashAfterAWarmStartStartsCold) {
   expect_cold_start("no file (the last stop was not a graceful one, SIGUSR1)");
 }
 
-TEST_F(WarmRestartE2eTest, SigtermStopsWithoutWritingTheFile) {
+TEST_F(WarmRestartE2e, SigtermStopsWithoutWritingTheFile) {
   ServerProcess server;
   ASSERT_TRUE(start(server));
   std::string log = stop(server, SIGTERM);
@@ -212,7 +212,7 @@ TEST_F(WarmRestartE2eTest, SigtermStopsWithoutWritingTheFile) {
   expect_cold_start("no file");
 }
 
-TEST_F(WarmRestartE2eTest, ADamagedFileStartsCold) {
+TEST_F(WarmRestartE2e, ADamagedFileStartsCold) {
   fill_and_stop(SIGUSR1);
   std::string bytes = file_bytes();
   ASSERT_GT(bytes.size(), 100u);
@@ -223,19 +223,19 @@ TEST_F(WarmRestartE2eTest, ADamagedFileStartsCold) {
   expect_cold_start("damaged (its checksum does not match); removed, starting with an empty cache");
 }
 
-TEST_F(WarmRestartE2eTest, AnotherMemoryLimitStartsCold) {
+TEST_F(WarmRestartE2e, AnotherMemoryLimitStartsCold) {
   fill_and_stop(SIGUSR1, {"-m", "64"});
   expect_cold_start("written with a memory limit of 64 MB", {"-m", "65"});
 }
 
-TEST_F(WarmRestartE2eTest, AnotherItemSizeStartsCold) {
+TEST_F(WarmRestartE2e, AnotherItemSizeStartsCold) {
   fill_and_stop(SIGUSR1, {"-I", "1m"});
   expect_cold_start("items up to 1048576 bytes, this server has", {"-I", "2m"});
 }
 
 // Locks end with their connections, as on any restart: neither a cache
 // object's lock nor a named lock comes back.
-TEST_F(WarmRestartE2eTest, LocksAreNotRestored) {
+TEST_F(WarmRestartE2e, LocksAreNotRestored) {
   ServerProcess before;
   ASSERT_TRUE(start(before, {"--lock_port=-1"}));
   std::optional<uint16_t> lock_port = before.lock_port();
@@ -263,7 +263,7 @@ TEST_F(WarmRestartE2eTest, LocksAreNotRestored) {
   EXPECT_EQ(other_named.request("lock deploy").rfind("200 Acquired ", 0), 0u);
 }
 
-TEST_F(WarmRestartE2eTest, ADirectoryThatCannotTakeTheFileStopsTheStart) {
+TEST_F(WarmRestartE2e, ADirectoryThatCannotTakeTheFileStopsTheStart) {
   for (const std::string& bad : {(directory_ / "missing" / "cache").string(), directory_.string()}) {
     ServerProcess server;
     EXPECT_FALSE(server.start({"-e", bad}));

@@ -87,7 +87,7 @@ class Watcher {
   Client client_;
 };
 
-class WatchE2eTest : public ::testing::Test {
+class WatchE2e : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(server_.start({"--threads=2"})); }
 
@@ -100,7 +100,7 @@ class WatchE2eTest : public ::testing::Test {
   ServerProcess server_;
 };
 
-TEST_F(WatchE2eTest, UnknownStreamsAreErrorsAndTheConnectionGoesOn) {
+TEST_F(WatchE2e, UnknownStreamsAreErrorsAndTheConnectionGoesOn) {
   Client c = connect();
   EXPECT_EQ(c.request("watch foo"), "ERROR");
   EXPECT_EQ(c.request("watch fetchers bogus"), "ERROR");
@@ -109,7 +109,7 @@ TEST_F(WatchE2eTest, UnknownStreamsAreErrorsAndTheConnectionGoesOn) {
   EXPECT_EQ(c.store("set", "k", "v"), "STORED");
 }
 
-TEST_F(WatchE2eTest, WatchAloneStreamsFetchers) {
+TEST_F(WatchE2e, WatchAloneStreamsFetchers) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch"));
   Client c = connect();
@@ -135,7 +135,7 @@ TEST_F(WatchE2eTest, WatchAloneStreamsFetchers) {
   EXPECT_EQ(std::stoull(miss["gid"]), std::stoull(hit["gid"]) + 1);
 }
 
-TEST_F(WatchE2eTest, FetchersCoverGetsGatMetaAndBinaryWithKeysUriEncoded) {
+TEST_F(WatchE2e, FetchersCoverGetsGatMetaAndBinaryWithKeysUriEncoded) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch fetchers"));
   Client c = connect();
@@ -159,7 +159,7 @@ TEST_F(WatchE2eTest, FetchersCoverGetsGatMetaAndBinaryWithKeysUriEncoded) {
   }
 }
 
-TEST_F(WatchE2eTest, MutationsShowEachStorageCommandsOutcome) {
+TEST_F(WatchE2e, MutationsShowEachStorageCommandsOutcome) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch mutations"));
   Client c = connect();
@@ -204,7 +204,7 @@ TEST_F(WatchE2eTest, MutationsShowEachStorageCommandsOutcome) {
   }
 }
 
-TEST_F(WatchE2eTest, ConneventsShowClientsComingAndGoing) {
+TEST_F(WatchE2e, ConneventsShowClientsComingAndGoing) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch connevents"));
   Client polite = connect();
@@ -238,7 +238,7 @@ TEST_F(WatchE2eTest, ConneventsShowClientsComingAndGoing) {
 
 // One number names a client everywhere, as in memcached: the streams' cfd=
 // and `stats conns`.
-TEST_F(WatchE2eTest, StreamsAndStatsConnsNameAClientAlike) {
+TEST_F(WatchE2e, StreamsAndStatsConnsNameAClientAlike) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch fetchers"));
   Client c = connect();
@@ -250,7 +250,7 @@ TEST_F(WatchE2eTest, StreamsAndStatsConnsNameAClientAlike) {
   EXPECT_EQ(conns[fetched["cfd"] + ":state"], "conn_parse_cmd");  // the one asking
 }
 
-TEST_F(WatchE2eTest, RepliesPipelinedBeforeWatchComeFirst) {
+TEST_F(WatchE2e, RepliesPipelinedBeforeWatchComeFirst) {
   Client c = connect();
   ASSERT_TRUE(c.send("get x\r\nwatch\r\nget y\r\n"));
   EXPECT_EQ(c.read_line(), "END");
@@ -262,7 +262,7 @@ TEST_F(WatchE2eTest, RepliesPipelinedBeforeWatchComeFirst) {
   EXPECT_NE(line->find("key=z "), std::string::npos) << *line;
 }
 
-TEST_F(WatchE2eTest, AWatcherIgnoresWhatItSendsAndIsCountedInStats) {
+TEST_F(WatchE2e, AWatcherIgnoresWhatItSendsAndIsCountedInStats) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch fetchers"));
   ASSERT_TRUE(watcher.client().send("get mine\r\nversion\r\n"));  // ignored, as memcached does
@@ -301,7 +301,7 @@ TEST(WatchEvictionsE2e, EvictionsShowWhatTheClockHandTakes) {
   EXPECT_EQ(f["size"], "900") << line;
 }
 
-TEST_F(WatchE2eTest, LocksShowACacheLockAndItsReleaseOnDisconnect) {
+TEST_F(WatchE2e, LocksShowACacheLockAndItsReleaseOnDisconnect) {
   Watcher watcher;
   ASSERT_TRUE(watcher.start(server_.port(), "watch locks"));
   Client holder = connect();
@@ -435,7 +435,7 @@ class Collector {
   std::thread thread_;
 };
 
-TEST_F(WatchE2eTest, AStalledWatcherLosesLinesWhileOthersKeepWorking) {
+TEST_F(WatchE2e, AStalledWatcherLosesLinesWhileOthersKeepWorking) {
   // A watcher with a tiny receive buffer that stops reading after "OK".
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);

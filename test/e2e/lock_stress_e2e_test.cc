@@ -535,7 +535,7 @@ class ClientThread {
   std::vector<std::string> errors_;
 };
 
-TEST(LockStress, LocksHoldAcrossReactorThreadsAndProtocols) {
+TEST(LockStressE2e, LocksHoldAcrossReactorThreadsAndProtocols) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=4"}));
 
