@@ -45,7 +45,7 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "external"))
+sys.path.insert(0, os.path.join(HERE, ".."))  # test/: lockcached_server
 from lockcached_server import free_port, lockcached  # noqa: E402
 
 from pymemcache.client.base import Client  # noqa: E402

@@ -33,7 +33,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "test", "external"))
+sys.path.insert(0, os.path.join(REPO, "test"))  # lockcached_server
 
 from lockcached_server import answers_version, binary_from_argv, free_port, lockcached  # noqa: E402
 

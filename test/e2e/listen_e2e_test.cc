@@ -236,7 +236,7 @@ TEST(ListenE2e, AnAddressWithItsOwnPort) {
 // the others TLS; so does the lock port on a host whose entries are all
 // notls:.
 TEST(ListenE2e, NotlsKeepsAnAddressPlainUnderTls) {
-  const std::string certs = std::string(LOCKCACHED_SOURCE_DIR) + "/test/tls";
+  const std::string certs = std::string(LOCKCACHED_SOURCE_DIR) + "/test/certs";
   uint16_t plain = e2e::free_port();
   uint16_t tls = e2e::free_port();
   ServerProcess server;

@@ -3,7 +3,7 @@
 // connections to the real lockcached binary.
 //
 // Where the spec is silent, the expected replies are yrmcds's (docs/locking.md
-// says so, and test/external/compare_yrmcds.py checks them side by side).
+// says so, and test/peers/compare_yrmcds.py checks them side by side).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // a port the kernel picks.
 //
 // Expected replies are memcached 1.6.18's (see test/unit/meta_commands_test.cc
-// and test/external/compare_memcached.py, which check them side by side);
+// and test/peers/compare_memcached.py, which check them side by side);
 // the lock interaction follows docs/locking.md ("Meta protocol").
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // memcached's general stats, `stats detail` and `verbosity` against the real
 // binary. (The per-class families and the key dumps have their own file;
-// test/external/stats_names_test.py checks every family's names against
+// test/peers/stats_names_test.py checks every family's names against
 // memcached 1.6.18 side by side.)
 #include <chrono>
 #include <string>

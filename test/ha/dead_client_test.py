@@ -31,7 +31,7 @@ import netns  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BINARY = os.path.abspath(os.environ.get("LOCKCACHED_BINARY", "build/lockcached"))
-CERTS = os.path.join(HERE, "..", "tls")
+CERTS = os.path.join(HERE, "..", "certs")
 SERVER, LOST, HEALTHY = 0, 1, 2
 CACHE_PORT, LOCK_PORT = haclient.CACHE_PORT, haclient.LOCK_PORT
 KEEPALIVE_S = 2  # --tcp_keepalive: a silent peer is dead this long after it was last heard

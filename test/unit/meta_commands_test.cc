@@ -4,7 +4,7 @@
 //
 // Expected replies are memcached 1.6.18's: every doubtful case was sent to
 // Debian's memcached 1.6.18 and its exact bytes copied here (the same cases
-// run side by side in test/external/compare_memcached.py). What memcached
+// run side by side in test/peers/compare_memcached.py). What memcached
 // has no counterpart for (locks) follows docs/locking.md.
 #include <gtest/gtest.h>
 
@@ -868,7 +868,7 @@ TEST_F(MetaCommandsTest, ArithmeticErrors) {
 // anything: nothing is incremented, created, touched, marked fetched, or
 // handed a win token. (memcached checks the opaque while writing the reply,
 // after ma and mg did their work; an intentional difference, listed in
-// test/external/compare_memcached.py.)
+// test/peers/compare_memcached.py.)
 TEST_F(MetaCommandsTest, OpaqueTooLongChangesNothing) {
   ASSERT_EQ(feed(set("n", "1")), "STORED\r\n");
   EXPECT_EQ(feed("ma n " + kTooLongOpaque + "\r\nmg n v\r\n"), kOpaqueTooLong + "VA 1\r\n1\r\n");

@@ -180,8 +180,8 @@ class TlsTransportTest : public testing::Test {
         ciphertext_scratch_(kScratchSize, '\0'),
         input_(scratch_.data(), scratch_.size()) {
     tls::Settings settings;
-    settings.cert_file = LOCKCACHED_SOURCE_DIR "/test/tls/server.pem";
-    settings.key_file = LOCKCACHED_SOURCE_DIR "/test/tls/server.key";
+    settings.cert_file = LOCKCACHED_SOURCE_DIR "/test/certs/server.pem";
+    settings.key_file = LOCKCACHED_SOURCE_DIR "/test/certs/server.key";
     std::string error;
     auto context = tls::Context::load(settings, &error);
     EXPECT_NE(context, nullptr) << error;

@@ -37,13 +37,15 @@ contains one of them.
 """
 
 import difflib
+import os
 import re
 import socket
 import sys
 import time
 from dataclasses import dataclass
 
-from lockcached_server import binary_from_argv, lockcached, memcached
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import binary_from_argv, lockcached, memcached  # noqa: E402
 
 QUIET_S = 0.5       # silence that ends a reply without sentinel
 GRACE_S = 0.05      # wait for more after a VERSION line when the bytes sent hold "version"

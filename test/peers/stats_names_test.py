@@ -13,12 +13,14 @@ service and replication); and the names an operator's dashboard reads
 commands must be equal.
 """
 
+import os
 import re
 import socket
 import sys
 import unittest
 
-import lockcached_server
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+import lockcached_server  # noqa: E402
 
 BINARY = None
 

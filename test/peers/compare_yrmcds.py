@@ -53,8 +53,9 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from lockcached_server import (_stop, _stop_after_error, answers_version, binary_from_argv,
-                               free_port, lockcached)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import (  # noqa: E402
+    _stop, _stop_after_error, answers_version, binary_from_argv, free_port, lockcached)
 
 DEADLINE_S = 10      # one step at most
 POLL_S = 10          # a poll step at most

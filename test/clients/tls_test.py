@@ -7,7 +7,7 @@ pymemcache's tls_context and raw binary-protocol frames on the cache port,
 Python's ssl module on the lock service, `openssl s_client` on both; mutual
 TLS, certificate reloads with connections up, a stalled handshake, plain
 and TLS ports side by side, and memcached's own -Z / -o spelling. The
-certificates are test/tls's (test/tls/make_certs.sh).
+certificates are test/certs's (test/certs/make_certs.sh).
 """
 
 import contextlib
@@ -26,11 +26,12 @@ import unittest
 
 from pymemcache.client.base import Client
 
-from lockcached_server import lockcached_process, main_with_tools, run_tests
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import lockcached_process, main_with_tools, run_tests  # noqa: E402
 
 BINARY = None
 OPENSSL = "openssl"
-CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tls")
+CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "certs")
 DEADLINE_S = 10
 BASE_FLAGS = ("--port=0", "--lock_port=-1", "--threads=2", "--listen=127.0.0.1")
 CACHE_TLS = "memcached protocol over TLS"
@@ -49,7 +50,7 @@ def tls_flags(*extra, cert_file=None, key_file=None):
 
 def client_context(certificate=None, **versions):
     """Verifies the server against the test CA; presents `certificate`
-    (a name in test/tls without .pem) when given."""
+    (a name in test/certs without .pem) when given."""
     context = ssl.create_default_context(cafile=cert("ca.pem"))
     if certificate:
         context.load_cert_chain(cert(certificate + ".pem"), cert(certificate + ".key"))

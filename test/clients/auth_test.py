@@ -19,7 +19,8 @@ import unittest
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheClientError
 
-from lockcached_server import lockcached, main_with_tools, run_tests
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import lockcached, main_with_tools, run_tests  # noqa: E402
 
 BINARY = None
 MEMCSTAT = "memcstat"

@@ -25,12 +25,13 @@ import tempfile
 import time
 import unittest
 
-from lockcached_server import (READY_DEADLINE_S, answers_version, binary_from_argv, free_port,
-                               read_until, request, run_tests)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import (  # noqa: E402
+    READY_DEADLINE_S, answers_version, binary_from_argv, free_port, read_until, request, run_tests)
 
 BINARY = None
 MEMCACHED = os.environ.get("MEMCACHED_BINARY", "memcached")
-CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tls")
+CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "certs")
 TLS_OPTIONS = ("-Z", "-o", f"ssl_chain_cert={CERTS}/server.pem,ssl_key={CERTS}/server.key")
 DEADLINE_S = 10
 

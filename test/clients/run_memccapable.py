@@ -11,10 +11,12 @@ tests failed" when a test fails; its failure details go to stderr, so both
 streams are captured together.
 """
 
+import os
 import subprocess
 import sys
 
-from lockcached_server import binary_from_argv, lockcached
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import binary_from_argv, lockcached  # noqa: E402
 
 # libmemcached 1.1.4's memccapable has 27 ASCII and 27 binary tests.
 EXPECTED_PASSES = 27

@@ -8,13 +8,16 @@ with the python3-pymemcache package.
 """
 
 import contextlib
+import os
+import sys
 import unittest
 
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheClientError
 from pymemcache.serde import pickle_serde
 
-from lockcached_server import binary_from_argv, lockcached
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import binary_from_argv, lockcached  # noqa: E402
 
 BINARY = None  # set by main
 _servers = contextlib.ExitStack()

@@ -1,4 +1,5 @@
-"""Starts lockcached, or Debian's memcached, for the external tests.
+"""Starts lockcached, or Debian's memcached, for the Python tests (clients/,
+peers/, cli/).
 
 Standard library only. The lockcached binary comes from the command line
 (see binary_from_argv) or from the LOCKCACHED_BINARY environment variable;

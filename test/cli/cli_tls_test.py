@@ -11,7 +11,7 @@ lost when the server goes) and `locks`. memcached, a second TLS server the
 CLI must work with, is where every way verification must fail is tried: no
 CA that vouches for the server, the wrong name, a missing or an untrusted
 client certificate where the server asks for one. The certificates are the
-checked-in ones of test/tls (make_certs.sh).
+checked-in ones of test/certs (make_certs.sh).
 """
 
 import contextlib
@@ -23,11 +23,12 @@ import subprocess
 import sys
 import unittest
 
-import lockcached_server
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+import lockcached_server  # noqa: E402
 
 CLI = None
 LOCKCACHED = None
-CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tls")
+CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "certs")
 EXIT_USAGE = 64
 EXIT_UNAVAILABLE = 69
 EXIT_CONFIG = 78

@@ -22,7 +22,8 @@ import sys
 import tempfile
 import unittest
 
-from lockcached_server import lockcached, main_with_tools, run_tests
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import lockcached, main_with_tools, run_tests  # noqa: E402
 
 TIMEOUT_S = 30
 

@@ -26,9 +26,10 @@ import tempfile
 import time
 import unittest
 
-import compare_memcached
-import lockcached_server
-from lockcached_server import stats
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+import compare_memcached  # noqa: E402
+import lockcached_server  # noqa: E402
+from lockcached_server import stats  # noqa: E402
 
 BINARY = None
 WARNING = re.compile(r"^lockcached: warning: (.*)$", re.M)

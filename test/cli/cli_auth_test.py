@@ -17,9 +17,10 @@ import sys
 import tempfile
 import unittest
 
-import cli_tls_test
-import lockcached_server
-from cli_tls_test import cert, described
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+import cli_tls_test  # noqa: E402
+import lockcached_server  # noqa: E402
+from cli_tls_test import cert, described  # noqa: E402
 
 EXIT_USAGE = 64
 EXIT_NOPERM = 77

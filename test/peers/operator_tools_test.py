@@ -15,6 +15,7 @@ memcached runs with -o no_lru_maintainer: its cachedump lists only the cold
 LRU, where its segmented LRU puts no new item, so memcdump would miss keys.
 """
 
+import os
 import re
 import socket
 import subprocess
@@ -22,7 +23,8 @@ import sys
 import time
 import unittest
 
-from lockcached_server import lockcached, main_with_tools, memcached, run_tests
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
+from lockcached_server import lockcached, main_with_tools, memcached, run_tests  # noqa: E402
 
 TIMEOUT_S = 120
 LOCKCACHED = None
