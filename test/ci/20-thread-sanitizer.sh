@@ -1,8 +1,9 @@
 # ThreadSanitizer: the whole ctest suite (unit, end-to-end, external clients
 # and peers: the same tests as stage 10) with the server, the CLI and the
-# tests built -DCMAKE_BUILD_TYPE=Tsan. The end-to-end and external tests
-# start the lockcached of this build directory, so every request of the
-# suite is served by the instrumented server.
+# unit tests built -DCMAKE_BUILD_TYPE=Tsan. The end-to-end and external
+# tests, clients of the server, are stage 10's, run against this build's
+# lockcached and lockcached-cli (test/ci/sanitized-suite.sh), so every
+# request of the suite is served by the instrumented server.
 #
 # The servers run with their default, --io=auto, on io_uring (as in stage
 # 10), then (the tests that start a server again) with io_uring refused, so

@@ -1,9 +1,13 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer: the whole ctest suite (unit,
 # end-to-end, external clients and peers: the same tests as stage 10) with
-# the server, the CLI and the tests built -DCMAKE_BUILD_TYPE=Asan by Clang
-# (the run's one Clang build of everything, stage 15). The
-# end-to-end and external tests start the lockcached of this build directory,
-# so every request of the suite is served by the instrumented server.
+# the server, the CLI and the unit tests built -DCMAKE_BUILD_TYPE=Asan by
+# Clang. The end-to-end and external tests, clients of the server, are
+# stage 10's, run against this build's lockcached and lockcached-cli
+# (test/ci/sanitized-suite.sh), so every request of the suite is served by
+# the instrumented server. The sources this build leaves out (the end-to-end
+# tests, the test tools, the bench tools) go through Clang's front end for
+# its warnings (test/ci/clang-front-end.py): with this build, the run's
+# Clang check of everything (stage 15).
 #
 # A report fails the stage wherever it happens. In a test it fails the test;
 # but a server can also report after the test's last request, or a leak when
@@ -29,4 +33,5 @@ reports=$PWD/$build/sanitizer-reports
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:log_path=$reports/asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
 test_ios="auto refused"
+front_end_only="test/e2e test/tools bench"
 source test/ci/sanitized-suite.sh

@@ -38,9 +38,6 @@
 
 #include "server_process.h"
 
-#ifndef LOCKCACHED_CLI_BINARY
-#error "LOCKCACHED_CLI_BINARY must name the lockcached-cli executable"
-#endif
 
 namespace {
 
@@ -128,7 +125,7 @@ class CliProcess {
       : out_(dir / (tag + ".out")), err_(dir / (tag + ".err")) {
     fs::path in = dir / (tag + ".in");
     write_file(in, input);
-    std::vector<std::string> words = {LOCKCACHED_CLI_BINARY};
+    std::vector<std::string> words = {e2e::cli_binary()};
     words.insert(words.end(), args.begin(), args.end());
     std::vector<char*> argv = pointers_to(words);
     // Built before fork(): the child may only make async-signal-safe calls.
@@ -584,7 +581,7 @@ TEST_P(CliCacheE2e, LockHoldsTheObjectWhileTheCommandRuns) {
   ASSERT_EQ(client.store("set", "config", "v1"), "STORED");
   // The command's own client is another connection: it can read the object
   // but not change it.
-  std::vector<std::string> inner = {LOCKCACHED_CLI_BINARY};
+  std::vector<std::string> inner = {e2e::cli_binary()};
   std::vector<std::string> inner_set = cache_args({"set", "config", "v2"}, binary());
   inner.insert(inner.end(), inner_set.begin(), inner_set.end());
   std::vector<std::string> args = cache_args({"lock", "config", "--"}, binary());

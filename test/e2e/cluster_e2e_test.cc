@@ -162,7 +162,7 @@ class ClusterE2e : public ::testing::Test {
   // lockcached-cli with `args` against node `id`'s lock service: its exit
   // status.
   int cli(int id, const std::string& args) {
-    std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
+    std::string command = e2e::cli_binary() + " --host 127.0.0.1 --lock-port " +
                           std::to_string(lock_ports_[id]) + " " + args + " >&2";
     int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -225,7 +225,7 @@ TEST_F(ClusterE2e, TheCliFollowsTheLeaderFromAnyNode) {
   ASSERT_NE(lead, 0);
   uint64_t previous = 0;
   for (int id = 1; id <= kNodes; ++id) {
-    std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
+    std::string command = e2e::cli_binary() + " --host 127.0.0.1 --lock-port " +
                           std::to_string(lock_ports_[id]) +
                           " run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
     FILE* cli = popen(command.c_str(), "r");
@@ -247,7 +247,7 @@ TEST_F(ClusterE2e, TheCliFollowsTheLeaderFromAnyNode) {
 // of its request does not end it.
 TEST_F(ClusterE2e, TheCliWaitsThroughTheFirstElection) {
   start(1);  // alone: no majority, no leader
-  std::string command = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --lock-port " +
+  std::string command = e2e::cli_binary() + " --host 127.0.0.1 --lock-port " +
                         std::to_string(lock_ports_[1]) +
                         " --timeout 30 run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
   FILE* cli = popen(command.c_str(), "r");
@@ -297,7 +297,7 @@ TEST_F(ClusterE2e, TheCliTellsWhetherANodeLeads) {
   int lead = leader();
   ASSERT_NE(lead, 0);
   for (int id = 1; id <= kNodes; ++id) {
-    std::string cli = std::string(LOCKCACHED_CLI_BINARY) + " --host 127.0.0.1 --port " +
+    std::string cli = e2e::cli_binary() + " --host 127.0.0.1 --port " +
                       std::to_string(nodes_[id - 1]->port());
     FILE* leads = popen((cli + " cluster leads").c_str(), "r");
     ASSERT_NE(leads, nullptr);

@@ -22,8 +22,8 @@
 #include <iostream>
 
 #if !defined(LOCKCACHED_BINARY) || !defined(LOCKCACHED_TEST_URING_REFUSED) || \
-    !defined(LOCKCACHED_WITHOUT_IO_URING)
-#error "test/CMakeLists.txt defines LOCKCACHED_BINARY, _TEST_URING_REFUSED and _WITHOUT_IO_URING"
+    !defined(LOCKCACHED_WITHOUT_IO_URING) || !defined(LOCKCACHED_CLI_BINARY)
+#error "test/CMakeLists.txt defines LOCKCACHED_BINARY, _CLI_BINARY, _TEST_URING_REFUSED and _WITHOUT_IO_URING"
 #endif
 
 namespace e2e {
@@ -651,6 +651,10 @@ std::string server_binary() {
   const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
   if (override_binary != nullptr && *override_binary != '\0') return override_binary;
   return LOCKCACHED_BINARY;
+}
+
+std::string cli_binary() {
+  return LOCKCACHED_CLI_BINARY;
 }
 
 bool io_uring_refused() {

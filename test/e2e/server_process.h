@@ -97,6 +97,8 @@ class ServerProcess {
 // not empty (CI runs the tests against a sanitizer build of the server),
 // else the one built with the tests.
 std::string server_binary();
+// The lockcached-cli binary under test (test/CMakeLists.txt picks it).
+std::string cli_binary();
 
 // Whether the suite's servers run with io_uring refused by the kernel
 // (LOCKCACHED_TEST_IO=refused, CI stage 22): their --io=auto and --io=uring
