@@ -34,7 +34,7 @@ fail() {
 # help2man makes the man pages, man-db reads them back; iproute2's ss lets
 # check-ports name the program that holds a port.
 # python3-seccomp: the unit's system-call filter, tried without systemd.
-apt-get install -y --no-install-recommends libsystemd-dev dpkg-dev file systemd \
+apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends libsystemd-dev dpkg-dev file systemd \
   logrotate python3 python3-seccomp help2man man-db iproute2 memcached >/dev/null
 
 build=build-pkg
@@ -59,7 +59,7 @@ done
 memcached_pid=$(cat "$work/memcached/pid" 2>/dev/null) && kill -0 "$memcached_pid" ||
   fail "memcached did not start on 127.0.0.1:11211 (is the port taken already?)"
 
-apt-get install -y "./$deb" 2>&1 | tee "$work/install.log"
+apt-get install -y -o DPkg::Lock::Timeout=300 "./$deb" 2>&1 | tee "$work/install.log"
 
 for package in memcached lockcached; do
   [ "$(dpkg-query -W -f='${db:Status-Status}' "$package")" = installed ] ||
