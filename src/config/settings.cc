@@ -23,10 +23,10 @@ server::CacheProtocol cache_protocol() {
 
 // io_uring is the faster backend (bench/RESULTS.md), so --io=auto, the
 // default, takes it wherever the kernel allows it, and says in one line
-// which backend it took and why (Settings::io_choice). A kernel without io_uring (too old, or
-// turned off by sysctl or a seccomp filter such as a container's) still
-// gets a working server on epoll: a warning when --io=uring asked for
-// io_uring by name, an ordinary line for --io=auto. One that refuses only
+// which backend it took and why (Settings::io_choice). A kernel without
+// io_uring (too old, or turned off by sysctl or a seccomp filter such as a
+// container's) still gets a working server on epoll: a warning when
+// --io=uring asked for io_uring by name, an ordinary line for --io=auto. One that refuses only
 // SQPOLL gets io_uring without it. Each probe builds a ring: a granted
 // SQPOLL one settles both questions.
 void choose_io(server::Settings* settings) {

@@ -23,7 +23,7 @@
 
 #if !defined(LOCKCACHED_BINARY) || !defined(LOCKCACHED_TEST_URING_REFUSED) || \
     !defined(LOCKCACHED_WITHOUT_IO_URING) || !defined(LOCKCACHED_CLI_BINARY)
-#error "test/CMakeLists.txt defines LOCKCACHED_BINARY, _CLI_BINARY, _TEST_URING_REFUSED and _WITHOUT_IO_URING"
+#error "test/CMakeLists.txt defines the server, CLI and io_uring-refusal macros this file uses"
 #endif
 
 namespace e2e {
