@@ -79,13 +79,20 @@ constexpr uint8_t kStateFormatWithoutAnnouncement = 1;
 constexpr uint8_t kStateFormat = 2;
 constexpr uint8_t kLastKind = static_cast<uint8_t>(locks::ChangeKind::kTermStart);
 
-void put(Writer& w, const locks::ClientInfo& client) {
-  w.u64(client.connection);
-  w.str(client.address);
+// A session's connection, which is only ever reported: its id, and its
+// address as net::address_text writes it ("" when unknown), the text the
+// log has always carried. An address that does not read back is left
+// unknown rather than the entry refused.
+void put(Writer& w, const net::ClientInfo& client) {
+  w.u64(client.id);
+  w.str(client.address.known() ? net::address_text(client.address) : "");
 }
 
-bool get(Reader& r, locks::ClientInfo* client) {
-  return r.u64(&client->connection) && r.str(&client->address);
+bool get(Reader& r, net::ClientInfo* client) {
+  std::string address;
+  if (!r.u64(&client->id) || !r.str(&address)) return false;
+  client->address = net::parse_endpoint(address).value_or(net::Endpoint{});
+  return true;
 }
 
 }  // namespace

@@ -5,7 +5,6 @@ namespace lockcached::core {
 using store::ItemRef;
 
 constinit const std::atomic<uint32_t> CommandCore::kNobodyWatches{0};
-const ClientInfo CommandCore::kUnknownClient{};
 
 bool CommandCore::read_watched(std::string_view key,
                                const std::function<void(store::Item&)>& reader) {

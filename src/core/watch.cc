@@ -1,7 +1,5 @@
 #include "lockcached/core/watch.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <charconv>
 #include <ctime>
@@ -91,15 +89,26 @@ void append_number(std::string& out, Number value) {
   out.append(digits, static_cast<size_t>(end - digits));
 }
 
+// " rip=IP rport=PORT": where a client is, as memcached's streams say it.
+void append_address(std::string& out, const net::Endpoint& address) {
+  out += " rip=";
+  out += net::ip_text(address);
+  out += " rport=";
+  append_number(out, address.port);
+}
+
+// memcached's transport names: "local" for a unix-domain socket.
+std::string_view transport(const net::ClientInfo& client) {
+  return client.address.family == net::Endpoint::Family::kUnix ? " transport=local"
+                                                               : " transport=tcp";
+}
+
 // " conn=ID rip=IP rport=PORT cfd=ID": who, on the locks stream (cfd= as
 // memcached's streams print the connection, conn= as before it did).
-void append_client(std::string& out, const ClientInfo& client) {
+void append_client(std::string& out, const net::ClientInfo& client) {
   out += " conn=";
   append_number(out, client.id);
-  out += " rip=";
-  out += client_ip(client);
-  out += " rport=";
-  append_number(out, client_port(client));
+  append_address(out, client.address);
   out += " cfd=";
   append_number(out, client.id);
 }
@@ -120,36 +129,6 @@ void append_uri_encoded(std::string& out, std::string_view bytes) {
   out.resize(start + 3 * bytes.size());
   out.resize(static_cast<size_t>(uri_encode(bytes, out.data() + start) - out.data()));
 }
-
-// memcached's rip: the address, or "unix" for a unix-domain socket's client.
-std::string client_ip(const ClientInfo& client) {
-  if (client.address.sin6_family == AF_UNIX) return "unix";
-  char text[INET6_ADDRSTRLEN] = "";
-  if (client.address.sin6_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&client.address);
-    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
-  } else if (client.address.sin6_family == AF_INET6) {
-    inet_ntop(AF_INET6, &client.address.sin6_addr, text, sizeof text);
-  }
-  return text;
-}
-
-uint16_t client_port(const ClientInfo& client) {
-  if (client.address.sin6_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in*>(&client.address)->sin_port);
-  }
-  if (client.address.sin6_family == AF_INET6) return ntohs(client.address.sin6_port);
-  return 0;
-}
-
-namespace {
-
-// memcached's transport names: "local" for a unix-domain socket.
-std::string_view transport(const ClientInfo& client) {
-  return client.address.sin6_family == AF_UNIX ? " transport=local" : " transport=tcp";
-}
-
-}  // namespace
 
 void Watcher::attach(std::function<void()> wake) {
   std::lock_guard lock(mutex_);
@@ -274,7 +253,8 @@ void WatchHub::publish(uint32_t stream, std::string_view body) {
   }
 }
 
-void WatchHub::item_get(const ClientInfo& client, std::string_view key, const store::Item* item) {
+void WatchHub::item_get(const net::ClientInfo& client, std::string_view key,
+                        const store::Item* item) {
   if (!watching(kWatchFetchers)) return;
   std::string body = "type=item_get key=";
   append_uri_encoded(body, key);
@@ -287,7 +267,7 @@ void WatchHub::item_get(const ClientInfo& client, std::string_view key, const st
   publish(kWatchFetchers, body);
 }
 
-void WatchHub::item_store(const ClientInfo& client, std::string_view key,
+void WatchHub::item_store(const net::ClientInfo& client, std::string_view key,
                           store::StoreStatus status, store::StoreCommand command,
                           const store::Item& item, store::RelTime now) {
   if (!watching(kWatchMutations)) return;
@@ -310,24 +290,20 @@ void WatchHub::item_store(const ClientInfo& client, std::string_view key,
   publish(kWatchMutations, body);
 }
 
-void WatchHub::conn_new(const ClientInfo& client) {
+void WatchHub::conn_new(const net::ClientInfo& client) {
   if (!watching(kWatchConnEvents)) return;
-  std::string body = "type=conn_new rip=";
-  body += client_ip(client);
-  body += " rport=";
-  append_number(body, client_port(client));
+  std::string body = "type=conn_new";
+  append_address(body, client.address);
   body += transport(client);
   body += " cfd=";
   append_number(body, client.id);
   publish(kWatchConnEvents, body);
 }
 
-void WatchHub::conn_close(const ClientInfo& client, CloseReason reason) {
+void WatchHub::conn_close(const net::ClientInfo& client, CloseReason reason) {
   if (!watching(kWatchConnEvents)) return;
-  std::string body = "type=conn_close rip=";
-  body += client_ip(client);
-  body += " rport=";
-  append_number(body, client_port(client));
+  std::string body = "type=conn_close";
+  append_address(body, client.address);
   body += transport(client);
   body += " reason=";
   body += reason_name(reason);
@@ -351,7 +327,7 @@ void WatchHub::on_eviction(const store::Eviction& eviction) {
   publish(kWatchEvictions, body);
 }
 
-void WatchHub::item_lock(const ClientInfo& client, std::string_view key,
+void WatchHub::item_lock(const net::ClientInfo& client, std::string_view key,
                          store::LockStatus status) {
   if (!watching(kWatchLocks)) return;
   std::string body = "type=item_lock key=";
@@ -372,7 +348,7 @@ void WatchHub::item_lock(const ClientInfo& client, std::string_view key,
   publish(kWatchLocks, body);
 }
 
-void WatchHub::item_unlock(const ClientInfo& client, std::string_view key, bool released,
+void WatchHub::item_unlock(const net::ClientInfo& client, std::string_view key, bool released,
                            UnlockReason reason) {
   if (!watching(kWatchLocks)) return;
   std::string body = "type=item_unlock key=";
@@ -383,7 +359,7 @@ void WatchHub::item_unlock(const ClientInfo& client, std::string_view key, bool 
   publish(kWatchLocks, body);
 }
 
-void WatchHub::lock_service_event(const ClientInfo& client, std::string_view type,
+void WatchHub::lock_service_event(const net::ClientInfo& client, std::string_view type,
                                   std::string_view name, std::string_view details,
                                   std::string_view session) {
   if (!watching(kWatchLocks)) return;

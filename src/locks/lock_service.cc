@@ -121,7 +121,7 @@ std::shared_ptr<Session> LockService::find_session(std::string_view serial) cons
   return found == sessions_.end() ? nullptr : found->second;
 }
 
-std::shared_ptr<Session> LockService::create_session(ClientInfo client, std::string secret) {
+std::shared_ptr<Session> LockService::create_session(net::ClientInfo client, std::string secret) {
   if (secret.empty()) secret = make_session_secret();  // a system call: outside the lock
   std::lock_guard lock(sessions_mutex_);
   std::string serial = session_serial(++next_session_);
@@ -131,7 +131,7 @@ std::shared_ptr<Session> LockService::create_session(ClientInfo client, std::str
   return session;
 }
 
-std::shared_ptr<Session> LockService::resume_session(std::string_view id, ClientInfo client) {
+std::shared_ptr<Session> LockService::resume_session(std::string_view id, net::ClientInfo client) {
   std::optional<SessionIdParts> asked = split_session_id(id);
   if (!asked) return nullptr;
   std::lock_guard lock(sessions_mutex_);
@@ -425,8 +425,8 @@ std::unordered_map<uint64_t, size_t> LockService::locks_by_connection() const {
   std::lock_guard lock(sessions_mutex_);
   for (const auto& [serial, session] : sessions_) {
     std::lock_guard session_lock(session->mutex);
-    if (session->attached && session->client.connection != 0) {
-      counts[session->client.connection] = session->held.size();
+    if (session->attached && session->client.id != 0) {
+      counts[session->client.id] = session->held.size();
     }
   }
   return counts;

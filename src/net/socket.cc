@@ -270,37 +270,18 @@ bool peer_vanished(int error) {
          error == EHOSTDOWN;
 }
 
-std::string address_text(const sockaddr_storage& address) {
-  if (address.ss_family == AF_UNIX) {
-    const auto* local = reinterpret_cast<const sockaddr_un*>(&address);
-    return "unix:" + std::string(local->sun_path, strnlen(local->sun_path, sizeof local->sun_path));
-  }
-  char text[INET6_ADDRSTRLEN] = "?";
-  if (address.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
-    return "[" + std::string(text) + "]:" + std::to_string(ntohs(v6->sin6_port));
-  }
-  if (address.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
-    return std::string(text) + ":" + std::to_string(ntohs(v4->sin_port));
-  }
-  return "?";
-}
-
 std::string peer_name(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  return address_text(address);
+  return address_text(endpoint_of(address));
 }
 
-std::string local_name(int fd) {
+Endpoint local_endpoint(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  return address_text(address);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return {};
+  return endpoint_of(address);
 }
 
 }  // namespace lockcached::net

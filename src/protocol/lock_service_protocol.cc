@@ -63,7 +63,7 @@ LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
       self_(std::make_shared<LockServiceProtocol*>(this)) {
   locks::Change open;
   open.kind = locks::ChangeKind::kOpen;
-  open.client = context_.session_client;
+  open.client = client();
   OutputQueue unused;  // opening replies nothing
   submit(std::move(open), unused);
 }
@@ -123,8 +123,7 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   Words words = split_words(line);
   // -vv: every request line after the connection's id, as the cache's;
   // never a password or a session's secret.
-  LOCKCACHED_VLOG(2) << '<' << context_.session_client.connection << ' '
-                     << escape_for_log(loggable(line, words));
+  LOCKCACHED_VLOG(2) << '<' << client().id << ' ' << escape_for_log(loggable(line, words));
   if (words.count == 0) return out.append("400 Unknown command\r\n");
   const Command* command = find_command(words[0]);
   Access access = command != nullptr ? command->access : Access::kChanges;
@@ -201,7 +200,7 @@ void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
   }
   if (change.kind == Kind::kAdd) change.address = std::string(words[3]);
   changing_members_ = true;
-  context_.change_members(change, context_.client ? context_.client->address : sockaddr_in6{},
+  context_.change_members(change, client().address,
                           [reactor = &context_.reactor, self = std::weak_ptr(self_),
                            kind = change.kind](consensus::MembershipResult result) {
                             reactor->post([self, kind, result = std::move(result)] {
@@ -434,7 +433,7 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
   resume.kind = locks::ChangeKind::kResume;
   resume.session = session_;
   resume.id.assign(words[1]);
-  resume.client = context_.session_client;
+  resume.client = client();
   submit(std::move(resume), out);
 }
 
@@ -470,7 +469,7 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
       if (!lock.attached) {
         out.append("detached");  // in its grace period
       } else {
-        out.append(lock.client.address.empty() ? "-" : lock.client.address);
+        out.append(lock.client.address.known() ? net::address_text(lock.client.address) : "-");
       }
       out.append("\r\n");
     }

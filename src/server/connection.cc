@@ -59,32 +59,27 @@ std::string_view protocol_name(ConnProtocol protocol) {
   return "unknown";
 }
 
-Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind,
-                       const sockaddr_storage& peer, std::string local,
-                       std::shared_ptr<const tls::Context> tls)
+Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::Endpoint peer,
+                       net::Endpoint local, std::shared_ptr<const tls::Context> tls)
     : worker_(worker),
       fd_(fd),
       completes_io_(worker.reactor().completes_io()),
       kind_(kind),
-      peer_(net::address_text(peer)),
       local_(std::move(local)),
       accepted_ms_(worker.reactor().now_ms()),
       transport_(make_transport(worker, id, std::move(tls))),
       last_read_ms_(accepted_ms_),
-      client_{id, {}},
+      client_{id, std::move(peer)},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
             worker.state().settings.authenticator.get(), &worker.state().settings.commands),
       input_(worker.scratch(), Worker::kScratchSize) {
-  // sockaddr_in6 holds either IP family accept() gives; of a unix-domain
-  // peer, only the family is kept.
-  std::memcpy(&client_.address, &peer, sizeof client_.address);
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
         worker_.state().lock_coordinator(), worker_.reactor(), out_, [this] { resume_input(); },
         // In a Raft cluster a replica's lock service says who leads instead.
-        worker_.state().settings.cluster.empty() ? &worker_.state().read_only : nullptr, &worker_.state().watch, &client_,
-        locks::ClientInfo{id, peer_}, worker_.state().settings.authenticator.get(),
+        worker_.state().settings.cluster.empty() ? &worker_.state().read_only : nullptr,
+        &worker_.state().watch, &client_, worker_.state().settings.authenticator.get(),
         worker_.state().change_members});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }
@@ -140,11 +135,10 @@ void Connection::close_after_error(int error) {
   // The client's machine died or its network is cut, so no FIN or RST will
   // ever come. Its locks end now (the lock service's after their grace).
   worker_.stats().conns_dead.add();
-  LOG(INFO) << "connection " << client_.id << " from " << peer_ << " on the "
-            << (kind_ == PortKind::kLockService ? "lock" : "cache")
+  LOG(INFO) << "connection " << client_.id << " from " << net::address_text(client_.address)
+            << " on the " << (kind_ == PortKind::kLockService ? "lock" : "cache")
             << " port: nothing heard from its machine (or nothing read by it) for "
-            << worker_.state().settings.tcp_keepalive_seconds
-            << " s (--tcp_keepalive); closing it";
+            << worker_.state().settings.tcp_keepalive_seconds << " s (--tcp_keepalive); closing it";
   close(core::CloseReason::kDeadPeer);
 }
 
@@ -172,7 +166,7 @@ ConnectionStatus Connection::status() const {
   ConnectionStatus status;
   status.id = client_.id;
   status.kind = kind_;
-  status.address = peer_;
+  status.address = client_.address;
   status.local_address = local_;
   status.state = state_.load(std::memory_order_relaxed);
   status.protocol = protocol_kind_.load(std::memory_order_relaxed);

@@ -49,19 +49,6 @@ uint64_t unix_micros() {
       duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
 }
 
-// memcached's form of an address (net::address_text) in `stats conns`:
-// "tcp:1.2.3.4:5", "tcp6:[::1]:5", "unix:/run/x.sock". memcached keeps no
-// address for a client of a unix socket and shows "?:<AF 0>" for it.
-std::string conn_address(const std::string& address, bool listening) {
-  if (address.starts_with("unix:")) return listening ? address : "?:<AF 0>";
-  return (address.starts_with('[') ? "tcp6:" : "tcp:") + address;
-}
-
-// The host of "HOST:PORT".
-std::string host_of(const std::string& address) {
-  return address.substr(0, address.rfind(':'));
-}
-
 // How memcached's `stats settings` shows a file setting: "(null)" unset.
 std::string file_setting(const std::string& name) {
   return name.empty() ? "(null)" : name;
@@ -287,7 +274,7 @@ bool Server::start_cluster(std::string* error) {
   // its cluster address's host.
   std::string host;
   for (const consensus::Member& member : settings.cluster)
-    if (member.id == settings.node_id) host = host_of(member.address);
+    if (member.id == settings.node_id) host = net::host_of(member.address);
   cluster::LockMachine::Addresses addresses{host + ":" + std::to_string(lock_port_),
                                             host + ":" + std::to_string(settings.repl_port)};
   lock_machine_ = std::make_shared<cluster::LockMachine>(
@@ -306,9 +293,8 @@ bool Server::start_cluster(std::string* error) {
   raft_ = std::make_unique<consensus::RaftNode>(raft, *lock_machine_);
   lock_machine_->attach(raft_.get());
   state_.change_members = [this](const consensus::MembershipChange& change,
-                                 const sockaddr_in6& peer, auto done) {
-    change_members(change, peer, std::move(done));
-  };
+                                 const net::Endpoint& peer,
+                                 auto done) { change_members(change, peer, std::move(done)); };
   state_.set_lock_coordinator(lock_machine_);
   // The cache follows the leader, replicated by the stream a virtual IP's
   // master sends (docs/high-availability.md).
@@ -320,10 +306,11 @@ bool Server::start_cluster(std::string* error) {
       if (cache_may_lead()) return Place{Place::kHere, "", 0};
       return Place{Place::kUnknown, "", 0};  // handing leadership over first
     }
-    std::string address = machine->leader_addresses().replication;
-    if (address.empty()) return Place{Place::kUnknown, "", 0};  // an election, or not announced yet
-    return Place{Place::kElsewhere, host_of(address),
-                 static_cast<uint16_t>(std::stoul(address.substr(address.rfind(':') + 1)))};
+    // Empty in an election, or before the leader announced it.
+    std::optional<net::Endpoint> leader =
+        net::parse_endpoint(machine->leader_addresses().replication);
+    if (!leader || !leader->known()) return Place{Place::kUnknown, "", 0};
+    return Place{Place::kElsewhere, net::host_text(*leader), leader->port};
   };
   replication::Node::Hooks hooks;
   // The clients' cache locks belonged to the master this node was.
@@ -340,17 +327,15 @@ bool Server::start_cluster(std::string* error) {
 // Only from a member's machine (its own address, or loopback): anyone who
 // may take a lock must not also be able to remove the cluster's members.
 // A node that is added must know the cluster's secret all the same.
-void Server::change_members(const consensus::MembershipChange& change, const sockaddr_in6& peer,
+void Server::change_members(const consensus::MembershipChange& change, const net::Endpoint& peer,
                             std::function<void(consensus::MembershipResult)> done) {
   using Status = consensus::MembershipResult::Status;
-  sockaddr_storage storage{};
-  std::memcpy(&storage, &peer, sizeof peer);
-  std::string host = host_of(net::address_text(storage));
+  std::string host = net::host_text(peer);
   bool member = host == "127.0.0.1" || host == "[::1]";
   std::vector<consensus::Member> members = raft_->status().members;
   members.insert(members.end(), state_.settings.cluster.begin(), state_.settings.cluster.end());
   for (const consensus::Member& m : members)
-    member = member || host_of(m.address) == host;
+    member = member || net::host_of(m.address) == host;
   if (!member) {
     return done({Status::kRefused, "cluster changes come only from a member's machine"});
   }
@@ -584,9 +569,9 @@ void Server::collect_connections(uint64_t asking, core::StatList& out) const {
   int64_t now_ms = net::monotonic_ms();
   for (const ConnectionStatus& connection : all) {
     std::string prefix = std::to_string(connection.id) + ":";
-    out.emplace_back(prefix + "addr", conn_address(connection.address, connection.listening));
+    out.emplace_back(prefix + "addr", net::conn_text(connection.address, connection.listening));
     if (!connection.listening) {
-      out.emplace_back(prefix + "listen_addr", conn_address(connection.local_address, true));
+      out.emplace_back(prefix + "listen_addr", net::conn_text(connection.local_address, true));
     }
     std::string_view state = connection.listening      ? "conn_listening"
                              : connection.id == asking ? "conn_parse_cmd"
@@ -609,7 +594,7 @@ void Server::collect_cache_locks(std::string_view prefix, core::StatList& out) c
   // has closed, and released its locks before it left.
   std::vector<store::LockedItem> locked = state_.store.locked_items(prefix);
   if (locked.empty()) return;
-  std::unordered_map<uint64_t, std::string> addresses;
+  std::unordered_map<uint64_t, net::Endpoint> addresses;
   for (const ConnectionStatus& connection : connections()) {
     if (!connection.listening) addresses.emplace(connection.id, connection.address);
   }
@@ -619,7 +604,7 @@ void Server::collect_cache_locks(std::string_view prefix, core::StatList& out) c
   for (const store::LockedItem& item : locked) {
     auto holder = addresses.find(item.owner);
     if (holder == addresses.end()) continue;
-    std::string value = std::to_string(item.owner) + " " + conn_address(holder->second, false) +
+    std::string value = std::to_string(item.owner) + " " + net::conn_text(holder->second, false) +
                         " " + std::to_string(now >= item.since ? now - item.since : 0);
     if (protocol::listable_as_is(item.key)) {
       out.emplace_back(item.key, std::move(value));

@@ -64,7 +64,7 @@ void Worker::add_listener(int fd, PortKind kind, uint64_t id, bool tls) {
   status.id = id;
   status.kind = kind;
   status.listening = true;
-  status.address = net::local_name(fd);
+  status.address = net::local_endpoint(fd);
   status.last_active_ms = net::monotonic_ms();
   listener_status_.push_back(std::move(status));
   listeners_.push_back(std::make_unique<Listener>(*this, fd, kind, tls));
@@ -118,8 +118,9 @@ void Worker::accept_from(int listen_fd, PortKind kind, bool tls) {
       }
     }
     uint64_t id = state_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
-    auto* connection = new Connection(*this, fd, id, kind, peer, net::local_name(fd),
-                                      tls ? state_.tls->current() : nullptr);
+    auto* connection =
+        new Connection(*this, fd, id, kind, net::endpoint_of(peer), net::local_endpoint(fd),
+                       tls ? state_.tls->current() : nullptr);
     std::lock_guard lock(registry_mutex_);
     connections_.insert(connection);
   }

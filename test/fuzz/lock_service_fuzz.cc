@@ -200,10 +200,10 @@ class LockHarness {
   struct Conn {
     Conn(LockHarness& harness, int slot)
         : slot(slot),
-          protocol(protocol::LockServiceContext{
-              harness.coordinator_, harness.reactor_, out, [&harness, this] { harness.resume(*this); },
-              nullptr, nullptr, nullptr, {},
-              harness.auth_on_ ? &authenticator() : nullptr}) {}
+          protocol(protocol::LockServiceContext{harness.coordinator_, harness.reactor_, out,
+                                                [&harness, this] { harness.resume(*this); },
+                                                nullptr, nullptr, nullptr,
+                                                harness.auth_on_ ? &authenticator() : nullptr}) {}
     int slot;                   // for traces
     protocol::OutputQueue out;  // before the protocol, which refers to it
     std::string pending;        // the unconsumed tail

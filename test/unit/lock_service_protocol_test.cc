@@ -68,9 +68,9 @@ class ClusterCommandsTest : public ProtocolTest {
   std::vector<consensus::MembershipChange> asked_;
   std::function<void(consensus::MembershipResult)> done_;
   LockServiceProtocol protocol_{LockServiceContext{
-      std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_, out_, [] {},
-      nullptr, nullptr, nullptr, {}, nullptr,
-      [this](const consensus::MembershipChange& change, const sockaddr_in6&, auto done) {
+      std::make_shared<locks::LocalCoordinator>(service_, timers_), reactor_, out_, [] {}, nullptr,
+      nullptr, nullptr, nullptr,
+      [this](const consensus::MembershipChange& change, const net::Endpoint&, auto done) {
         asked_.push_back(change);
         done_ = std::move(done);
       }}};

@@ -33,6 +33,11 @@ struct GrantRecord {
   uint64_t token;
 };
 
+// Connection `id` from `address` ("IP:PORT").
+net::ClientInfo client_at(uint64_t id, std::string_view address) {
+  return {id, *net::parse_endpoint(address)};
+}
+
 class LockServiceTest : public ::testing::Test {
  protected:
   // A ticket of `session` for `name` whose grants are appended to grants_.
@@ -625,8 +630,8 @@ TEST_F(LockServiceTest, ListReportsHeldLocksByPrefix) {
 // `stats locks` names the holder's connection; `stats conns` counts a
 // connection's locks. Both follow the session across a detach and a resume.
 TEST_F(LockServiceTest, ListAndCountsFollowTheSessionsConnection) {
-  auto a = service_.create_session({7, "127.0.0.1:4000"});
-  auto b = service_.create_session({8, "[::1]:5000"});
+  auto a = service_.create_session(client_at(7, "127.0.0.1:4000"));
+  auto b = service_.create_session(client_at(8, "[::1]:5000"));
   auto anonymous = service_.create_session();
   service_.try_acquire(a, "x");
   service_.try_acquire(a, "y");
@@ -635,11 +640,11 @@ TEST_F(LockServiceTest, ListAndCountsFollowTheSessionsConnection) {
 
   LockInfo x = info("x");
   EXPECT_TRUE(x.attached);
-  EXPECT_EQ(x.client.connection, 7u);
-  EXPECT_EQ(x.client.address, "127.0.0.1:4000");
-  EXPECT_EQ(info("z").client.address, "[::1]:5000");
+  EXPECT_EQ(x.client.id, 7u);
+  EXPECT_EQ(net::address_text(x.client.address), "127.0.0.1:4000");
+  EXPECT_EQ(net::address_text(info("z").client.address), "[::1]:5000");
   EXPECT_TRUE(info("w").attached);
-  EXPECT_EQ(info("w").client.connection, 0u);
+  EXPECT_EQ(info("w").client.id, 0u);
 
   std::unordered_map<uint64_t, size_t> counts = service_.locks_by_connection();
   EXPECT_EQ(counts.size(), 2u) << "a session without a connection id is left out";
@@ -651,14 +656,14 @@ TEST_F(LockServiceTest, ListAndCountsFollowTheSessionsConnection) {
   x = info("x");
   EXPECT_EQ(x.session, a->public_id()) << "still held, in the grace period";
   EXPECT_FALSE(x.attached);
-  EXPECT_EQ(x.client.address, "");
+  EXPECT_FALSE(x.client.address.known());
   EXPECT_EQ(service_.locks_by_connection().count(7), 0u);
 
-  ASSERT_EQ(service_.resume_session(a->id, {9, "127.0.0.1:4001"}), a);
+  ASSERT_EQ(service_.resume_session(a->id, client_at(9, "127.0.0.1:4001")), a);
   x = info("x");
   EXPECT_TRUE(x.attached);
-  EXPECT_EQ(x.client.connection, 9u);
-  EXPECT_EQ(x.client.address, "127.0.0.1:4001");
+  EXPECT_EQ(x.client.id, 9u);
+  EXPECT_EQ(net::address_text(x.client.address), "127.0.0.1:4001");
   EXPECT_EQ(service_.locks_by_connection()[9], 2u);
 }
 

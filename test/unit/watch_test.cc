@@ -3,8 +3,6 @@
 // and the formats of the lines.
 #include "lockcached/core/watch.h"
 
-#include <arpa/inet.h>
-
 #include <atomic>
 #include <string>
 #include <thread>
@@ -17,14 +15,8 @@
 namespace lockcached::core {
 namespace {
 
-ClientInfo client_at(const char* ip, uint16_t port, uint64_t id) {
-  ClientInfo client;
-  client.id = id;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&client.address);
-  v4->sin_family = AF_INET;
-  v4->sin_port = htons(port);
-  inet_pton(AF_INET, ip, &v4->sin_addr);
-  return client;
+net::ClientInfo client_at(const char* ip, uint16_t port, uint64_t id) {
+  return {id, *net::parse_endpoint(std::string(ip) + ":" + std::to_string(port))};
 }
 
 // The lines of a buffer, each without its "ts=... gid=... " stamp.
@@ -69,7 +61,7 @@ TEST(WatchHub, EachWatcherGetsOnlyItsStreams) {
   EXPECT_TRUE(hub.watching(kWatchConnEvents));
   EXPECT_FALSE(hub.watching(kWatchMutations));
 
-  ClientInfo client = client_at("10.1.2.3", 4567, 42);
+  net::ClientInfo client = client_at("10.1.2.3", 4567, 42);
   TestItem hit("foo", 3);
   hub.item_get(client, "foo", hit.item.get());
   hub.conn_new(client);
@@ -89,7 +81,7 @@ TEST(WatchHub, EachWatcherGetsOnlyItsStreams) {
 TEST(WatchHub, LinesCarryMemcachedsStampWithAGrowingGid) {
   WatchHub hub;
   auto watcher = hub.add(kWatchFetchers);
-  ClientInfo client = client_at("127.0.0.1", 1, 1);
+  net::ClientInfo client = client_at("127.0.0.1", 1, 1);
   hub.item_get(client, "a", nullptr);
   hub.item_get(client, "b", nullptr);
   std::string text = take_all(*watcher);
@@ -104,7 +96,7 @@ TEST(WatchHub, LinesCarryMemcachedsStampWithAGrowingGid) {
 TEST(WatchHub, AFullBufferDropsLinesAndReportsThemBeforeTheNextOne) {
   WatchHub hub(400);
   auto watcher = hub.add(kWatchFetchers);
-  ClientInfo client = client_at("127.0.0.1", 1, 1);
+  net::ClientInfo client = client_at("127.0.0.1", 1, 1);
   // About 90 bytes a line: four fit in 400, the rest are dropped.
   for (int i = 0; i < 10; ++i)
     hub.item_get(client, "key" + std::to_string(i), nullptr);
@@ -131,7 +123,7 @@ TEST(WatchHub, WakesOnlyWhenALineLandsInAnEmptyBuffer) {
   auto watcher = hub.add(kWatchFetchers);
   int wakes = 0;
   watcher->attach([&wakes] { ++wakes; });
-  ClientInfo client = client_at("127.0.0.1", 1, 1);
+  net::ClientInfo client = client_at("127.0.0.1", 1, 1);
   hub.item_get(client, "a", nullptr);
   hub.item_get(client, "b", nullptr);
   hub.item_get(client, "c", nullptr);
@@ -178,7 +170,7 @@ TEST(WatchHub, EmittersRaceWithAWatcherComingAndGoing) {
   std::vector<std::thread> emitters;
   for (int t = 0; t < 3; ++t) {
     emitters.emplace_back([&hub, &stop, t] {
-      ClientInfo client = client_at("127.0.0.1", static_cast<uint16_t>(t), 1);
+      net::ClientInfo client = client_at("127.0.0.1", static_cast<uint16_t>(t), 1);
       while (!stop.load())
         hub.item_get(client, "key", nullptr);
     });
@@ -200,7 +192,7 @@ TEST(WatchHub, EmittersRaceWithAWatcherComingAndGoing) {
 TEST(WatchFormat, StoreEvictionAndConnectionLinesAreMemcacheds) {
   WatchHub hub;
   auto watcher = hub.add(kWatchMutations | kWatchEvictions | kWatchConnEvents);
-  ClientInfo client = client_at("192.168.0.9", 40000, 3);
+  net::ClientInfo client = client_at("192.168.0.9", 40000, 3);
   TestItem stored("k", 2, 1100);
   hub.item_store(client, "k", store::StoreStatus::kNotStored, store::StoreCommand::kAdd,
                  *stored.item, 100);
@@ -222,7 +214,7 @@ TEST(WatchFormat, StoreEvictionAndConnectionLinesAreMemcacheds) {
 TEST(WatchFormat, LockLinesNameTheKeyTheConnectionAndItsAddress) {
   WatchHub hub;
   auto watcher = hub.add(kWatchLocks);
-  ClientInfo client = client_at("127.0.0.1", 5555, 7);
+  net::ClientInfo client = client_at("127.0.0.1", 5555, 7);
   hub.item_lock(client, "k", store::LockStatus::kOk);
   hub.item_lock(client, "k", store::LockStatus::kLocked);
   hub.item_unlock(client, "k", true, UnlockReason::kDisconnect);

@@ -4,12 +4,12 @@
 // ended, which the protocol formats.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include "lockcached/net/endpoint.h"
 
 namespace lockcached::consensus {
 
@@ -38,7 +38,7 @@ struct MembershipResult {
 // Asks for `change` on behalf of a client at `peer`; `done` is called once,
 // from any thread.
 using MembershipRequester =
-    std::function<void(const MembershipChange& change, const sockaddr_in6& peer,
+    std::function<void(const MembershipChange& change, const net::Endpoint& peer,
                        std::function<void(MembershipResult)> done)>;
 
 // What RaftNode::change_members reports when the node did not lead.

@@ -34,7 +34,7 @@ class CommandCore {
   // which server-wide commands are allowed (else CommandPolicy's defaults).
   CommandCore(store::Store& store, ThreadStats& stats, StatsSource& stats_source,
               store::OwnerId owner, const std::atomic<bool>* read_only = nullptr,
-              WatchHub* watch = nullptr, const ClientInfo* client = nullptr,
+              WatchHub* watch = nullptr, const net::ClientInfo* client = nullptr,
               ServerControl* control = nullptr, const Authenticator* authenticator = nullptr,
               const CommandPolicy* policy = nullptr)
       : auth_(authenticator),
@@ -46,7 +46,7 @@ class CommandCore {
         read_only_(read_only),
         watch_(watch),
         watch_mask_(watch ? &watch->mask() : &kNobodyWatches),
-        client_(client ? client : &kUnknownClient),
+        client_(client ? client : &net::kUnknownClient),
         control_(control),
         policy_(policy ? policy : &kDefaultPolicy) {}
 
@@ -175,7 +175,6 @@ class CommandCore {
  private:
   // Never written: the mask of a core without a hub.
   static constinit const std::atomic<uint32_t> kNobodyWatches;
-  static const ClientInfo kUnknownClient;
   static constexpr CommandPolicy kDefaultPolicy{};
 
   bool watching(uint32_t streams) const {
@@ -198,7 +197,7 @@ class CommandCore {
   const std::atomic<bool>* const read_only_;
   WatchHub* const watch_;
   const std::atomic<uint32_t>* const watch_mask_;
-  const ClientInfo* const client_;
+  const net::ClientInfo* const client_;
   ServerControl* const control_;
   const CommandPolicy* const policy_;
   std::shared_ptr<Watcher> watcher_;

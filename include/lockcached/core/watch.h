@@ -11,8 +11,6 @@
 // up anybody else.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "lockcached/core/close_reason.h"
+#include "lockcached/net/endpoint.h"
 #include "lockcached/store/eviction_observer.h"
 #include "lockcached/store/item.h"
 #include "lockcached/store/store.h"
@@ -39,15 +38,6 @@ constexpr uint32_t kWatchLocks = 1u << 4;
 
 // The stream a `watch` argument names; 0 when it names none we have.
 uint32_t watch_stream(std::string_view name);
-
-// Who a client is, as the streams print it. Owned by its connection.
-struct ClientInfo {
-  // The connection id, which is also its lock owner id: the number `stats
-  // conns` and `stats cachelocks` show, and every stream's `cfd=` (memcached
-  // prints its descriptor there, which is its connection's number).
-  uint64_t id = 0;
-  sockaddr_in6 address{};  // AF_INET or AF_INET6; AF_UNIX (the family alone); 0: unknown
-};
 
 // How a cache-object lock ended.
 enum class UnlockReason : uint8_t { kUnlock, kUnlockAll, kDisconnect, kReplace };
@@ -112,22 +102,23 @@ class WatchHub final : public store::EvictionObserver {
 
   // The events. Each formats its line only when some watcher wants it.
   // `item` is the item found, or nullptr for a miss.
-  void item_get(const ClientInfo& client, std::string_view key, const store::Item* item);
-  void item_store(const ClientInfo& client, std::string_view key, store::StoreStatus status,
+  void item_get(const net::ClientInfo& client, std::string_view key, const store::Item* item);
+  void item_store(const net::ClientInfo& client, std::string_view key, store::StoreStatus status,
                   store::StoreCommand command, const store::Item& item, store::RelTime now);
-  void conn_new(const ClientInfo& client);
-  void conn_close(const ClientInfo& client, CloseReason reason);
+  void conn_new(const net::ClientInfo& client);
+  void conn_close(const net::ClientInfo& client, CloseReason reason);
   void on_eviction(const store::Eviction& eviction) override;
   // Cache-object locks (text lock/unlock/unlock_all, binary 0x40-0x4b).
-  void item_lock(const ClientInfo& client, std::string_view key, store::LockStatus status);
-  void item_unlock(const ClientInfo& client, std::string_view key, bool released,
+  void item_lock(const net::ClientInfo& client, std::string_view key, store::LockStatus status);
+  void item_unlock(const net::ClientInfo& client, std::string_view key, bool released,
                    UnlockReason reason);
   // The lock service: `type` is lock_grant, lock_busy, lock_refused,
   // lock_wait, lock_timeout, lock_release or session_detach; `details` the
   // fields between the name and the session (may be empty); `session` the
   // session's public id, since any watcher sees it (locks/session_id.h).
-  void lock_service_event(const ClientInfo& client, std::string_view type, std::string_view name,
-                          std::string_view details, std::string_view session);
+  void lock_service_event(const net::ClientInfo& client, std::string_view type,
+                          std::string_view name, std::string_view details,
+                          std::string_view session);
 
   WatchStats stats() const;
 
@@ -151,8 +142,5 @@ class WatchHub final : public store::EvictionObserver {
 // memcached's uriencode of keys: letters, digits and "-._~" as they are,
 // every other byte as %XX.
 void append_uri_encoded(std::string& out, std::string_view bytes);
-// "ip" and port of a client, as memcached's rip= and rport= show them.
-std::string client_ip(const ClientInfo& client);
-uint16_t client_port(const ClientInfo& client);
 
 }  // namespace lockcached::core

@@ -53,7 +53,7 @@ struct Change {
   // and a client may resume before its old connection's last word comes).
   uint64_t detachment = 0;
   bool timed_out = false;  // kCancelWait
-  ClientInfo client;       // kOpen, kResume: the connection (reported only)
+  net::ClientInfo client;  // kOpen, kResume: the connection (reported only)
 };
 
 enum class OutcomeStatus : uint8_t {

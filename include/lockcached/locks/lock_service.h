@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lockcached/locks/session_id.h"
+#include "lockcached/net/endpoint.h"
 #include "lockcached/timing/scheduler.h"
 
 namespace lockcached::locks {
@@ -40,14 +41,6 @@ struct LockLimits {
 // Which limit refused a lock.
 enum class Limit : uint8_t { kNone, kSession, kNames };
 
-// The connection a session is attached to, as the server names it: its id
-// (the server's connection id) and the client's address ("IP:PORT"). Only
-// reported (`stats locks`, `stats conns`); the service never uses it.
-struct ClientInfo {
-  uint64_t connection = 0;  // 0: unknown
-  std::string address;
-};
-
 struct WaitTicket;
 
 // A client's identity across connections: what it holds, and how long its
@@ -64,7 +57,7 @@ struct Session {
   size_t waits = 0;  // queued WaitTickets
   int64_t grace_ms = kDefaultGraceMs;
   bool attached = true;         // a connection uses it
-  ClientInfo client;            // that connection, while attached
+  net::ClientInfo client;       // that connection, while attached
   uint64_t detachments = 0;     // tells a stale grace timer from the current one
   bool empty_in_grace = false;  // counted in LockService::empty_in_grace_
   // The wait it has queued: one at a time, as its connection waits for one
@@ -90,7 +83,7 @@ struct LockInfo {
   size_t waiters;
   uint64_t token;
   bool attached = false;   // the session has a connection (else it is in its grace period)
-  ClientInfo client = {};  // that connection, when attached
+  net::ClientInfo client = {};  // that connection, when attached
 };
 
 struct Change;
@@ -104,7 +97,7 @@ struct FullState {
     std::string id;
     int64_t grace_ms = 0;
     bool attached = false;
-    ClientInfo client;
+    net::ClientInfo client;
     uint64_t detachments = 0;
     bool empty_in_grace = false;
   };
@@ -160,14 +153,14 @@ class LockService {
 
   // `client` names the connection that uses it (reported only). The id's
   // secret is `secret`, or fresh random bits when it is empty.
-  std::shared_ptr<Session> create_session(ClientInfo client = {}, std::string secret = {});
+  std::shared_ptr<Session> create_session(net::ClientInfo client = {}, std::string secret = {});
   // The registered session of serial `serial`; null when there is none.
   std::shared_ptr<Session> find_session(std::string_view serial) const;
   // Hands a detached session to a new connection, `client`; null when the
   // id is unknown or malformed, its secret is wrong, or a connection still
   // uses it. The session is found by its public part and the secret
   // compared in constant time, so timing tells nothing about a secret.
-  std::shared_ptr<Session> resume_session(std::string_view id, ClientInfo client = {});
+  std::shared_ptr<Session> resume_session(std::string_view id, net::ClientInfo client = {});
   // Drops a session that holds nothing (a connection adopting another one).
   void discard_session(const std::shared_ptr<Session>& session);
   // The connection went away. Returns the grace period to wait before
@@ -200,7 +193,7 @@ class LockService {
   ServiceStats stats() const;
   // Every held lock whose name starts with `prefix`.
   std::vector<LockInfo> list(std::string_view prefix) const;
-  // How many locks each attached session holds, by its ClientInfo::connection
+  // How many locks each attached session holds, by its net::ClientInfo::id
   // (sessions without one left out). For `stats conns`.
   std::unordered_map<uint64_t, size_t> locks_by_connection() const;
 

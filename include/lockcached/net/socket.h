@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "lockcached/net/endpoint.h"
+
 namespace lockcached::net {
 
 // What listen() is given unless told otherwise (--listen_backlog,
@@ -96,13 +98,10 @@ bool set_keepalive(int fd, const KeepaliveTimes& times);
 // error for an established connection, which the kernel reports when the
 // timeout ends it).
 bool peer_vanished(int error);
-// "address:port" of the other end ("?" when unknown).
+// The other end's address as text (net::address_text; "?" when unknown).
 std::string peer_name(int fd);
-// "address:port" of this end ("?" when unknown).
-std::string local_name(int fd);
-// "1.2.3.4:port" or "[::1]:port"; "unix:PATH" for a unix-domain socket
-// ("unix:" for an unnamed one, as a client's is); "?" for another family.
-std::string address_text(const sockaddr_storage& address);
+// This end (kUnknown when the kernel does not say).
+Endpoint local_endpoint(int fd);
 
 // The system calls of the request path, made directly. glibc's read(),
 // send() and sendmsg() are thread cancellation points: in a process with

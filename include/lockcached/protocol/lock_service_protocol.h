@@ -36,13 +36,12 @@ struct LockServiceContext {
   std::function<void()> on_async_reply;
   // True while this server is a replica: only stats and quit are served.
   const std::atomic<bool>* read_only = nullptr;
-  // Where `watch locks` hears of grants, waits and releases, and who this
-  // connection is (the connection's own, living as long as it).
+  // Where `watch locks` hears of grants, waits and releases.
   core::WatchHub* watch = nullptr;
-  const core::ClientInfo* client = nullptr;
-  // The same connection as its sessions record it: its id (in -vv log
-  // lines and `stats conns`) and the client's address (for `stats locks`).
-  locks::ClientInfo session_client = {};
+  // Who this connection is (the connection's own, living as long as it):
+  // in -vv log lines, watch lines, and its sessions (`stats locks`, `stats
+  // conns`); nullptr: unknown.
+  const net::ClientInfo* client = nullptr;
   // When given, `auth USER PASSWORD` must succeed before anything else.
   const core::Authenticator* authenticator = nullptr;
   // A cluster member's `cluster add|remove|transfer`; empty on a single
@@ -93,6 +92,9 @@ class LockServiceProtocol final : public ProtocolHandler {
   // Answers a change made, unless this node changed role meanwhile.
   void confirm(std::string_view reply, OutputQueue& out);
   locks::LockService& service() { return context_.coordinator->service(); }
+  const net::ClientInfo& client() const {
+    return context_.client ? *context_.client : net::kUnknownClient;
+  }
   bool watched() const {
     return context_.watch && context_.client && context_.watch->watching(core::kWatchLocks);
   }

@@ -22,6 +22,7 @@
 #include "lockcached/net/reactor.h"
 #include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/output_queue.h"
+#include "lockcached/server/connection_status.h"
 #include "lockcached/server/input_buffer.h"
 #include "lockcached/server/settings.h"
 #include "lockcached/server/transport.h"
@@ -32,44 +33,12 @@ namespace lockcached::server {
 
 class Worker;
 
-// What a connection is doing, for `stats conns`, in memcached's names where
-// one fits (state_name()). Set by the connection's thread as of its last
-// turn of I/O, read by any.
-enum class ConnState : uint8_t {
-  kWaiting,   // conn_waiting: nothing pending, waiting for a request
-  kRead,      // conn_read: part of a request line or header has arrived
-  kNread,     // conn_nread: a storage command's data block is arriving
-  kWrite,     // conn_mwrite: replies the socket has not taken yet, or a long `keys`
-  kLockWait,  // conn_lock_wait: a lock-service `lock NAME SECONDS` waits
-  kReplWait,  // conn_repl_wait: a lock-service reply waits for the replicas
-  kClosing,   // conn_closing: closed, or closing once its replies are sent
-};
-std::string_view state_name(ConnState state);
-
-// The protocol a connection speaks, for `stats conns`: a cache connection
-// chooses by its first byte (meta commands are part of the text protocol).
-enum class ConnProtocol : uint8_t { kUndecided, kText, kBinary, kLockService };
-std::string_view protocol_name(ConnProtocol protocol);
-
-// A copy of what `stats conns` shows of one connection (Worker::list_connections).
-struct ConnectionStatus {
-  uint64_t id = 0;
-  PortKind kind = PortKind::kCache;
-  bool listening = false;  // a listening socket: no peer, no state but that
-  std::string address;     // the client's "IP:PORT" (a listener's own)
-  std::string local_address;
-  ConnState state = ConnState::kWaiting;
-  ConnProtocol protocol = ConnProtocol::kUndecided;
-  int64_t last_active_ms = 0;  // monotonic: the last read (a listener: its opening)
-};
-
 class Connection final : public net::EventHandler {
  public:
-  // `peer`: the client's address as accept() gave it (AF_INET or AF_INET6);
-  // `local`: this end's, "IP:PORT"; `tls`: the listener's TLS configuration,
-  // nullptr on a plain port.
-  Connection(Worker& worker, int fd, uint64_t id, PortKind kind, const sockaddr_storage& peer,
-             std::string local, std::shared_ptr<const tls::Context> tls = nullptr);
+  // `peer`: the client's address as accept() gave it; `local`: this
+  // end's; `tls`: the listener's TLS configuration, nullptr on a plain port.
+  Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::Endpoint peer,
+             net::Endpoint local, std::shared_ptr<const tls::Context> tls = nullptr);
   ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -179,8 +148,7 @@ class Connection final : public net::EventHandler {
   int fd_;
   const bool completes_io_;  // the reactor's backend is io_uring
   const PortKind kind_;
-  const std::string peer_;  // client_'s address as text
-  const std::string local_;
+  const net::Endpoint local_;
   const int64_t accepted_ms_;
   IoState io_ = IoState::kServing;
   const std::unique_ptr<Transport> transport_;
@@ -189,7 +157,7 @@ class Connection final : public net::EventHandler {
   std::atomic<int64_t> last_read_ms_;
   std::atomic<ConnState> state_{ConnState::kWaiting};
   std::atomic<ConnProtocol> protocol_kind_{ConnProtocol::kUndecided};
-  core::ClientInfo client_;  // before core_, which points to it
+  const net::ClientInfo client_;  // its id and the peer; before core_, which points to it
   core::CommandCore core_;
   std::unique_ptr<protocol::ProtocolHandler> protocol_;  // chosen by the first byte
   protocol::OutputQueue out_;

@@ -106,7 +106,7 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // Whether this Raft leader may be the cache's master now (server.cc).
   bool cache_may_lead();
   // `cluster add|remove|transfer` from a client at `peer` (state_.change_members).
-  void change_members(const consensus::MembershipChange& change, const sockaddr_in6& peer,
+  void change_members(const consensus::MembershipChange& change, const net::Endpoint& peer,
                       std::function<void(consensus::MembershipResult)> done);
   // A --virtual_ip node that changed role: a new, empty lock service
   // whose tokens start above the wall clock now.
