@@ -25,40 +25,6 @@ constexpr size_t kMaxBlockedInput = 64 * 1024;
 
 }  // namespace
 
-std::string_view state_name(ConnState state) {
-  switch (state) {
-    case ConnState::kWaiting:
-      return "conn_waiting";
-    case ConnState::kRead:
-      return "conn_read";
-    case ConnState::kNread:
-      return "conn_nread";
-    case ConnState::kWrite:
-      return "conn_mwrite";
-    case ConnState::kLockWait:
-      return "conn_lock_wait";
-    case ConnState::kReplWait:
-      return "conn_repl_wait";
-    case ConnState::kClosing:
-      return "conn_closing";
-  }
-  return "conn_unknown";
-}
-
-std::string_view protocol_name(ConnProtocol protocol) {
-  switch (protocol) {
-    case ConnProtocol::kUndecided:
-      return "undecided";
-    case ConnProtocol::kText:
-      return "text";
-    case ConnProtocol::kBinary:
-      return "binary";
-    case ConnProtocol::kLockService:
-      return "lock_service";
-  }
-  return "unknown";
-}
-
 Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::Endpoint peer,
                        net::Endpoint local, std::shared_ptr<const tls::Context> tls)
     : worker_(worker),

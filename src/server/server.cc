@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -19,29 +18,12 @@
 #include "lockcached/core/verbosity.h"
 #include "lockcached/net/reactor.h"
 #include "lockcached/net/socket.h"
-#include "lockcached/protocol/base64.h"
-#include "lockcached/protocol/text_parser.h"
 #include "lockcached/replication/memory_file.h"
 #include "lockcached/server/allocator_stats.h"
 #include "lockcached/server/worker.h"
-#include "lockcached/version.h"
 
 namespace lockcached::server {
 namespace {
-
-std::string seconds_text(const timeval& tv) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%ld.%06ld", static_cast<long>(tv.tv_sec),
-                static_cast<long>(tv.tv_usec));
-  return text;
-}
-
-std::string seconds_text(int64_t ms) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%lld.%03lld", static_cast<long long>(ms / 1000),
-                static_cast<long long>(ms % 1000));
-  return text;
-}
 
 uint64_t unix_micros() {
   using namespace std::chrono;
@@ -49,28 +31,10 @@ uint64_t unix_micros() {
       duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
 }
 
-// How memcached's `stats settings` shows a file setting: "(null)" unset.
-std::string file_setting(const std::string& name) {
-  return name.empty() ? "(null)" : name;
-}
-
 int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                since)
       .count();
-}
-
-// `stats settings` binding_protocol, memcached's words.
-std::string_view protocol_name(CacheProtocol protocol) {
-  switch (protocol) {
-    case CacheProtocol::kText:
-      return "ascii";
-    case CacheProtocol::kBinary:
-      return "binary";
-    case CacheProtocol::kAuto:
-      break;
-  }
-  return "auto-negotiate";
 }
 
 // The hosts of --listen, each once, and whether --tls may leave a port on
@@ -555,10 +519,6 @@ std::vector<ConnectionStatus> Server::connections() const {
   return all;
 }
 
-// `stats conns`, as memcached 1.6 prints it (addr, listen_addr, state,
-// secs_since_last_cmd per socket), with the connection id where memcached
-// has the file descriptor (the id is also the owner of its cache locks),
-// and two lines of ours: protocol and locks_held.
 void Server::collect_connections(uint64_t asking, core::StatList& out) const {
   std::vector<ConnectionStatus> all = connections();
   // Cache locks by owner and lock-service locks by their session's
@@ -566,64 +526,28 @@ void Server::collect_connections(uint64_t asking, core::StatList& out) const {
   std::unordered_map<uint64_t, size_t> locks = state_.lock_service()->locks_by_connection();
   for (const store::LockedItem& item : state_.store.locked_items(""))
     ++locks[item.owner];
-  int64_t now_ms = net::monotonic_ms();
-  for (const ConnectionStatus& connection : all) {
-    std::string prefix = std::to_string(connection.id) + ":";
-    out.emplace_back(prefix + "addr", net::conn_text(connection.address, connection.listening));
-    if (!connection.listening) {
-      out.emplace_back(prefix + "listen_addr", net::conn_text(connection.local_address, true));
-    }
-    std::string_view state = connection.listening      ? "conn_listening"
-                             : connection.id == asking ? "conn_parse_cmd"
-                                                       : state_name(connection.state);
-    out.emplace_back(prefix + "state", std::string(state));
-    int64_t idle_ms = std::max<int64_t>(0, now_ms - connection.last_active_ms);
-    out.emplace_back(prefix + "secs_since_last_cmd", std::to_string(idle_ms / 1000));
-    if (connection.listening) continue;
-    out.emplace_back(prefix + "protocol", std::string(protocol_name(connection.protocol)));
-    auto held = locks.find(connection.id);
-    out.emplace_back(prefix + "locks_held", std::to_string(held == locks.end() ? 0 : held->second));
-  }
+  report_connections(all, locks, asking, net::monotonic_ms(), out);
 }
 
-// `stats cachelocks [PREFIX]`: "STAT <key> <holder id> <holder address>
-// <seconds held>", by key; a key that is no valid text key comes
-// base64-encoded with " b" after the seconds, as `keys` lists it.
 void Server::collect_cache_locks(std::string_view prefix, core::StatList& out) const {
   // The locks first: a holder that is gone from the registry after that
   // has closed, and released its locks before it left.
   std::vector<store::LockedItem> locked = state_.store.locked_items(prefix);
   if (locked.empty()) return;
-  std::unordered_map<uint64_t, net::Endpoint> addresses;
-  for (const ConnectionStatus& connection : connections()) {
-    if (!connection.listening) addresses.emplace(connection.id, connection.address);
-  }
-  std::sort(locked.begin(), locked.end(),
-            [](const store::LockedItem& a, const store::LockedItem& b) { return a.key < b.key; });
-  store::RelTime now = state_.store.now();
-  for (const store::LockedItem& item : locked) {
-    auto holder = addresses.find(item.owner);
-    if (holder == addresses.end()) continue;
-    std::string value = std::to_string(item.owner) + " " + net::conn_text(holder->second, false) +
-                        " " + std::to_string(now >= item.since ? now - item.since : 0);
-    if (protocol::listable_as_is(item.key)) {
-      out.emplace_back(item.key, std::move(value));
-    } else {
-      out.emplace_back(protocol::base64_encode(item.key), value + " b");
-    }
-  }
+  std::vector<ConnectionStatus> holders = connections();
+  report_cache_locks(std::move(locked), holders, state_.store.now(), out);
 }
 
 void Server::collect(core::StatsGroup group, core::StatList& out) const {
   switch (group) {
     case core::StatsGroup::kSettings:
-      return collect_settings(out);
+      return report_settings(state_.settings, settings_sample(), out);
     case core::StatsGroup::kReplication:
-      return collect_replication(out);
+      return report_replication(replication_sample(), out);
     case core::StatsGroup::kCluster:
-      return collect_cluster(out);
+      return report_cluster(cluster_sample(), out);
     case core::StatsGroup::kGeneral:
-      return collect_general(out);
+      return report_general(state_.settings, general_sample(), out);
     case core::StatsGroup::kItems:
     case core::StatsGroup::kSlabs:
     case core::StatsGroup::kSizes:
@@ -631,226 +555,55 @@ void Server::collect(core::StatsGroup group, core::StatList& out) const {
   }
 }
 
-// `stats cluster`: this member's view of the Raft cluster.
-void Server::collect_cluster(core::StatList& out) const {
-  if (!raft_) {
-    out.emplace_back("role", "none");
-    return;
-  }
-  consensus::RaftStatus status = raft_->status();
-  auto add = [&out](std::string name, uint64_t value) {
-    out.emplace_back(std::move(name), std::to_string(value));
-  };
-  out.emplace_back("role", std::string(consensus::role_name(status.role)));
-  add("node_id", status.id);
-  add("term", status.term);
-  add("leader_id", status.leader_id);
-  out.emplace_back("leader", status.leader_address);
-  out.emplace_back("leader_lock_service", lock_machine_->leader_lock_address());
-  add("commit_index", status.commit_index);
-  add("applied_index", status.applied_index);
-  add("last_index", status.last_index);
-  add("members", status.members.size());
-  for (size_t i = 0; i < status.members.size(); ++i) {
-    out.emplace_back("member:" + std::to_string(i), std::to_string(status.members[i].id) + "@" +
-                                                         status.members[i].address);
-  }
+std::optional<ClusterSample> Server::cluster_sample() const {
+  if (!raft_) return std::nullopt;
+  return ClusterSample{raft_->status(), lock_machine_->leader_lock_address()};
 }
 
-// `stats replication`: the role, then per replica (a master's) or the link
-// (a replica's), named as memcached names per-class stats ("items:1:...").
-void Server::collect_replication(core::StatList& out) const {
-  if (!replication_) {
-    out.emplace_back("role", "none");
-    return;
-  }
-  replication::NodeStatus status = replication_->status();
+std::optional<ReplicationSample> Server::replication_sample() const {
+  if (!replication_) return std::nullopt;
   const replication::NodeSettings& settings = replication_->settings();
-  auto add = [&out](std::string name, uint64_t value) {
-    out.emplace_back(std::move(name), std::to_string(value));
-  };
-  out.emplace_back("role", status.role == replication::Role::kMaster ? "master" : "replica");
-  out.emplace_back("state", status.state);
-  out.emplace_back("virtual_ip", settings.virtual_ip);
-  out.emplace_back("repl_port", std::to_string(settings.repl_port));
-  add("promotions", status.promotions);
-  add("demotions", status.demotions);
-  add("resyncs", status.resyncs);
-  add("replicas_dropped", status.replicas_dropped);
-  if (status.role == replication::Role::kReplica) {
-    out.emplace_back("master", status.master);
-    add("bytes_applied", status.link.bytes_applied);
-    add("frames_applied", status.link.frames_applied);
-    return;
-  }
-  add("replicas", status.replicas.size());
-  for (size_t i = 0; i < status.replicas.size(); ++i) {
-    const replication::FollowerStatus& replica = status.replicas[i];
-    std::string prefix = "replica:" + std::to_string(i) + ":";
-    out.emplace_back(prefix + "address", replica.address);
-    out.emplace_back(prefix + "state", replica.syncing ? "snapshot" : "streaming");
-    add(prefix + "snapshot_items", replica.snapshot_items);
-    add(prefix + "bytes_sent", replica.bytes_sent);
-    add(prefix + "bytes_acked", replica.bytes_acked);
-    add(prefix + "lag_bytes", replica.bytes_sent + replica.bytes_pending - replica.bytes_acked);
-    out.emplace_back(prefix + "lag_seconds", seconds_text(replica.lag_ms));
-    add(prefix + "connected_seconds", static_cast<uint64_t>(replica.connected_ms / 1000));
-    add(prefix + "silent_ms", static_cast<uint64_t>(replica.silent_ms));
-  }
+  return ReplicationSample{replication_->status(), settings.virtual_ip, settings.repl_port};
 }
 
-void Server::collect_general(core::StatList& out) const {
-  auto add = [&out](const char* name, auto value) {
-    if constexpr (std::is_convertible_v<decltype(value), std::string>) {
-      out.emplace_back(name, value);
-    } else {
-      out.emplace_back(name, std::to_string(value));
-    }
-  };
-  int64_t now = static_cast<int64_t>(::time(nullptr));
+GeneralSample Server::general_sample() const {
+  GeneralSample sample;
+  sample.now_unix = static_cast<int64_t>(::time(nullptr));
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  add("pid", static_cast<int64_t>(getpid()));
-  add("uptime", now - state_.started_unix);
-  add("time", now);
-  add("version", std::string(LOCKCACHED_PROTOCOL_VERSION));
-  add("pointer_size", sizeof(void*) * 8);
-  add("rusage_user", seconds_text(usage.ru_utime));
-  add("rusage_system", seconds_text(usage.ru_stime));
-  add("max_connections", state_.settings.max_connections);
-  int cache_connections = state_.cache_connections.load(std::memory_order_relaxed);
-  int lock_connections = state_.lock_connections.load(std::memory_order_relaxed);
-  add("curr_connections", cache_connections + lock_connections);
-  add("curr_lock_connections", lock_connections);
-  add("total_connections", state_.total_connections.load(std::memory_order_relaxed));
-  add("rejected_connections", state_.rejected_connections.load(std::memory_order_relaxed));
-  // One Connection object per open connection, freed when it closes.
-  add("connection_structures", cache_connections + lock_connections);
-  core::CounterValues counters = thread_counters();
-  store::StoreStats store = state_.store.stats();
-  bool idle_timeout = state_.idle_timeout_seconds.load(std::memory_order_relaxed) > 0;
-  auto add_counter = [&](const char* name, uint64_t value) {
-    std::string_view counter(name);
-    // As memcached, only while connections can idle out.
-    if (counter == "idle_kicks" && !idle_timeout) return;
-    add(name, value);
-    if (counter == "get_misses") {
-      // memcached's place for the lookups (by any command) that found their
-      // item expired or flushed, which the store counts.
-      add("get_expired", store.found_expired);
-      add("get_flushed", store.found_flushed);
-    }
-  };
-#define LOCKCACHED_ADD_COUNTER(name) add_counter(#name, counters.name);
-  LOCKCACHED_THREAD_COUNTERS(LOCKCACHED_ADD_COUNTER)
-#undef LOCKCACHED_ADD_COUNTER
-  add("limit_maxbytes", store.limit_bytes);
-  // Listening never stops: past max_connections a client is accepted and
-  // closed at once (rejected_connections), memcached's maxconns_fast.
-  add("accepting_conns", 1);
-  add("listen_disabled_num", 0);
-  add("time_in_listen_disabled_us", 0);
-  add("threads", state_.settings.threads);
-  add("hash_bytes", store.hash_bytes);
-  add("bytes", store.bytes);
-  add("curr_items", store.curr_items);
-  add("total_items", store.total_items);
-  add("evictions", store.evictions);
-  add("reclaimed", store.reclaimed);
-  add("expired_unfetched", store.expired_unfetched);
-  add("evicted_unfetched", store.evicted_unfetched);
-  add("crawler_reclaimed", store.crawler_reclaimed);
-  // Eviction passing over a locked item (memcached: the LRU tail item in
-  // use by a request).
-  add("lrutail_reflocked", store.evict_passed_locked);
-  add("curr_locks", store.locked_items);
+  sample.pid = static_cast<int64_t>(getpid());
+  sample.started_unix = state_.started_unix;
+  sample.user_cpu = usage.ru_utime;
+  sample.system_cpu = usage.ru_stime;
+  sample.cache_connections = state_.cache_connections.load(std::memory_order_relaxed);
+  sample.lock_connections = state_.lock_connections.load(std::memory_order_relaxed);
+  sample.total_connections = state_.total_connections.load(std::memory_order_relaxed);
+  sample.rejected_connections = state_.rejected_connections.load(std::memory_order_relaxed);
+  sample.counters = thread_counters();
+  sample.store = state_.store.stats();
+  sample.idle_timeout = state_.idle_timeout_seconds.load(std::memory_order_relaxed) > 0;
   if (state_.tls) {
-    add("ssl_handshake_errors", state_.tls_handshake_errors.load(std::memory_order_relaxed));
-    add("time_since_server_cert_refresh", now - state_.tls->loaded_at());
+    sample.tls = GeneralSample::Tls{state_.tls_handshake_errors.load(std::memory_order_relaxed),
+                                    state_.tls->loaded_at()};
   }
-  core::WatchStats watch = state_.watch.stats();
-  add("log_watchers", watch.watchers);
-  add("log_watcher_skipped", watch.skipped);
-  add("log_watcher_sent", watch.sent);
-  if (replication_) {
-    replication::NodeStatus status = replication_->status();
-    add("replication_role", std::string(status.role == replication::Role::kMaster ? "master"
-                                                                                  : "replica"));
-    add("replication_replicas", status.replicas.size());
-  }
+  sample.watch = state_.watch.stats();
+  if (replication_) sample.replication = replication_->status();
+  return sample;
 }
 
-// memcached's names and forms ("(null)" for an unset file), then our own.
-void Server::collect_tls_settings(core::StatList& out) const {
-  const Settings& settings = state_.settings;
-  const tls::Settings& files = settings.tls_files;
-  out.emplace_back("ssl_enabled", settings.tls_enabled() ? "yes" : "no");
-  out.emplace_back("ssl_chain_cert", file_setting(files.cert_file));
-  out.emplace_back("ssl_key",
-                   file_setting(files.key_file.empty() ? files.cert_file : files.key_file));
-  out.emplace_back("ssl_verify_mode", files.verify_client ? "2" : "0");
-  out.emplace_back("ssl_keyformat", "1");  // PEM
-  out.emplace_back("ssl_ciphers", files.ciphers.empty() ? "NULL" : files.ciphers);
-  out.emplace_back("ssl_ca_cert", files.ca_file.empty() ? "NULL" : files.ca_file);
-  out.emplace_back("ssl_session_cache", "yes");
-  out.emplace_back("ssl_kernel_tls", "no");
-  out.emplace_back("ssl_min_version", files.min_version == tls::kTls13 ? "tlsv1.3" : "tlsv1.2");
-  out.emplace_back("tls_port", std::to_string(tls_port_));
-  out.emplace_back("lock_tls_port", std::to_string(lock_tls_port_));
-  out.emplace_back("tls_handshake_timeout", std::to_string(settings.tls_handshake_timeout_seconds));
-}
-
-void Server::collect_settings(core::StatList& out) const {
-  const Settings& settings = state_.settings;
-  // memcached's names, in memcached's order, then our own.
-  out.emplace_back("maxbytes", std::to_string(state_.store.stats().limit_bytes));
-  out.emplace_back("maxconns", std::to_string(settings.max_connections));
-  out.emplace_back("tcpport", std::to_string(port_));
-  out.emplace_back("udpport", "0");
-  out.emplace_back("inter", listen_text(settings.listen));
-  out.emplace_back("verbosity", std::to_string(core::log_verbosity.load(std::memory_order_relaxed)));
-  auto yes_no = [](bool on) { return on ? "yes" : "no"; };
-  const core::CommandPolicy& commands = settings.commands;
-  out.emplace_back("evictions", settings.evictions ? "on" : "off");
-  out.emplace_back("domain_socket", settings.unix_socket.empty() ? "NULL" : settings.unix_socket);
-  char mask[8];
-  std::snprintf(mask, sizeof mask, "%o", settings.unix_socket_mask);
-  out.emplace_back("umask", mask);
-  out.emplace_back("shutdown_command", yes_no(commands.shutdown));
-  out.emplace_back("num_threads", std::to_string(settings.threads));
-  out.emplace_back("stat_key_prefix", std::string(1, prefix_stats_.delimiter()));
-  out.emplace_back("detail_enabled", yes_no(prefix_stats_.enabled()));
-  out.emplace_back("reqs_per_event", std::to_string(commands.requests_per_event));
-  out.emplace_back("cas_enabled", yes_no(settings.cas_enabled));
-  out.emplace_back("tcp_backlog", std::to_string(settings.listen_backlog));
-  out.emplace_back("binding_protocol", std::string(protocol_name(settings.protocol)));
-  // One --auth_file turns on both, as memcached's -Y with -S.
-  const char* auth = state_.settings.authenticator ? "yes" : "no";
-  out.emplace_back("auth_enabled_sasl", auth);
-  out.emplace_back("auth_enabled_ascii", auth);
-  out.emplace_back("item_size_max", std::to_string(settings.max_item_size));
-  out.emplace_back("maxconns_fast", "yes");
-  out.emplace_back("lru_crawler", yes_no(crawler_.enabled()));
-  out.emplace_back("flush_enabled", yes_no(commands.flush_all));
-  out.emplace_back("dump_enabled", yes_no(commands.dumps));
-  collect_tls_settings(out);
-  out.emplace_back("memory_file", file_setting(settings.memory_file));
-  out.emplace_back("lock_port", std::to_string(lock_port_));
-  out.emplace_back("lock_maxconns", std::to_string(settings.lock_max_connections));
-  out.emplace_back("idle_timeout",
-                   std::to_string(state_.idle_timeout_seconds.load(std::memory_order_relaxed)));
-  out.emplace_back("tcp_keepalive", std::to_string(settings.tcp_keepalive_seconds));
-  out.emplace_back("watch_enabled", yes_no(commands.watch));
-  out.emplace_back("watcher_logbuf_size", std::to_string(settings.watch_buffer_bytes));
-  out.emplace_back("lock_memory", yes_no(settings.memory_locked));
-  out.emplace_back("enable_coredumps", yes_no(settings.coredumps_enabled));
-  out.emplace_back("store_shards", std::to_string(state_.store.stats().shards));
-  out.emplace_back("io", std::string(net::io_backend_name(settings.io)));
-  out.emplace_back("uring_sqpoll", settings.uring.sqpoll ? "yes" : "no");
-  out.emplace_back("virtual_ip", settings.virtual_ip);
-  out.emplace_back("repl_port", std::to_string(settings.repl_port));
-  out.emplace_back("repl_buffer_size", std::to_string(settings.repl_buffer_size));
-  out.emplace_back("repl_timeout", std::to_string(settings.repl_timeout_seconds));
+SettingsSample Server::settings_sample() const {
+  SettingsSample sample;
+  sample.store = state_.store.stats();
+  sample.port = port_;
+  sample.lock_port = lock_port_;
+  sample.tls_port = tls_port_;
+  sample.lock_tls_port = lock_tls_port_;
+  sample.verbosity = core::log_verbosity.load(std::memory_order_relaxed);
+  sample.idle_timeout_seconds = state_.idle_timeout_seconds.load(std::memory_order_relaxed);
+  sample.stat_key_prefix = prefix_stats_.delimiter();
+  sample.detail_enabled = prefix_stats_.enabled();
+  sample.lru_crawler = crawler_.enabled();
+  return sample;
 }
 
 }  // namespace lockcached::server

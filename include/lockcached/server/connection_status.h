@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "lockcached/net/endpoint.h"
 #include "lockcached/server/settings.h"
@@ -23,12 +22,10 @@ enum class ConnState : uint8_t {
   kReplWait,  // conn_repl_wait: a lock-service reply waits for the replicas
   kClosing,   // conn_closing: closed, or closing once its replies are sent
 };
-std::string_view state_name(ConnState state);
 
 // The protocol a connection speaks: a cache connection chooses by its
 // first byte (meta commands are part of the text protocol).
 enum class ConnProtocol : uint8_t { kUndecided, kText, kBinary, kLockService };
-std::string_view protocol_name(ConnProtocol protocol);
 
 // A copy of one connection's or listener's (Worker::list_connections).
 struct ConnectionStatus {

@@ -23,6 +23,7 @@
 #include "lockcached/server/connection.h"
 #include "lockcached/server/server_state.h"
 #include "lockcached/server/settings.h"
+#include "lockcached/server/stats_report.h"
 #include "lockcached/store/crawler.h"
 #include "lockcached/store/memory_governor.h"
 
@@ -99,7 +100,6 @@ class Server final : public core::StatsSource, public core::ServerControl {
   bool start_cluster(std::string* error);
   // The flags both ways of replicating the cache share.
   replication::NodeSettings replication_settings() const;
-  void collect_cluster(core::StatList& out) const;
   // A demoted master's clients go (or only the lock service's, from a
   // promoted replica): posted to every worker.
   void close_client_connections(bool lock_service_only);
@@ -113,13 +113,14 @@ class Server final : public core::StatsSource, public core::ServerControl {
   void start_lock_service();
   // New connections use `service`, through a coordinator on lock_timers_.
   void use_lock_service(std::shared_ptr<locks::LockService> service);
-  void collect_replication(core::StatList& out) const;
   // Every worker's listening sockets and connections, by id.
   std::vector<ConnectionStatus> connections() const;
   core::CounterValues thread_counters() const;
-  void collect_general(core::StatList& out) const;
-  void collect_settings(core::StatList& out) const;
-  void collect_tls_settings(core::StatList& out) const;
+  // What the stats report (stats_report.h) is handed, sampled now.
+  GeneralSample general_sample() const;
+  SettingsSample settings_sample() const;
+  std::optional<ReplicationSample> replication_sample() const;  // nullopt: not replicated
+  std::optional<ClusterSample> cluster_sample() const;          // nullopt: no cluster
 
   ServerState state_;
   store::Crawler crawler_{state_.store};
