@@ -72,7 +72,7 @@ server::Settings prepare_process(const config::Configuration& configuration) {
     memory_locked = server::lock_all_memory(!process.user.empty() && geteuid() == 0, &why_not);
     LOG_IF(WARNING, !memory_locked) << "--lock_memory (-k): memory not locked: " << why_not;
   }
-  server::Settings settings = config::server_settings(configuration.files);
+  server::Settings settings = config::server_settings(configuration.parsed, configuration.files);
   settings.memory_locked = memory_locked;
   unsigned long wanted_fds = static_cast<unsigned long>(settings.max_connections) +
                              static_cast<unsigned long>(settings.lock_max_connections) + 64;

@@ -33,7 +33,7 @@ FlagProblem set_without(std::initializer_list<const char*> names, const std::str
   return kNoProblem;
 }
 
-FlagProblem uring_sqpoll_needs_uring() {
+FlagProblem uring_sqpoll_needs_uring(const ParsedFlags&) {
   if (FLAGS_uring_sqpoll && FLAGS_io == "epoll") {
     return {"uring_sqpoll", "needs --io=uring or --io=auto"};
   }
@@ -41,7 +41,7 @@ FlagProblem uring_sqpoll_needs_uring() {
 }
 
 // glog would carry on with every line lost ("COULD NOT CREATE A LOGGINGFILE").
-FlagProblem log_dir_writable() {
+FlagProblem log_dir_writable(const ParsedFlags&) {
   if (!FLAGS_logtostderr && !FLAGS_log_dir.empty() &&
       access(FLAGS_log_dir.c_str(), W_OK | X_OK) != 0) {
     return {"log_dir", "cannot write to " + FLAGS_log_dir + ": " + std::strerror(errno)};
@@ -51,7 +51,7 @@ FlagProblem log_dir_writable() {
 
 // memcached's rule (and exit status) for -m 2 -I 4m: such an item could
 // never be stored.
-FlagProblem item_fits_memory() {
+FlagProblem item_fits_memory(const ParsedFlags&) {
   if (FLAGS_max_item_size > (int64_t{FLAGS_memory_limit_mb} << 20) / 2) {
     return {"max_item_size", "must be at most half of --memory_limit_mb (" +
                                  std::to_string(FLAGS_memory_limit_mb) + " MB)"};
@@ -60,9 +60,8 @@ FlagProblem item_fits_memory() {
 }
 
 // memcached's rule: "'notls' option is valid only when SSL is enabled".
-FlagProblem notls_needs_tls() {
-  std::string ignored;  // --listen's own check came first
-  std::vector<server::ListenAddress> addresses = listen_addresses(&ignored);
+FlagProblem notls_needs_tls(const ParsedFlags& parsed) {
+  const std::vector<server::ListenAddress>& addresses = parsed.listen;
   if (!FLAGS_tls && std::any_of(addresses.begin(), addresses.end(),
                                 [](const auto& address) { return address.notls; })) {
     return {"listen", "notls: needs --tls (memcached's -Z); without it no port speaks TLS"};
@@ -73,13 +72,12 @@ FlagProblem notls_needs_tls() {
 // With --virtual_ip, clients reach the master's cache on the virtual IP,
 // which a replica does not hold yet: only a wildcard listener (of the
 // address's family) answers there the moment keepalived moves it.
-FlagProblem virtual_ip_listened() {
+FlagProblem virtual_ip_listened(const ParsedFlags& parsed) {
   if (FLAGS_virtual_ip.empty()) return kNoProblem;
   if (!FLAGS_unix_socket.empty()) {
     return {"virtual_ip", "needs the cache on TCP, but --unix_socket serves it instead"};
   }
-  std::string ignored;  // --listen's own check came first
-  std::vector<server::ListenAddress> addresses = listen_addresses(&ignored);
+  const std::vector<server::ListenAddress>& addresses = parsed.listen;
   bool v6 = FLAGS_virtual_ip.find(':') != std::string::npos;
   std::string wildcard = v6 ? "::" : "0.0.0.0";
   if (std::any_of(addresses.begin(), addresses.end(),
@@ -93,7 +91,7 @@ FlagProblem virtual_ip_listened() {
 
 // A buffer must hold a few of the largest items, or one large set would
 // drop every replica.
-FlagProblem replica_buffer_holds_items() {
+FlagProblem replica_buffer_holds_items(const ParsedFlags&) {
   if (!FLAGS_virtual_ip.empty() &&
       (int64_t{FLAGS_repl_buffer_size} << 20) < 4 * FLAGS_max_item_size) {
     return {"repl_buffer_size", "must hold at least 4 x --max_item_size with --virtual_ip"};
@@ -104,7 +102,7 @@ FlagProblem replica_buffer_holds_items() {
 // The file is written at the stop, maybe after weeks: a directory that
 // cannot take it is a mistake to report now. (Started as root with --user,
 // the user's permission is not known here; the save logs a failure.)
-FlagProblem memory_file_writable() {
+FlagProblem memory_file_writable(const ParsedFlags&) {
   if (FLAGS_memory_file.empty()) return kNoProblem;
   std::filesystem::path path(FLAGS_memory_file);
   std::filesystem::path directory = path.parent_path().empty() ? "." : path.parent_path();
@@ -130,13 +128,12 @@ FlagProblem data_dir_owned_by_user() {
                           FLAGS_user + " " + FLAGS_data_dir};
 }
 
-FlagProblem cluster_flags_agree() {
+FlagProblem cluster_flags_agree(const ParsedFlags& parsed) {
   if (FLAGS_cluster.empty()) {
     return set_without({"node_id", "data_dir", "cluster_secret_file", "cluster_join"},
                        "--cluster is not");
   }
-  std::string ignored;  // --cluster's own check came first
-  std::vector<consensus::Member> members = cluster_members(&ignored);
+  const std::vector<consensus::Member>& members = parsed.cluster;
   if (std::none_of(members.begin(), members.end(),
                    [](const auto& member) { return member.id == FLAGS_node_id; })) {
     return {"node_id", "must be one of the ids in --cluster"};
@@ -157,7 +154,7 @@ FlagProblem cluster_flags_agree() {
   return kNoProblem;
 }
 
-FlagProblem tls_flags_agree() {
+FlagProblem tls_flags_agree(const ParsedFlags&) {
   if (!tls_enabled()) {
     // A certificate nobody serves means the operator believes TLS is on.
     const std::string why = "no port speaks TLS (--tls, --tls_port or --lock_tls_port)";
@@ -176,7 +173,7 @@ FlagProblem tls_flags_agree() {
   return kNoProblem;
 }
 
-FlagProblem sasl_needs_auth_file() {
+FlagProblem sasl_needs_auth_file(const ParsedFlags&) {
   if (FLAGS_enable_sasl && FLAGS_auth_file.empty()) {
     return {"enable_sasl",
             "(memcached's -S) needs --auth_file (-Y): lockcached checks SASL "
@@ -185,8 +182,9 @@ FlagProblem sasl_needs_auth_file() {
   return kNoProblem;
 }
 
-// The rules between flags, in the order they are checked.
-constexpr FlagProblem (*kRules[])() = {
+// The rules between flags, in the order they are checked; each reads
+// what it needs of the parsed flags (a rule that needs none ignores them).
+constexpr FlagProblem (*kRules[])(const ParsedFlags& parsed) = {
     uring_sqpoll_needs_uring, log_dir_writable,           item_fits_memory,     notls_needs_tls,
     virtual_ip_listened,      replica_buffer_holds_items, memory_file_writable, cluster_flags_agree,
     tls_flags_agree,          sasl_needs_auth_file,
@@ -224,30 +222,14 @@ Check text_check(std::string (*problem)(const std::string& text)) {
   return [=](const Value& value) { return problem(std::get<std::string>(value)); };
 }
 
-std::string listen_problem(const std::string& list) {
-  std::vector<server::ListenAddress> addresses;
-  std::string error;
-  return server::parse_listen_addresses(list, &addresses, &error) ? "" : error;
-}
-
 std::string unix_socket_problem(const std::string& path) {
   if (path.size() <= net::kMaxUnixPathLength) return "";
   return "a unix socket's path may have " + std::to_string(net::kMaxUnixPathLength) +
          " bytes at most";
 }
 
-std::string unix_socket_mask_problem(const std::string& mask) {
-  return parse_octal_mask(mask) ? "" : "must be octal permission bits, 0 to 0777";
-}
-
 std::string one_character_problem(const std::string& text) {
   return text.size() == 1 ? "" : "must be one character";
-}
-
-std::string cluster_problem(const std::string& members) {
-  std::string error;
-  if (!members.empty() && consensus::parse_members(members, &error).empty()) return error;
-  return "";
 }
 
 std::string virtual_ip_problem(const std::string& address) {
@@ -260,15 +242,14 @@ std::string user_problem(const std::string& user) {
   return "no such user: " + user;
 }
 
-FlagProblem check_flags() {
+FlagProblem check_flags(const ParsedFlags& parsed) {
   for (const Flag& flag : flags()) {
-    if (!flag.check) continue;
-    if (std::string message = flag.check(value_of(flag)); !message.empty()) {
-      return {std::string(flag.name), message};
-    }
+    std::string message = parsed.problem_of(flag.name);
+    if (message.empty() && flag.check) message = flag.check(value_of(flag));
+    if (!message.empty()) return {std::string(flag.name), message};
   }
   for (auto rule : kRules) {
-    if (FlagProblem problem = rule(); is_problem(problem)) return problem;
+    if (FlagProblem problem = rule(parsed); is_problem(problem)) return problem;
   }
   return kNoProblem;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string_view>
 
@@ -96,31 +97,44 @@ std::shared_ptr<core::Authenticator> load_auth_file() {
   return authenticator;
 }
 
-// The files the flags name, loaded (or, the cluster secret, tried) now: one
-// that does not load is a configuration mistake like a bad flag.
-LoadedFiles load_files() {
+// --cluster_secret_file's first line, at least 16 bytes; "" without the
+// flag. A file that does not give one stops the server as a bad flag does.
+std::string load_cluster_secret() {
+  if (FLAGS_cluster_secret_file.empty()) return "";
+  std::ifstream file(FLAGS_cluster_secret_file);
+  std::string secret;
+  if (!file || !std::getline(file, secret)) {
+    usage_error("--cluster_secret_file: " + FLAGS_cluster_secret_file + ": cannot read it");
+  }
+  if (!secret.empty() && secret.back() == '\r') secret.pop_back();
+  if (secret.size() < 16) {
+    usage_error("--cluster_secret_file: " + FLAGS_cluster_secret_file +
+                ": the secret must be 16 bytes or more");
+  }
+  return secret;
+}
+
+// The files the flags name, loaded now: one that does not load is a
+// configuration mistake like a bad flag.
+LoadedFiles load_files(const ParsedFlags& parsed) {
   LoadedFiles files;
   files.authenticator = load_auth_file();
-  if (std::string secret, error; !read_cluster_secret(&secret, &error)) {
-    usage_error("--cluster_secret_file: " + error);
-  }
+  files.cluster_secret = load_cluster_secret();
   // Certificate, key and CA files that do not load are a configuration
   // mistake like a bad flag (memcached exits 64 for them too). Loaded once:
   // the server starts with them, and loads them again only at SIGHUP and
   // refresh_certs.
-  if (std::string error; tls_enabled() &&
-                         !(files.tls = tls::Context::load(tls_settings(), &error))) {
+  if (std::string error; tls_enabled() && !(files.tls = tls::Context::load(parsed.tls, &error))) {
     usage_error("TLS: " + error);
   }
   return files;
 }
 
 // Options that change nothing here, and ports that --unix_socket leaves unused.
-void warn(const std::vector<std::string>& warnings) {
+void warn(const std::vector<std::string>& warnings,
+          const std::vector<server::ListenAddress>& addresses) {
   for (const std::string& warning : warnings)
     std::cerr << "lockcached: warning: " << warning << "\n";
-  std::string ignored;  // checked before
-  std::vector<server::ListenAddress> addresses = listen_addresses(&ignored);
   if (!FLAGS_unix_socket.empty() &&
       (!is_default("port") || std::any_of(addresses.begin(), addresses.end(), [](auto& address) {
         return address.port != server::ListenAddress::kDefaultPort;
@@ -158,7 +172,8 @@ Configuration load(int argc, char** argv) {
   if (std::string warning = follow_cache_port(); !warning.empty()) {
     command_line.warnings.push_back(warning);
   }
-  if (FlagProblem problem = check_flags(); !problem.flag.empty()) {
+  ParsedFlags parsed = parse_flags();
+  if (FlagProblem problem = check_flags(parsed); !problem.flag.empty()) {
     std::string origin = loaded.origin_of(problem.flag);
     usage_error("--" + problem.flag + ": " + problem.message +
                 (origin.empty() ? "" : " (" + origin + ")"));
@@ -169,8 +184,9 @@ Configuration load(int argc, char** argv) {
     usage_error("--enable_coredumps: " + error);
   }
   Configuration configuration;
-  configuration.files = load_files();
-  warn(command_line.warnings);
+  configuration.files = load_files(parsed);
+  warn(command_line.warnings, parsed.listen);
+  configuration.parsed = std::move(parsed);
   configuration.args = std::move(command_line.args);
   configuration.process = process_settings();
   return configuration;

@@ -178,6 +178,8 @@ constexpr std::string_view kLogging = "Logging (glog)";
 
 constexpr Reload kAtStart = Reload::kAtStart;
 constexpr Reload kOnSighup = Reload::kOnSighup;
+// Also for the flags whose text is parsed (parsed_flags.h): their parse
+// is their check, made once.
 const Check kAny;
 
 // Built at the first call, not at static initialization: glog's string
@@ -186,10 +188,9 @@ std::vector<Flag> make_table() {
   return {
       {"port", &FLAGS_port, kPorts, between(0, 65535), kAtStart, "-p"},
       {"lock_port", &FLAGS_lock_port, kPorts, between(-1, 65535)},
-      {"listen", &FLAGS_listen, kPorts, text_check(listen_problem), kAtStart, "-l"},
+      {"listen", &FLAGS_listen, kPorts, kAny, kAtStart, "-l"},
       {"unix_socket", &FLAGS_unix_socket, kPorts, text_check(unix_socket_problem), kAtStart, "-s"},
-      {"unix_socket_mask", &FLAGS_unix_socket_mask, kPorts, text_check(unix_socket_mask_problem),
-       kAtStart, "-a"},
+      {"unix_socket_mask", &FLAGS_unix_socket_mask, kPorts, kAny, kAtStart, "-a"},
       {"listen_backlog", &FLAGS_listen_backlog, kPorts, at_least(1), kAtStart, "-b"},
 
       {"memory_limit_mb", &FLAGS_memory_limit_mb, kMemory, at_least(1), kOnSighup, "-m"},
@@ -227,7 +228,7 @@ std::vector<Flag> make_table() {
        kLockService},
       {"lock_service_max_names", &FLAGS_lock_service_max_names, kLockService},
 
-      {"cluster", &FLAGS_cluster, kCluster, text_check(cluster_problem)},
+      {"cluster", &FLAGS_cluster, kCluster},
       {"node_id", &FLAGS_node_id, kCluster},
       {"data_dir", &FLAGS_data_dir, kCluster},
       {"cluster_secret_file", &FLAGS_cluster_secret_file, kCluster},

@@ -1,9 +1,7 @@
 #include "lockcached/config/settings.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -63,13 +61,12 @@ void set_commands(server::Settings* settings) {
   settings->commands.requests_per_event = static_cast<uint32_t>(FLAGS_max_reqs_per_event);
 }
 
-void set_cluster(server::Settings* settings) {
-  std::string ignored;  // checked at start
-  settings->cluster = cluster_members(&ignored);
+void set_cluster(server::Settings* settings, const ParsedFlags& parsed, const LoadedFiles& files) {
+  settings->cluster = parsed.cluster;
   settings->node_id = FLAGS_node_id;
   settings->cluster_join = FLAGS_cluster_join;
   settings->data_dir = FLAGS_data_dir;
-  read_cluster_secret(&settings->cluster_secret, &ignored);
+  settings->cluster_secret = files.cluster_secret;
   settings->election_timeout_ms = static_cast<unsigned>(FLAGS_election_timeout_ms);
 }
 
@@ -80,12 +77,12 @@ void set_replication(server::Settings* settings) {
   settings->repl_timeout_seconds = FLAGS_repl_timeout;
 }
 
-void set_tls(server::Settings* settings, std::shared_ptr<const tls::Context> loaded) {
+void set_tls(server::Settings* settings, const ParsedFlags& parsed, const LoadedFiles& files) {
   settings->tls = FLAGS_tls;
   settings->tls_port = FLAGS_tls_port;
   settings->lock_tls_port = FLAGS_lock_tls_port;
-  settings->tls_files = tls_settings();
-  settings->tls_context = std::move(loaded);
+  settings->tls_files = parsed.tls;
+  settings->tls_context = files.tls;
   settings->tls_handshake_timeout_seconds = FLAGS_tls_handshake_timeout;
 }
 
@@ -95,60 +92,13 @@ bool tls_enabled() {
   return FLAGS_tls || FLAGS_tls_port != 0 || FLAGS_lock_tls_port != 0;
 }
 
-tls::Settings tls_settings() {
-  tls::Settings tls;
-  tls.cert_file = FLAGS_tls_cert_file;
-  tls.key_file = FLAGS_tls_key_file;
-  tls.ca_file = FLAGS_tls_ca_file;
-  tls.verify_client = FLAGS_tls_verify_client;
-  tls.min_version = FLAGS_tls_min_version == "1.3" ? tls::kTls13 : tls::kTls12;
-  tls.ciphers = FLAGS_tls_ciphers;
-  return tls;
-}
-
-std::vector<server::ListenAddress> listen_addresses(std::string* error) {
-  std::vector<server::ListenAddress> addresses;
-  if (!server::parse_listen_addresses(FLAGS_listen, &addresses, error)) addresses.clear();
-  return addresses;
-}
-
-std::optional<unsigned> parse_octal_mask(std::string_view text) {
-  unsigned mask = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mask, 8);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || mask > 0777) {
-    return std::nullopt;
-  }
-  return mask;
-}
-
-std::vector<consensus::Member> cluster_members(std::string* error) {
-  if (FLAGS_cluster.empty()) return {};
-  return consensus::parse_members(FLAGS_cluster, error);
-}
-
-bool read_cluster_secret(std::string* secret, std::string* error) {
-  if (FLAGS_cluster_secret_file.empty()) return true;
-  std::ifstream file(FLAGS_cluster_secret_file);
-  if (!file || !std::getline(file, *secret)) {
-    *error = FLAGS_cluster_secret_file + ": cannot read it";
-    return false;
-  }
-  if (!secret->empty() && secret->back() == '\r') secret->pop_back();
-  if (secret->size() < 16) {
-    *error = FLAGS_cluster_secret_file + ": the secret must be 16 bytes or more";
-    return false;
-  }
-  return true;
-}
-
-server::Settings server_settings(const LoadedFiles& files) {
+server::Settings server_settings(const ParsedFlags& parsed, const LoadedFiles& files) {
   server::Settings settings;
   settings.authenticator = files.authenticator;
-  std::string ignored;  // checked at start
-  settings.listen = listen_addresses(&ignored);
+  settings.listen = parsed.listen;
   settings.port = static_cast<uint16_t>(FLAGS_port);
   settings.unix_socket = FLAGS_unix_socket;
-  settings.unix_socket_mask = parse_octal_mask(FLAGS_unix_socket_mask).value_or(0700);
+  settings.unix_socket_mask = parsed.unix_socket_mask;
   settings.lock_port = FLAGS_lock_port;
   settings.threads = FLAGS_threads > 0 ? static_cast<unsigned>(FLAGS_threads)
                                        : std::max(1u, std::thread::hardware_concurrency());
@@ -177,9 +127,9 @@ server::Settings server_settings(const LoadedFiles& files) {
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
-  set_cluster(&settings);
+  set_cluster(&settings, parsed, files);
   set_replication(&settings);
-  set_tls(&settings, files.tls);
+  set_tls(&settings, parsed, files);
   return settings;
 }
 

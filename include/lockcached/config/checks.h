@@ -1,6 +1,7 @@
 // The start-up checks: of each flag's value alone (the table's check
-// column, flags.h), then the rules between flags. A problem stops the
-// start with exit status 64 and one line, "--FLAG: MESSAGE (ORIGIN)".
+// column, flags.h, or the parse of its text, parsed_flags.h), then the
+// rules between flags. A problem stops the start with exit status 64 and
+// one line, "--FLAG: MESSAGE (ORIGIN)".
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "lockcached/config/flags.h"
+#include "lockcached/config/parsed_flags.h"
 
 namespace lockcached::config {
 
@@ -22,11 +24,8 @@ Check one_of(std::initializer_list<std::string_view> choices);
 Check text_check(std::string (*problem)(const std::string& text));
 
 // What is wrong with the value of a string flag alone; "" when nothing.
-std::string listen_problem(const std::string& list);
 std::string unix_socket_problem(const std::string& path);
-std::string unix_socket_mask_problem(const std::string& mask);
 std::string one_character_problem(const std::string& text);
-std::string cluster_problem(const std::string& members);
 std::string virtual_ip_problem(const std::string& address);
 std::string user_problem(const std::string& user);
 
@@ -36,8 +35,9 @@ struct FlagProblem {
   std::string message;
 };
 
-// The first problem: each flag's own check, in the table's order, then
-// the rules between flags (checks.cc).
-FlagProblem check_flags();
+// The first problem: each flag's own check or the parse of its text
+// (`parsed`'s problems), in the table's order, then the rules between
+// flags (checks.cc), which read the parsed flags from `parsed`.
+FlagProblem check_flags(const ParsedFlags& parsed);
 
 }  // namespace lockcached::config

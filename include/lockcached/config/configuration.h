@@ -29,6 +29,7 @@ struct Configuration {
   // The command line, memcached's options made flags: what SIGHUP walks
   // again (its flagfiles read afresh).
   std::vector<std::string> args;
+  ParsedFlags parsed;  // for server_settings: what the checks judged
   LoadedFiles files;
   ProcessSettings process;
 };

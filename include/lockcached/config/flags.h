@@ -109,7 +109,7 @@ struct Flag {
   std::string_view name;
   Storage storage;
   std::string_view group;  // its --help group's title
-  Check check;             // none: any value gflags takes
+  Check check;             // none: any value gflags takes, or one that parse_flags parses
   Reload reload;
   // memcached's option for it, as memcached's -h names it ("-p",
   // "-o idle_timeout"); command_line.cc translates by it. Empty: none.
