@@ -39,6 +39,19 @@ def binary_from_argv(argv=None):
     return binary
 
 
+def server_run_by(binary):
+    """The lockcached binary that `binary` runs: `binary` itself, or, for a
+    wrapper script of test/CMakeLists.txt, the server it names last on its
+    exec line, as 'PATH' (test/e2e/server_process.cc's server_run_by reads it
+    the same way)."""
+    with open(binary, "rb") as f:
+        if f.read(2) != b"#!":
+            return binary
+        script = f.read()
+    wrapped = re.search(rb"^exec .*'([^']+)'", script, re.M)
+    return os.fsdecode(wrapped.group(1)) if wrapped else binary
+
+
 def main_with_tools(defaults):
     """Runs a test module's unittest cases: `python3 TEST.py LOCKCACHED_BINARY
     [TOOL...] [unittest options]`. Returns (lockcached, tools, options):

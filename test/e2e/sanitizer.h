@@ -1,12 +1,15 @@
 // Which sanitizer the server under test was built with, and how much that
 // relaxes the tests' RSS and latency bounds (and nothing else: every
-// functional assertion holds under a sanitizer too).
+// functional assertion holds under a sanitizer too, but for what its
+// run-time itself defeats, such as mlockall).
 //
-// Told by the server binary itself (the one ServerProcess starts), not by
-// how this test binary was built: CI may point LOCKCACHED_SERVER_BINARY at a
-// server of another build. An instrumented binary names the sanitizer's
-// run-time entry point (__asan_init, __tsan_init) among its symbols.
-// $LOCKCACHED_SANITIZER (address, thread, none) overrides the guess.
+// Told by the server binary itself (the one ServerProcess starts, or the one
+// its wrapper script runs: server_run_by), not by how this test binary was
+// built: CI's sanitizer stages run these tests against a server of another
+// build (LOCKCACHED_TEST_SERVER_DIR), and $LOCKCACHED_SERVER_BINARY may name
+// any. An instrumented binary names the sanitizer's run-time entry point
+// (__asan_init, __tsan_init) among its symbols. $LOCKCACHED_SANITIZER
+// (address, thread, none) overrides the guess.
 #pragma once
 
 #include <cstdint>
@@ -29,19 +32,9 @@ inline Sanitizer detect_server_sanitizer() {
     if (name == "thread") return Sanitizer::kThread;
     if (name == "none") return Sanitizer::kNone;
   }
-  std::string path = server_binary();
-  std::ifstream file(path, std::ios::binary);
+  // Through a wrapper script, the server it runs.
+  std::ifstream file(server_run_by(server_binary()), std::ios::binary);
   std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  // A wrapper script (test/CMakeLists.txt) names the server it runs last on
-  // its exec line, as 'PATH': look at that one.
-  constexpr std::string_view kExec = "\nexec ";
-  if (size_t exec = bytes.find(kExec); bytes.starts_with("#!") && exec != std::string::npos) {
-    std::string line = bytes.substr(exec + 1, bytes.find('\n', exec + 1) - exec - 1);
-    size_t end = line.rfind('\'');
-    size_t start = line.rfind('\'', end - 1) + 1;
-    std::ifstream binary(line.substr(start, end - start), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(binary), std::istreambuf_iterator<char>());
-  }
   if (bytes.find("__asan_init") != std::string::npos) return Sanitizer::kAddress;
   if (bytes.find("__tsan_init") != std::string::npos) return Sanitizer::kThread;
   return Sanitizer::kNone;

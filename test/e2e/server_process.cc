@@ -646,11 +646,26 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 }
 
 // $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the compiled-in
-// binary: CI runs these tests against a sanitizer build of the server.
+// binary: a run by hand against another build of the server.
 std::string server_binary() {
   const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
   if (override_binary != nullptr && *override_binary != '\0') return override_binary;
   return LOCKCACHED_BINARY;
+}
+
+std::string server_run_by(const std::string& program) {
+  std::ifstream file(program, std::ios::binary);
+  std::string line;
+  if (!std::getline(file, line) || !line.starts_with("#!")) return program;
+  while (std::getline(file, line)) {
+    if (!line.starts_with("exec ")) continue;
+    size_t end = line.rfind('\'');
+    if (end == std::string::npos || end == 0) break;
+    size_t start = line.rfind('\'', end - 1);
+    if (start == std::string::npos) break;
+    return line.substr(start + 1, end - start - 1);
+  }
+  return program;
 }
 
 std::string cli_binary() {

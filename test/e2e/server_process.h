@@ -94,9 +94,14 @@ class ServerProcess {
 };
 
 // The lockcached binary under test: $LOCKCACHED_SERVER_BINARY when set and
-// not empty (CI runs the tests against a sanitizer build of the server),
-// else the one built with the tests.
+// not empty, else the one test/CMakeLists.txt picks (this build's, or
+// another build's: CI's sanitizer stages), through a wrapper script where
+// the suite refuses io_uring.
 std::string server_binary();
+// The lockcached binary that `program` runs: `program` itself, or, for a
+// wrapper script of test/CMakeLists.txt, the server it names last on its
+// exec line, as 'PATH'. What a sanitizer build is told by (sanitizer.h).
+std::string server_run_by(const std::string& program);
 // The lockcached-cli binary under test (test/CMakeLists.txt picks it).
 std::string cli_binary();
 

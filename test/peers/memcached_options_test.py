@@ -60,15 +60,10 @@ def answers_binary_version(port):
 
 
 def built_with_a_sanitizer(binary):
-    """Whether `binary` (or the server a wrapper script of test/CMakeLists.txt
-    runs, named last on its exec line) runs under AddressSanitizer or
-    ThreadSanitizer."""
-    with open(binary, "rb") as f:
+    """Whether `binary` (or the server its wrapper script runs) runs under
+    AddressSanitizer or ThreadSanitizer."""
+    with open(lockcached_server.server_run_by(binary), "rb") as f:
         content = f.read()
-    wrapped = re.search(rb"^exec .*'([^']+)'", content, re.M) if content.startswith(b"#!") else None
-    if wrapped:
-        with open(wrapped.group(1), "rb") as f:
-            content = f.read()
     return b"__asan_init" in content or b"__tsan_init" in content
 
 
