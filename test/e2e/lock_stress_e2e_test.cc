@@ -21,8 +21,8 @@
 // anything that may end the lock, so a published epoch always lies inside the
 // server-side hold.
 //
-// $LOCKCACHED_SERVER_BINARY runs it against another build of the server (CI:
-// ThreadSanitizer); see server_process.h.
+// CI runs it against a ThreadSanitizer build of the server too; see
+// server_binary() in server_process.h.
 #include <sys/wait.h>
 
 #include <algorithm>
