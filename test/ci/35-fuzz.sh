@@ -23,5 +23,8 @@ export PATH="$tools:$PATH"
 export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 export UBSAN_OPTIONS=print_stacktrace=1
 
+# LOCKCACHED_CI_BUILD_ONLY: build, and stop (test/ci/all.sh builds ahead so).
+run=("${FUZZ_SECONDS:-60}")
+if [ -n "${LOCKCACHED_CI_BUILD_ONLY:-}" ]; then run=(--build-only); fi
 FUZZ_ARGS="-seed=1 ${FUZZ_ARGS:-}" BUILD_DIR="${FUZZ_BUILD_DIR:-$PWD/build-fuzz}" \
-  test/fuzz/run.sh "${FUZZ_SECONDS:-60}"
+  test/fuzz/run.sh "${run[@]}"
