@@ -1,7 +1,8 @@
 # Install layout, and the Debian package built by CPack:
 #   cmake -S . -B build-pkg -DCMAKE_INSTALL_PREFIX=/usr && cmake --build build-pkg
 #   (cd build-pkg && cpack -G DEB)
-# test/ci/50-packaging.sh builds, installs and runs that package.
+# test/ci/50-packaging.sh makes that package from stage 10's build directory
+# (the same binaries), installs it and runs it.
 include(GNUInstallDirs)
 
 # Configuration lives in /etc for a /usr prefix (GNUInstallDirs' rule), and

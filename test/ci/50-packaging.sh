@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The Debian package: build it with CPack (prefix /usr, with libsystemd and
-# man pages), install it with apt beside Debian's memcached holding
+# The Debian package: make it with CPack from stage 10's build (prefix /usr,
+# with libsystemd and man pages), install it with apt beside Debian's memcached holding
 # 127.0.0.1:11211 and check that postinst saw the port taken and did not
 # start the service, check what it holds (man pages and changelog
 # included), verify its systemd unit, run the service the way the unit does
@@ -37,9 +37,21 @@ fail() {
 apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends libsystemd-dev dpkg-dev file systemd \
   logrotate python3 python3-seccomp help2man man-db iproute2 memcached >/dev/null
 
-build=build-pkg
-cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DLOCKCACHED_BUILD_TESTS=OFF \
-  -DLOCKCACHED_BUILD_BENCH=OFF -DLOCKCACHED_SYSTEMD=ON -DLOCKCACHED_MAN_PAGES=ON >/dev/null
+# The package holds stage 10's build: the server and CLI that the whole
+# suite tested, built as a user's build is (RelWithDebInfo), here configured
+# for /usr with libsystemd and man pages. The prefix changes installed files
+# only (the unit, the flagfile's path, check-ports), never a compiled one, so
+# this builds the man pages and nothing else (everything, if the stage runs
+# alone). The build directory's prefix and options are put back at the end.
+build=${LOCKCACHED_PACKAGE_BUILD:-build}
+prefix_before=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+restore_build() {
+  cmake -S . -B "$build" -DCMAKE_INSTALL_PREFIX="${prefix_before:-/usr/local}" \
+    -DLOCKCACHED_SYSTEMD=AUTO -DLOCKCACHED_MAN_PAGES=AUTO >/dev/null
+}
+trap 'restore_build; cleanup' EXIT
+cmake -S . -B "$build" -DLOCKCACHED_WERROR=ON -DCMAKE_INSTALL_PREFIX=/usr -DLOCKCACHED_SYSTEMD=ON \
+  -DLOCKCACHED_MAN_PAGES=ON >/dev/null
 cmake --build "$build" -j2
 rm -f "$build"/lockcached_*.deb
 (cd "$build" && cpack -G DEB)
