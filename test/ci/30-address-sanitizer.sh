@@ -16,11 +16,13 @@
 #
 # The servers run with their default, --io=auto, on io_uring (as in stage
 # 10), where the kernel holds pointers into a connection's replies until a
-# send completes, then (the tests that start a server again) with io_uring
-# refused, so on epoll (as in stage 22).
+# send completes, then with io_uring refused, so on epoll (as in stage 22),
+# for the suites whose code differs between the backends
+# (test/ci/sanitized-suite.sh lists them).
 #
 # Under a sanitizer the tests relax their RSS and latency bounds, never their
-# functional assertions (test/e2e/sanitizer.h). Nothing is excluded.
+# functional assertions (test/e2e/sanitizer.h). The first pass excludes
+# nothing.
 # LOCKCACHED_ASAN_BUILD picks another build directory (to run this beside
 # other work on one machine).
 # libclang-rt: Clang's sanitizer runtimes; llvm-14: the symbolizer.
