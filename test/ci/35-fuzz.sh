@@ -13,12 +13,9 @@ apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends \
   clang-14 libclang-rt-14-dev llvm-14 >/dev/null
 
 # Debian's clang-14 has no unversioned names unless the `clang` package is
-# installed; run.sh calls clang/clang++, so point them at clang-14.
-tools=$(mktemp -d)
-trap 'rm -rf "$tools"' EXIT
-ln -s /usr/bin/clang-14 "$tools/clang"
-ln -s /usr/bin/clang++-14 "$tools/clang++"
-export PATH="$tools:$PATH"
+# installed; run.sh takes the compiler from CC and CXX. (Names that stay:
+# the build directory keeps them, and a build ahead's directory is reused.)
+export CC=clang-14 CXX=clang++-14
 # Symbolized stack traces in the reports.
 export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 export UBSAN_OPTIONS=print_stacktrace=1

@@ -8,8 +8,9 @@
 #   test/fuzz/run.sh [SECONDS]
 #   test/fuzz/run.sh --build-only     builds them and stops
 #
-# Environment: FUZZERS (default "text binary lock_service"), BUILD_DIR
-# (default build-fuzz), FUZZ_ARGS (more libFuzzer flags, e.g. -jobs=4).
+# Environment: CC and CXX (default clang and clang++), FUZZERS (default
+# "text binary lock_service"), BUILD_DIR (default build-fuzz), FUZZ_ARGS
+# (more libFuzzer flags, e.g. -jobs=4).
 set -uo pipefail
 
 duration=${1:-30}
@@ -33,7 +34,7 @@ fi
 
 echo "== configuring and building in $build"
 mkdir -p "$build"
-CC=clang CXX=clang++ cmake -S "$here" -B "$build" "${generator[@]}" >"$build/configure.log" 2>&1 || {
+CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$here" -B "$build" "${generator[@]}" >"$build/configure.log" 2>&1 || {
   cat "$build/configure.log" >&2
   echo "configure failed" >&2
   exit 2
