@@ -18,8 +18,14 @@ if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
 else()
   set(LOCKCACHED_UNIT_DIR_DEFAULT "${CMAKE_INSTALL_PREFIX}/lib/systemd/system")
 endif()
-set(LOCKCACHED_SYSTEMD_UNIT_DIR "${LOCKCACHED_UNIT_DIR_DEFAULT}"
-    CACHE PATH "Where lockcached.service is installed")
+# Given, it stays; empty, it follows the prefix at every configure, so that a
+# build directory configured again for another prefix (CI's stage 50 makes
+# the package from stage 10's) puts the unit where that prefix does.
+set(LOCKCACHED_SYSTEMD_UNIT_DIR "" CACHE PATH
+    "Where lockcached.service is installed (empty: where the prefix puts it)")
+if(NOT LOCKCACHED_SYSTEMD_UNIT_DIR)
+  set(LOCKCACHED_SYSTEMD_UNIT_DIR "${LOCKCACHED_UNIT_DIR_DEFAULT}")
+endif()
 
 # Type=notify needs the server to send READY=1, which takes libsystemd
 # (LOCKCACHED_WITH_SYSTEMD, set in the top CMakeLists.txt).
