@@ -4,11 +4,15 @@
 #   stage 10   GCC, RelWithDebInfo (-O2): everything (the user's default)
 #   stage 15   GCC, Release (-O3): the server, the CLI and the unit tests,
 #              whose tests then run (this stage)
-#   stage 20   GCC, ThreadSanitizer (-O1): everything
-#   stage 30   Clang, AddressSanitizer (-O1): everything, and the whole
+#   stage 20   GCC, ThreadSanitizer (-O1): the server, the CLI and the
+#              unit tests
+#   stage 30   Clang, AddressSanitizer (-O1): the server, the CLI and the
+#              unit tests, Clang's front end over the rest, and the whole
 #              suite runs on Clang's build (Clang once found an
 #              order-of-evaluation bug that GCC's build hid)
 #   stage 35   Clang, libFuzzer: the core and the harnesses
+# In every build the tests' own code is compiled at -O0 (test/CMakeLists.txt):
+# the level above is the product's.
 # Clang's warnings come from its front end, which does not look at the
 # optimization level, so one Clang build covers them. GCC's come partly from
 # its optimizer (inlining at -O3 shows what -O2 does not), hence this stage;
