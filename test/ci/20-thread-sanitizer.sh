@@ -2,8 +2,9 @@
 # the CLI: stage 10's tests but the side-by-side ones of test/peers) with the
 # server, the CLI and the unit tests built -DCMAKE_BUILD_TYPE=Tsan. The
 # end-to-end and external tests, clients of the server, are stage 10's, run
-# against this build's lockcached and lockcached-cli (test/ci/sanitized-suite.sh), so every
-# request of the suite is served by the instrumented server.
+# against this build's lockcached and lockcached-cli
+# (test/ci/sanitized-suite.sh), so every request of the suite is served by
+# the instrumented server.
 #
 # The servers run with their default, --io=auto, on io_uring (as in stage
 # 10), then with io_uring refused, so on epoll (as in stage 22), for the
