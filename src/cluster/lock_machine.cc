@@ -116,7 +116,8 @@ std::optional<locks::Outcome> LockMachine::submit(locks::Change change, locks::A
     std::lock_guard lock(mutex_);
     grace_ends_[logged.change.serial] = std::move(answer);
   }
-  if (!node_ || !node_->propose(encode(logged))) {
+  consensus::RaftNode* node = this->node();
+  if (!node || !node->propose(encode(logged))) {
     {
       std::lock_guard lock(mutex_);
       if (answered) pending_.erase(logged.origin.request);
@@ -167,7 +168,7 @@ void LockMachine::apply_change(const LoggedChange& logged) {
     on_grant = [this, request](uint64_t token) {
       auto timer = wait_timers_.find(request);
       if (timer != wait_timers_.end()) {
-        node_->scheduler().cancel(timer->second);
+        node()->scheduler().cancel(timer->second);
         timers_.erase(timer->second);
         wait_timers_.erase(timer);
       }
@@ -258,12 +259,13 @@ void LockMachine::answer(uint64_t request, const locks::Outcome& outcome, bool l
 }
 
 void LockMachine::propose(const locks::Change& change, uint64_t request) {
-  if (node_) node_->propose(encode(LoggedChange{{node_id_, incarnation_, request}, change}));
+  if (consensus::RaftNode* node = this->node())
+    node->propose(encode(LoggedChange{{node_id_, incarnation_, request}, change}));
 }
 
 void LockMachine::arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms) {
   auto id = std::make_shared<timing::Scheduler::TimerId>();
-  *id = node_->scheduler().after(grace_ms, [this, serial, detachment, id] {
+  *id = node()->scheduler().after(grace_ms, [this, serial, detachment, id] {
     timers_.erase(*id);
     locks::Change expire;
     expire.kind = locks::ChangeKind::kExpire;
@@ -276,7 +278,7 @@ void LockMachine::arm_expiry(const std::string& serial, uint64_t detachment, int
 
 void LockMachine::arm_timeout(const std::string& serial, uint64_t request, int64_t wait_ms) {
   auto id = std::make_shared<timing::Scheduler::TimerId>();
-  *id = node_->scheduler().after(wait_ms, [this, serial, request, id] {
+  *id = node()->scheduler().after(wait_ms, [this, serial, request, id] {
     timers_.erase(*id);
     wait_timers_.erase(request);
     locks::Change cancel;
@@ -291,7 +293,7 @@ void LockMachine::arm_timeout(const std::string& serial, uint64_t request, int64
 
 void LockMachine::cancel_timers() {
   for (timing::Scheduler::TimerId id : timers_)
-    node_->scheduler().cancel(id);
+    node()->scheduler().cancel(id);
   timers_.clear();
   wait_timers_.clear();
 }

@@ -262,6 +262,9 @@ struct RaftNode::Impl final : timing::Scheduler {
   uint32_t pending_count = 0;
   std::vector<std::function<void()>> tasks;
   bool stop_requested = false;
+  // Set as `wake` closes: another thread's uv_async_send must not reach a
+  // closed handle, so they send under the mutex, while this is false.
+  bool wake_closed = false;
   RaftStatus shared_status;
   std::atomic<bool> leading{false};
 };
@@ -364,6 +367,10 @@ void RaftNode::Impl::close_handles() {
   if (io_ready) raft_uv_close(&io);
   if (transport_ready) authenticated_transport_free(&transport);
   uv_close(reinterpret_cast<uv_handle_t*>(&poll), nullptr);
+  {
+    std::lock_guard lock(mutex);
+    wake_closed = true;
+  }
   uv_close(reinterpret_cast<uv_handle_t*>(&wake), nullptr);
 }
 
@@ -632,28 +639,28 @@ void RaftNode::stop() {
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stop_requested = true;
+    if (!impl_->wake_closed) uv_async_send(&impl_->wake);
   }
-  uv_async_send(&impl_->wake);
   impl_->thread.join();
 }
 
 bool RaftNode::propose(std::string_view command) {
   if (!impl_->leading.load(std::memory_order_acquire)) return false;
-  {
-    std::lock_guard lock(impl_->mutex);
-    put32(impl_->pending, static_cast<uint32_t>(command.size()));
-    impl_->pending.append(command);
-    ++impl_->pending_count;
-  }
+  std::lock_guard lock(impl_->mutex);
+  // A node stopping or stopped proposes nothing (connections still close
+  // then, and propose their detach).
+  if (impl_->stop_requested || impl_->wake_closed) return false;
+  put32(impl_->pending, static_cast<uint32_t>(command.size()));
+  impl_->pending.append(command);
+  ++impl_->pending_count;
   uv_async_send(&impl_->wake);
   return true;
 }
 
 void RaftNode::post(std::function<void()> task) {
-  {
-    std::lock_guard lock(impl_->mutex);
-    impl_->tasks.push_back(std::move(task));
-  }
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->wake_closed) return;  // stopped: nothing runs tasks any more
+  impl_->tasks.push_back(std::move(task));
   uv_async_send(&impl_->wake);
 }
 

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -217,6 +219,30 @@ TEST_F(RaftNodeTest, EveryMemberAppliesTheLeadersCommandsInOneOrder) {
     if (id != first) {
       EXPECT_FALSE(nodes_[id - 1]->propose("refused"));
     }
+}
+
+// A server stops its node while connections still close on other threads
+// and propose their detach: proposals during and after the stop are
+// refused, never sent to a closed handle.
+TEST_F(RaftNodeTest, ALeaderStoppingRefusesWhatIsProposedMeanwhile) {
+  for (uint64_t id = 1; id <= 3; ++id)
+    start(id);
+  uint64_t first = leader();
+  ASSERT_NE(first, 0u);
+  RaftNode& node = *nodes_[first - 1];
+  std::atomic<bool> stopped{false};
+  std::atomic<int> accepted{0};
+  std::thread proposer([&] {
+    while (!stopped.load()) {
+      if (node.propose("closing")) accepted.fetch_add(1);
+    }
+  });
+  while (accepted.load() == 0)
+    std::this_thread::yield();
+  node.stop();
+  stopped.store(true);
+  proposer.join();
+  EXPECT_FALSE(node.propose("after the stop"));
 }
 
 TEST_F(RaftNodeTest, AnotherLeaderTakesOverAndCommittedCommandsSurviveARestart) {

@@ -57,8 +57,10 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   LockMachine(locks::LockLimits limits, uint64_t node_id, Addresses addresses,
               std::function<void()> role_changed);
   ~LockMachine() override;
-  // The node this machine serves; before it starts.
-  void attach(consensus::RaftNode* node) { node_ = node; }
+  // The node this machine serves: before it starts, and nullptr as the
+  // server stops, while lock-service connections may still be closing (and
+  // proposing their detach) on other threads.
+  void attach(consensus::RaftNode* node) { node_.store(node, std::memory_order_release); }
 
   // ---- locks::Coordinator, from any thread ----
   std::optional<locks::Outcome> submit(locks::Change change, locks::Answer answer) override;
@@ -117,7 +119,8 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   const uint64_t incarnation_;
   const std::function<void()> role_changed_;
   EntryClock clock_;
-  consensus::RaftNode* node_ = nullptr;
+  std::atomic<consensus::RaftNode*> node_{nullptr};
+  consensus::RaftNode* node() const { return node_.load(std::memory_order_acquire); }
 
   mutable std::mutex mutex_;  // guards pending_, grace_ends_, status_ and announced_
   std::unordered_map<uint64_t, Pending> pending_;

@@ -113,11 +113,12 @@ class RaftNode {
   void stop();
 
   // Thread-safe. Appends `command` to the next entry, if this node leads
-  // when the entry is made; false when it does not lead now. A command may
-  // still be dropped (leadership lost before it was committed): the
-  // application learns of that through on_status.
+  // when the entry is made; false when it does not lead now, or is stopping
+  // or stopped. A command may still be dropped (leadership lost before it
+  // was committed): the application learns of that through on_status.
   bool propose(std::string_view command);
-  // Thread-safe: runs `task` on the node's thread.
+  // Thread-safe: runs `task` on the node's thread (never, once the node has
+  // stopped).
   void post(std::function<void()> task);
   // Thread-safe. Makes `change` if this node leads; `done` is called once,
   // on the node's thread, when the new configuration is committed (a
