@@ -58,7 +58,8 @@ root, with iproute2 and keepalived:
         python3 test/ha/raft_faults.py [RUN ...]
 
 `--expect-violations` inverts the verdict: CI runs the suite once against
-a build that answers before the log commits (-DLOCKCACHED_TEST_EARLY_ANSWER=ON)
+the test-only server that answers before the log commits
+(`cmake --build build --target lockcached-early-answer`)
 and it must report violations, so the checks are shown to catch one.
 """
 
