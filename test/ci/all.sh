@@ -8,21 +8,27 @@
 #   test/ci/all.sh            every stage
 #   test/ci/all.sh 10 30      only the stages whose number is given
 #
-# Building ahead: stage 25's clusters and clients wait on timers most of the
-# time (a fault run used about a third of two CPUs), so while it runs, the
-# builds of stages 30 and 35 run beside it at the lowest priority (the
-# stage scripts with LOCKCACHED_CI_BUILD_ONLY set: install, build, check
-# the build's warnings, stop). Those stages then find their builds done.
-# The first stage after 25 waits for them; their output comes before its own.
+# Building ahead: some stages leave the CPUs partly idle (the end-to-end
+# tests wait on their servers' replies; stage 25's clusters wait on timers,
+# a fault run used about a third of two CPUs), so while they run, the
+# builds of later stages run beside them at the lowest priority
+# (builds_beside below: the stage scripts with LOCKCACHED_CI_BUILD_ONLY
+# set: install, build, check the build's warnings, stop). Those stages then
+# find their builds done. The first of them waits for the builds; their
+# output comes before its own.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 export DEBIAN_FRONTEND=noninteractive
 stages=(test/ci/[0-9][0-9]-*.sh)
-declare -A builds_beside=([25]="30 35")
+# Stage 10's tests leave about half of the CPUs idle: stage 15's build goes
+# there. Stages 20 to 25 run servers under test, TSan's and then the plain
+# ones, and the clusters: stage 30's and 35's builds go there.
+declare -A builds_beside=([10]="15" [20]="30 35")
 times=()
 run_start=$SECONDS
 ahead_pid=
+ahead_stages=  # the stages the builds ahead are for
 ahead_log=$(mktemp)
 summary() {
   if [ -n "$ahead_pid" ]; then kill -- "-$ahead_pid" 2>/dev/null || true; fi
@@ -46,7 +52,9 @@ build_ahead() {
     if selected "$number"; then later+=(test/ci/"$number"-*.sh); fi
   done
   [ ${#later[@]} -gt 0 ] || return 0
+  wait_for_builds_ahead  # one batch at a time
   echo "==== building ahead, beside stage $1: ${later[*]}"
+  ahead_stages=" ${builds_beside[$1]} "
   set -m  # its own process group, which summary() can stop whole
   (
     for stage in "${later[@]}"; do
@@ -58,9 +66,11 @@ build_ahead() {
   set +m
 }
 
-# Waits for the builds ahead, if any, and prints what they printed.
+# Waits for the builds ahead, if any, and prints what they printed: before
+# stage $1 when they are for it (or before the end, with no argument).
 wait_for_builds_ahead() {
   [ -n "$ahead_pid" ] || return 0
+  if [ $# -gt 0 ] && [[ $ahead_stages != *" $1 "* ]]; then return 0; fi
   local status=0
   wait "$ahead_pid" || status=$?
   ahead_pid=
@@ -78,7 +88,7 @@ for stage in "${stages[@]}"; do
   echo "==== stage $(basename "$stage") ($(date -u +%T))"
   start=$SECONDS
   status=0
-  wait_for_builds_ahead || status=$?
+  wait_for_builds_ahead "$number" || status=$?
   if [ "$status" = 0 ]; then
     build_ahead "$number"
     bash -euo pipefail "$stage" || status=$?
