@@ -165,10 +165,10 @@ Store::Shard& Store::shard_for(uint64_t hash) const {
 // turns it into a CAS bound: everything stored until then has a lower CAS.
 bool Store::is_flushed(const Item& item, RelTime now) {
   apply_due_flush(now);
-  return item.cas < flush_cas_.load(std::memory_order_relaxed);
+  return flushed_before(item);
 }
 
-void Store::apply_due_flush(RelTime now) {
+void Store::apply_pending_flush(RelTime now) {
   RelTime due = flush_time_.load(std::memory_order_relaxed);
   if (due != 0 && due <= now && flush_time_.compare_exchange_strong(due, 0)) {
     raise_flush_cas(next_cas());
@@ -182,18 +182,23 @@ void Store::raise_flush_cas(uint64_t cas) {
 }
 
 bool Store::is_live(const Item& item, RelTime now) {
+  apply_due_flush(now);
+  return is_live_flush_applied(item, now);
+}
+
+bool Store::is_live_flush_applied(const Item& item, RelTime now) const {
   if (item.is_locked()) return true;  // locked objects neither expire nor flush
   if (item.exptime != 0 && item.exptime <= now) return false;
-  return !is_flushed(item, now);
+  return !flushed_before(item);
 }
 
 Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
   apply_due_flush(now);  // before anything can be stored after the moment
   Item* item = shard.table.find(hash, key);
-  if (!item || is_live(*item, now)) return item;
+  if (!item || is_live_flush_applied(*item, now)) return item;
   // memcached looks at the flush first: an item both flushed and expired
   // counts as flushed.
-  ++(is_flushed(*item, now) ? shard.found_flushed : shard.found_expired);
+  ++(flushed_before(*item) ? shard.found_flushed : shard.found_expired);
   reclaim(shard, item, hash);
   return nullptr;
 }

@@ -352,12 +352,24 @@ class Store {
   Shard& shard_for(uint64_t hash) const;
   bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader);
   bool is_flushed(const Item& item, RelTime now);
-  void apply_due_flush(RelTime now);
+  // Every lookup calls it: the test for "no delayed flush_all pending" is
+  // inline, the rest is not.
+  void apply_due_flush(RelTime now) {
+    if (flush_time_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      apply_pending_flush(now);
+  }
+  void apply_pending_flush(RelTime now);
+  // Whether a flush_all took `item`, as of the last apply_due_flush.
+  bool flushed_before(const Item& item) const {
+    return item.cas < flush_cas_.load(std::memory_order_relaxed);
+  }
   void raise_flush_cas(uint64_t cas);
   // Flushes at `moment` (0: now), as flush_all does.
   void start_flush(RelTime moment);
   static void note_access(Item* item, RelTime now);
   bool is_live(const Item& item, RelTime now);
+  // is_live once apply_due_flush(now) ran: find() applies it first, once.
+  bool is_live_flush_applied(const Item& item, RelTime now) const;
   ChangeListener* listener() const { return listener_.load(std::memory_order_acquire); }
   // Sets a linked item's exptime in place (touch) and reports it.
   void retime(Shard& shard, Item* item, RelTime exptime);
