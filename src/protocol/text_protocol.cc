@@ -305,18 +305,23 @@ void TextProtocol::get(const Words& words, bool with_cas, bool touch, OutputQueu
 void TextProtocol::get_keys(std::string_view keys, bool with_cas, bool touch, int32_t exptime,
                             OutputQueue& out) {
   // memcached answers only the error when any key is bad, so check first.
+  // The first keys are noted on the way: a usual get or multi-get is then
+  // answered without a second walk over its line.
   bool all_valid = true;
   size_t count = 0;
-  std::string_view first;
-  for_each_word(keys, [&all_valid, &count, &first](std::string_view key) {
+  Words::Span noted[kKeysNoted];  // [0, min(count, kKeysNoted)) are set
+  for_each_word(keys, [&all_valid, &count, &noted](std::string_view key) {
     all_valid &= valid_key(key);
-    if (count++ == 0) first = key;
+    if (count < kKeysNoted) noted[count] = {key.data(), key.size()};
+    ++count;
   });
   if (!all_valid) return reply(out, kBadFormat);
 
   const GetOptions options{with_cas, touch, exptime};
   if (count == 1) {
-    answer_key(first, options, out);  // the usual get: no second walk
+    answer_key({noted[0].data, noted[0].size}, options, out);  // the usual get
+  } else if (count <= kKeysNoted) {
+    answer_noted_keys(noted, count, options, out);
   } else if (count <= kGetKeysPerStep) {
     answer_keys(keys, 0, options, out);  // all in one step, from the line
   } else {
@@ -365,6 +370,19 @@ void TextProtocol::answer_key(std::string_view key, const GetOptions& options, O
   }
   // Under the store's lock: a small value is copied, a large one referenced.
   core_.read(key, [&](store::Item& item) { append_value(item, options.with_cas, out); });
+}
+
+// A multi-get's keys, looked up in one call to the store (CommandCore::read_each).
+void TextProtocol::answer_noted_keys(const Words::Span* keys, size_t count,
+                                     const GetOptions& options, OutputQueue& out) {
+  if (options.touch) {
+    for (size_t i = 0; i < count; ++i)
+      answer_key({keys[i].data, keys[i].size}, options, out);
+    return;
+  }
+  core_.read_each(
+      count, [keys](size_t i) { return std::string_view(keys[i].data, keys[i].size); },
+      [&](size_t, store::Item& item) { append_value(item, options.with_cas, out); });
 }
 
 // Answers up to kGetKeysPerStep of the keys from `from` on; returns where

@@ -192,8 +192,7 @@ bool Store::is_live_flush_applied(const Item& item, RelTime now) const {
   return !flushed_before(item);
 }
 
-Item* Store::find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
-  apply_due_flush(now);  // before anything can be stored after the moment
+Item* Store::find_live(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
   Item* item = shard.table.find(hash, key);
   if (!item || is_live_flush_applied(*item, now)) return item;
   // memcached looks at the flush first: an item both flushed and expired
@@ -415,11 +414,14 @@ ItemRef Store::get(std::string_view key) {
   return found;
 }
 
-bool Store::read_with(std::string_view key, void (*call)(void*, Item&), void* reader) {
-  Lookup found(*this, key);
-  if (!found.item) return false;
-  note_access(found.item, found.now);
-  call(reader, *found.item);
+bool Store::read_at(RelTime now, std::string_view key, void (*call)(void*, Item&), void* reader) {
+  const uint64_t hash = hash_key(key, hash_seed_);
+  Shard& shard = shard_for(hash);
+  std::lock_guard lock(shard.mutex);
+  Item* item = find_live(shard, hash, key, now);
+  if (!item) return false;
+  note_access(item, now);
+  call(reader, *item);
   return true;
 }
 

@@ -85,6 +85,26 @@ class CommandCore {
     count_get(key, hit);
     return hit;
   }
+  // A multi-get: read() for each of `count` keys (key_at(i) gives the i-th),
+  // in order, calling reader(i, item) for each hit (Store::read_each).
+  template <typename KeyAt, typename Reader>
+  void read_each(size_t count, KeyAt&& key_at, Reader&& reader) {
+    // Watchers and per-prefix counters see each key: one at a time.
+    if (watching(kWatchFetchers) || (prefix_stats_ && prefix_stats_->enabled())) [[unlikely]] {
+      for (size_t i = 0; i < count; ++i) {
+        read(key_at(i), [&reader, i](store::Item& item) { reader(i, item); });
+      }
+      return;
+    }
+    size_t hits = 0;
+    store_.read_each(count, key_at, [&reader, &hits](size_t i, store::Item& item) {
+      ++hits;
+      reader(i, item);
+    });
+    stats_.cmd_get.add(count);
+    stats_.get_hits.add(hits);
+    stats_.get_misses.add(count - hits);
+  }
   store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
   bool touch(std::string_view key, int64_t exptime);
   store::StoreResult store(store::StoreCommand command, const store::ItemRef& item,

@@ -21,6 +21,9 @@ namespace lockcached::protocol {
 constexpr size_t kMaxLineLength = 2048;
 constexpr size_t kMaxGetLineLength = 256 * 1024;
 constexpr size_t kGetKeysPerStep = 1024;
+// A get of up to this many keys is answered from the keys noted while they
+// were checked, in one call to the store.
+constexpr size_t kKeysNoted = 32;
 
 class TextProtocol final : public ProtocolHandler {
  public:
@@ -92,6 +95,8 @@ class TextProtocol final : public ProtocolHandler {
   size_t answer_keys(std::string_view keys, size_t from, const GetOptions& options,
                      OutputQueue& out);
   void answer_key(std::string_view key, const GetOptions& options, OutputQueue& out);
+  void answer_noted_keys(const Words::Span* keys, size_t count, const GetOptions& options,
+                         OutputQueue& out);
   void get_step(OutputQueue& out);
   void append_value(store::Item& item, bool with_cas, OutputQueue& out);
   void update(const Words& words, store::StoreCommand command, OutputQueue& out);

@@ -225,6 +225,22 @@ class Store {
         key, [](void* callable, Item& item) { (*static_cast<Callable*>(callable))(item); },
         &reader);
   }
+  // read() for `count` keys (key_at(i) gives the i-th) in their order: a
+  // multi-get. Calls reader(i, item) under the shard lock for each live
+  // key. The keys are read at one moment: the clock is read, and a due
+  // flush_all applied, once for all of them.
+  template <typename KeyAt, typename Reader>
+  void read_each(size_t count, KeyAt&& key_at, Reader&& reader) {
+    const RelTime now = clock_.now();
+    apply_due_flush(now);
+    for (size_t i = 0; i < count; ++i) {
+      auto call = [&reader, i](Item& item) { reader(i, item); };
+      using Call = decltype(call);
+      read_at(
+          now, key_at(i), [](void* callable, Item& item) { (*static_cast<Call*>(callable))(item); },
+          &call);
+    }
+  }
   // Sets a new exptime and returns the item (gat, touch).
   ItemRef touch(std::string_view key, RelTime exptime);
 
@@ -350,7 +366,13 @@ class Store {
   struct Lookup;
 
   Shard& shard_for(uint64_t hash) const;
-  bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader);
+  bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader) {
+    const RelTime now = clock_.now();
+    apply_due_flush(now);
+    return read_at(now, key, call, reader);
+  }
+  // read_with at `now`, once apply_due_flush(now) ran (read_each).
+  bool read_at(RelTime now, std::string_view key, void (*call)(void*, Item&), void* reader);
   bool is_flushed(const Item& item, RelTime now);
   // Every lookup calls it: the test for "no delayed flush_all pending" is
   // inline, the rest is not.
@@ -385,7 +407,12 @@ class Store {
   void set_lock(Shard& shard, Item* item, OwnerId owner);
   void clear_lock(Shard& shard, Item* item);
   // Finds a live item; unlinks an expired or flushed one on the way.
-  Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
+  Item* find(Shard& shard, uint64_t hash, std::string_view key, RelTime now) {
+    apply_due_flush(now);  // before anything can be stored after the moment
+    return find_live(shard, hash, key, now);
+  }
+  // find, once apply_due_flush(now) ran.
+  Item* find_live(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
   void link(Shard& shard, uint64_t hash, Item* item);
   // Takes an item out of its shard and reports the key gone. Callers that
   // hold the key's hash pass it, sparing a second pass over the key.
