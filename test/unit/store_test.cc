@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lockcached/store/clock.h"
@@ -114,6 +115,30 @@ TEST_F(StoreTest, ReadCallsTheReaderWithTheLiveItemOnly) {
   ASSERT_EQ(set("short-lived", "x", 1), StoreStatus::kStored);
   clock_.advance(2);
   EXPECT_FALSE(store_.read("short-lived", [&calls](Item&) { ++calls; }));
+  EXPECT_EQ(calls, 0);
+}
+
+TEST_F(StoreTest, ReadEachCallsTheReaderForEachLiveKeyInOrder) {
+  ASSERT_EQ(set("a", "1"), StoreStatus::kStored);
+  ASSERT_EQ(set("short-lived", "x", 1), StoreStatus::kStored);
+  ASSERT_EQ(set("c", "3"), StoreStatus::kStored);
+  clock_.advance(2);
+  const std::vector<std::string_view> keys{"c", "missing", "short-lived", "a", "c"};
+  std::vector<std::pair<size_t, std::string>> seen;
+  store_.read_each(
+      keys.size(), [&keys](size_t i) { return keys[i]; },
+      [&seen](size_t i, Item& item) { seen.emplace_back(i, item.value_view()); });
+  const std::vector<std::pair<size_t, std::string>> expected{{0, "3"}, {3, "1"}, {4, "3"}};
+  EXPECT_EQ(seen, expected);
+}
+
+TEST_F(StoreTest, ReadEachAppliesADueFlushFirst) {
+  ASSERT_EQ(set("a", "1"), StoreStatus::kStored);
+  store_.flush_all(2);  // in two seconds
+  clock_.advance(2);
+  int calls = 0;
+  store_.read_each(
+      1, [](size_t) { return std::string_view("a"); }, [&calls](size_t, Item&) { ++calls; });
   EXPECT_EQ(calls, 0);
 }
 

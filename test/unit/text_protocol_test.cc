@@ -164,6 +164,24 @@ TEST_F(TextProtocolTest, MultiGetBeyondTheWordLimit) {
   EXPECT_EQ(feed(line + "\r\n"), expected + "END\r\n");
 }
 
+// Up to kKeysNoted keys are answered from the keys noted while checked, in
+// one call to the store; one more takes the walk over the line.
+TEST_F(TextProtocolTest, MultiGetOnEitherSideOfTheNotedKeys) {
+  for (size_t count : {kKeysNoted, kKeysNoted + 1}) {
+    std::string line = "gets";
+    std::string expected;
+    for (size_t i = 0; i < count; ++i) {
+      std::string key = "n" + std::to_string(count) + "-" + std::to_string(i);
+      line += " " + key;
+      if (i % 2 == 1) {
+        ASSERT_EQ(feed(set_command(key, std::to_string(i))), "STORED\r\n");
+        expected += value_reply_cas(key, 0, std::to_string(i), cas_of(key));
+      }
+    }
+    EXPECT_EQ(feed(line + "\r\n"), expected + "END\r\n") << count << " keys";
+  }
+}
+
 TEST_F(TextProtocolTest, LargeValuesAreSentWhole) {
   std::string value(3000, 'x');
   for (size_t i = 0; i < value.size(); ++i)
