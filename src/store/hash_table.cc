@@ -18,7 +18,9 @@ size_t round_up_to_power_of_two(size_t n) {
 HashTable::HashTable(uint64_t seed, size_t initial_buckets)
     : seed_(seed),
       buckets_(std::make_unique<Bucket[]>(round_up_to_power_of_two(initial_buckets))),
-      mask_(round_up_to_power_of_two(initial_buckets) - 1) {}
+      mask_(round_up_to_power_of_two(initial_buckets) - 1),
+      prefetch_buckets_(buckets_.get()),
+      prefetch_mask_(mask_) {}
 
 HashTable::~HashTable() {
   free_overflow(buckets_.get(), bucket_count());
@@ -83,6 +85,8 @@ void HashTable::grow() {
   std::unique_ptr<Bucket[]> old = std::move(buckets_);
   buckets_ = std::make_unique<Bucket[]>(old_count * 2);
   mask_ = old_count * 2 - 1;
+  prefetch_buckets_.store(buckets_.get(), std::memory_order_relaxed);
+  prefetch_mask_.store(mask_, std::memory_order_relaxed);
   for (size_t b = 0; b < old_count; ++b) {
     for (const Bucket* bucket = &old[b]; bucket; bucket = bucket->overflow) {
       for (uint64_t slot : bucket->slots) {

@@ -414,8 +414,8 @@ ItemRef Store::get(std::string_view key) {
   return found;
 }
 
-bool Store::read_at(RelTime now, std::string_view key, void (*call)(void*, Item&), void* reader) {
-  const uint64_t hash = hash_key(key, hash_seed_);
+bool Store::read_at(RelTime now, std::string_view key, uint64_t hash, void (*call)(void*, Item&),
+                    void* reader) {
   Shard& shard = shard_for(hash);
   std::lock_guard lock(shard.mutex);
   Item* item = find_live(shard, hash, key, now);
@@ -423,6 +423,11 @@ bool Store::read_at(RelTime now, std::string_view key, void (*call)(void*, Item&
   note_access(item, now);
   call(reader, *item);
   return true;
+}
+
+void Store::prefetch_buckets(const uint64_t* hashes, size_t count) const {
+  for (size_t i = 0; i < count; ++i)
+    shard_for(hashes[i]).table.prefetch(hashes[i]);
 }
 
 ItemRef Store::touch(std::string_view key, RelTime exptime) {

@@ -15,6 +15,7 @@
 // Not thread-safe: the shard's mutex guards it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -52,6 +53,16 @@ class HashTable {
       }
     }
     return nullptr;
+  }
+
+  // Starts loading the bucket of `hash` into the cache; callable without
+  // the shard's lock (a multi-get fetches all its buckets before its first
+  // lookup). It reads the table's place from atomic copies, which a
+  // doubling may have just made stale or mismatched: a prefetch of memory
+  // that is not the table's is harmless, it never faults.
+  void prefetch(uint64_t hash) const {
+    const Bucket* buckets = prefetch_buckets_.load(std::memory_order_relaxed);
+    __builtin_prefetch(buckets + (hash & prefetch_mask_.load(std::memory_order_relaxed)));
   }
 
   // Adds an item whose key is not in the table; the table may double first.
@@ -113,6 +124,9 @@ class HashTable {
   const uint64_t seed_;
   std::unique_ptr<Bucket[]> buckets_;
   size_t mask_;
+  // buckets_ and mask_ for prefetch(), which holds no lock; grow() updates them.
+  std::atomic<const Bucket*> prefetch_buckets_;
+  std::atomic<size_t> prefetch_mask_;
   size_t size_ = 0;
 };
 

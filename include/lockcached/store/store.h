@@ -4,6 +4,7 @@
 // lock ownership); protocols translate its results into their replies.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include "lockcached/store/change_listener.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/eviction_observer.h"
+#include "lockcached/store/hash.h"
 #include "lockcached/store/item.h"
 #include "lockcached/store/size_classes.h"
 
@@ -228,17 +230,26 @@ class Store {
   // read() for `count` keys (key_at(i) gives the i-th) in their order: a
   // multi-get. Calls reader(i, item) under the shard lock for each live
   // key. The keys are read at one moment: the clock is read, and a due
-  // flush_all applied, once for all of them.
+  // flush_all applied, once for all of them. The buckets of up to
+  // kReadAhead keys are fetched into the cache before the first of them is
+  // looked up, so that their cache misses overlap instead of adding up.
   template <typename KeyAt, typename Reader>
   void read_each(size_t count, KeyAt&& key_at, Reader&& reader) {
     const RelTime now = clock_.now();
     apply_due_flush(now);
-    for (size_t i = 0; i < count; ++i) {
-      auto call = [&reader, i](Item& item) { reader(i, item); };
-      using Call = decltype(call);
-      read_at(
-          now, key_at(i), [](void* callable, Item& item) { (*static_cast<Call*>(callable))(item); },
-          &call);
+    uint64_t hashes[kReadAhead];
+    for (size_t first = 0; first < count; first += kReadAhead) {
+      const size_t n = std::min(kReadAhead, count - first);
+      for (size_t i = 0; i < n; ++i)
+        hashes[i] = hash_key(key_at(first + i), hash_seed_);
+      prefetch_buckets(hashes, n);
+      for (size_t i = 0; i < n; ++i) {
+        auto call = [&reader, at = first + i](Item& item) { reader(at, item); };
+        using Call = decltype(call);
+        read_at(
+            now, key_at(first + i), hashes[i],
+            [](void* callable, Item& item) { (*static_cast<Call*>(callable))(item); }, &call);
+      }
     }
   }
   // Sets a new exptime and returns the item (gat, touch).
@@ -369,10 +380,15 @@ class Store {
   bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader) {
     const RelTime now = clock_.now();
     apply_due_flush(now);
-    return read_at(now, key, call, reader);
+    return read_at(now, key, hash_key(key, hash_seed_), call, reader);
   }
-  // read_with at `now`, once apply_due_flush(now) ran (read_each).
-  bool read_at(RelTime now, std::string_view key, void (*call)(void*, Item&), void* reader);
+  // read_with at `now`, once apply_due_flush(now) ran (read_each); `hash`
+  // is the key's.
+  bool read_at(RelTime now, std::string_view key, uint64_t hash, void (*call)(void*, Item&),
+               void* reader);
+  // A multi-get reads ahead this many keys' buckets (read_each).
+  static constexpr size_t kReadAhead = 16;
+  void prefetch_buckets(const uint64_t* hashes, size_t count) const;
   bool is_flushed(const Item& item, RelTime now);
   // Every lookup calls it: the test for "no delayed flush_all pending" is
   // inline, the rest is not.
