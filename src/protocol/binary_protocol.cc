@@ -284,6 +284,7 @@ Shape BinaryProtocol::OpInfo::check_shape(const Header& h) const {
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   budget_.start_turn();
+  if (state_ == State::kHeader) prefetch_gets(input);
   size_t pos = 0;
   while (pos < input.size() && !close_ && !has_unfinished_work()) {
     if (state_ == State::kValue) {
@@ -347,6 +348,20 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     }
   }
   return close_ ? input.size() : pos;
+}
+
+void BinaryProtocol::prefetch_gets(std::string_view input) {
+  size_t pos = 0;
+  for (bool first = true; input.size() - pos >= kHeaderSize; first = false) {
+    Header header = decode_header(input.data() + pos);
+    size_t end = pos + kHeaderSize + header.body_length;
+    if (header.magic != kRequestMagic || end > input.size()) return;
+    if (!first && op(header.opcode).handler == &BinaryProtocol::get && header.key_length != 0 &&
+        size_t{header.extras_length} + header.key_length <= header.body_length) {
+      core_.prefetch(input.substr(pos + kHeaderSize + header.extras_length, header.key_length));
+    }
+    pos = end;
+  }
 }
 
 void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {

@@ -105,6 +105,8 @@ class CommandCore {
     stats_.get_hits.add(hits);
     stats_.get_misses.add(count - hits);
   }
+  // A get of `key` comes soon: its bucket is fetched into the cache now.
+  void prefetch(std::string_view key) const { store_.prefetch(key); }
   store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
   bool touch(std::string_view key, int64_t exptime);
   store::StoreResult store(store::StoreCommand command, const store::ItemRef& item,

@@ -44,6 +44,9 @@ class BinaryProtocol final : public ProtocolHandler {
   };
 
 
+  // Fetches into the cache the store buckets of the pipelined gets after
+  // the first in `input` (their cache misses then overlap).
+  void prefetch_gets(std::string_view input);
   void dispatch(const Request& request, OutputQueue& out);
   void start_value(const Request& request, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);

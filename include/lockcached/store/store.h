@@ -252,6 +252,12 @@ class Store {
       }
     }
   }
+  // Fetches the bucket of `key` into the cache, for a lookup coming soon
+  // (a pipelined get); takes no lock (HashTable::prefetch).
+  void prefetch(std::string_view key) const {
+    uint64_t hash = hash_key(key, hash_seed_);
+    prefetch_buckets(&hash, 1);
+  }
   // Sets a new exptime and returns the item (gat, touch).
   ItemRef touch(std::string_view key, RelTime exptime);
 
