@@ -5,8 +5,9 @@
 # without_io_uring.cc, through a wrapper script), so that their default,
 # --io=auto, takes epoll, as it does in a container that refuses io_uring.
 # Stage 10 ran the same tests where the kernel allows io_uring, which the
-# default then takes. Reuses stage 10's build directory: only the end-to-end
-# tests' server_process.cc, which names the server, is rebuilt.
+# default then takes. Reuses stage 10's build directory: configuring it
+# rewrites which server the tests run (test/servers-under-test) and
+# rebuilds nothing.
 # IoBackendE2e fails the stage if a server took io_uring all the same.
 build=${LOCKCACHED_REFUSED_BUILD:-build}
 cmake -S . -B "$build" -DLOCKCACHED_WERROR=ON -DLOCKCACHED_TEST_IO=refused

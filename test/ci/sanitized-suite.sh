@@ -33,11 +33,13 @@ server_dir=$(cd "$build" && pwd)
 
 # Stage 10's build, whose tests run here (built if this stage runs alone);
 # LOCKCACHED_TESTS_BUILD picks another. Left as stage 10 made it.
+# Which server the tests run is written when that directory is configured
+# (test/servers-under-test), so the passes below only configure it.
 tests=${LOCKCACHED_TESTS_BUILD:-build}
 cmake -S . -B "$tests" -DLOCKCACHED_WERROR=ON >/dev/null
+cmake --build "$tests" -j2 >/dev/null
 restore_tests() {
   cmake -S . -B "$tests" -DLOCKCACHED_TEST_IO=auto -DLOCKCACHED_TEST_SERVER_DIR= >/dev/null
-  cmake --build "$tests" -j2 >/dev/null
 }
 trap restore_tests EXIT
 
@@ -57,8 +59,7 @@ echo "== the unit tests, built with the sanitizer"
 # (lock-service waits, the CLI, the cluster's clients), TLS, listening and
 # shutdown. The suites of commands, options and statistics parse and answer
 # a request the same way on both once it is read; stage 22 runs every test
-# on epoll without a sanitizer. Only test/e2e/server_process.cc is
-# recompiled between passes.
+# on epoll without a sanitizer.
 backend_suites=(Auth Connections ConnectionsVerbose ConnectionsKeepalive Hostile IoBackend Uring
   Listen LockService LockServiceLimits LockServiceContention LockStress Cli Cluster Replication
   Watch WatchEvictions WatchLockService)
@@ -69,7 +70,6 @@ for test_io in ${test_ios:-auto}; do
   echo "== the tests with LOCKCACHED_TEST_IO=$test_io (${selection[*]})"
   cmake -S . -B "$tests" -DLOCKCACHED_TEST_IO="$test_io" \
     -DLOCKCACHED_TEST_SERVER_DIR="$server_dir" >/dev/null
-  cmake --build "$tests" -j2
   ctest --test-dir "$tests" -j2 --output-on-failure "${selection[@]}" || status=$?
   selection=(-L e2e -R "$backend_tests")
 done

@@ -21,9 +21,8 @@
 #include <fstream>
 #include <iostream>
 
-#if !defined(LOCKCACHED_BINARY) || !defined(LOCKCACHED_TEST_URING_REFUSED) || \
-    !defined(LOCKCACHED_WITHOUT_IO_URING) || !defined(LOCKCACHED_CLI_BINARY)
-#error "test/CMakeLists.txt defines the server, CLI and io_uring-refusal macros this file uses"
+#if !defined(LOCKCACHED_SERVERS_UNDER_TEST) || !defined(LOCKCACHED_WITHOUT_IO_URING)
+#error "test/CMakeLists.txt defines the paths this file uses"
 #endif
 
 namespace e2e {
@@ -645,12 +644,52 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
   }
 }
 
-// $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the compiled-in
+namespace {
+
+// What test/CMakeLists.txt wrote into servers-under-test when the build was
+// configured: "server PATH", "cli PATH", "io_uring_refused 0|1", a line each.
+struct ServersUnderTest {
+  std::string server;
+  std::string cli;
+  bool io_uring_refused = false;
+};
+
+ServersUnderTest read_servers_under_test() {
+  ServersUnderTest found;
+  std::ifstream file(LOCKCACHED_SERVERS_UNDER_TEST);
+  std::string name;
+  std::string value;
+  bool refused_named = false;
+  while (file >> name && std::getline(file >> std::ws, value)) {
+    if (name == "server") found.server = value;
+    if (name == "cli") found.cli = value;
+    if (name == "io_uring_refused") {
+      found.io_uring_refused = value == "1";
+      refused_named = true;
+    }
+  }
+  if (found.server.empty() || found.cli.empty() || !refused_named) {
+    // Every test needs it: no test can run without.
+    std::fprintf(stderr, "%s: no server, cli and io_uring_refused lines (configure the build)\n",
+                 LOCKCACHED_SERVERS_UNDER_TEST);
+    std::abort();
+  }
+  return found;
+}
+
+const ServersUnderTest& servers_under_test() {
+  static const ServersUnderTest servers = read_servers_under_test();
+  return servers;
+}
+
+}  // namespace
+
+// $LOCKCACHED_SERVER_BINARY, when set and not empty, replaces the configured
 // binary: a run by hand against another build of the server.
 std::string server_binary() {
   const char* override_binary = std::getenv("LOCKCACHED_SERVER_BINARY");
   if (override_binary != nullptr && *override_binary != '\0') return override_binary;
-  return LOCKCACHED_BINARY;
+  return servers_under_test().server;
 }
 
 std::string server_run_by(const std::string& program) {
@@ -669,11 +708,11 @@ std::string server_run_by(const std::string& program) {
 }
 
 std::string cli_binary() {
-  return LOCKCACHED_CLI_BINARY;
+  return servers_under_test().cli;
 }
 
 bool io_uring_refused() {
-  return LOCKCACHED_TEST_URING_REFUSED != 0;
+  return servers_under_test().io_uring_refused;
 }
 
 std::string uring_or_refused() {

@@ -94,9 +94,11 @@ class ServerProcess {
 };
 
 // The lockcached binary under test: $LOCKCACHED_SERVER_BINARY when set and
-// not empty, else the one test/CMakeLists.txt picks (this build's, or
-// another build's: CI's sanitizer stages), through a wrapper script where
-// the suite refuses io_uring.
+// not empty, else the one test/CMakeLists.txt picked when the build was
+// configured (this build's, or another build's: CI's sanitizer stages),
+// through a wrapper script where the suite refuses io_uring. Read at run
+// time from the build's test/servers-under-test, as are cli_binary() and
+// io_uring_refused().
 std::string server_binary();
 // The lockcached binary that `program` runs: `program` itself, or, for a
 // wrapper script of test/CMakeLists.txt, the server it names last on its
