@@ -116,6 +116,14 @@ struct Store::Lookup {
         now(store.clock_.now()),
         lock(shard.mutex),
         item(store.find(shard, hash, key, now)) {}
+  // At `at`, once apply_due_flush(at) ran, of a key whose hash is known
+  // (a multi-get's keys, read_each).
+  Lookup(Store& store, std::string_view key, uint64_t key_hash, RelTime at)
+      : hash(key_hash),
+        shard(store.shard_for(hash)),
+        now(at),
+        lock(shard.mutex),
+        item(store.find_live(shard, hash, key, now)) {}
 
   const uint64_t hash;
   Shard& shard;
@@ -416,12 +424,10 @@ ItemRef Store::get(std::string_view key) {
 
 bool Store::read_at(RelTime now, std::string_view key, uint64_t hash, void (*call)(void*, Item&),
                     void* reader) {
-  Shard& shard = shard_for(hash);
-  std::lock_guard lock(shard.mutex);
-  Item* item = find_live(shard, hash, key, now);
-  if (!item) return false;
-  note_access(item, now);
-  call(reader, *item);
+  Lookup found(*this, key, hash, now);
+  if (!found.item) return false;
+  note_access(found.item, now);
+  call(reader, *found.item);
   return true;
 }
 
