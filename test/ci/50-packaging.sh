@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The Debian package: make it with CPack from stage 10's build (prefix /usr,
 # with libsystemd and man pages), install it with apt beside Debian's
-# memcached holding 127.0.0.1:11211 and check that postinst saw the port taken and did not
-# start the service, check what it holds (man pages and changelog
-# included), verify its systemd unit, run the service the way the unit does
-# and check that it tells systemd READY=1 and serves, rotate its glog files
-# with the installed logrotate file, then remove and purge it. CI runs in a
-# container without systemd as PID 1, so the unit is verified
+# memcached holding 127.0.0.1:11211 and check that postinst saw the port
+# taken and did not start the service, check what it holds (man pages and
+# changelog included), verify its systemd unit, run the service the way the
+# unit does and check that it tells systemd READY=1 and serves, rotate its
+# glog files with the installed logrotate file, then remove and purge it.
+# CI runs in a container without systemd as PID 1, so the unit is verified
 # (systemd-analyze) and its ExecStart is run by hand, as an unprivileged
 # user, with a NOTIFY_SOCKET this script listens on.
 set -euo pipefail
