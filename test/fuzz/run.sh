@@ -64,6 +64,12 @@ show_reproducers() {
   done
 }
 
+# What a harness's run in $1 left behind: the inputs of its findings.
+artifacts() {
+  find "$1/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+    -o -name 'oom-*' \) | sort
+}
+
 # One harness's run: its log, and the line for the summary in result.
 fuzz_one() {
   local name=$1 binary="$build/${1}_fuzz" work="$build/fuzz-runs/$1" max_len rc found
@@ -82,8 +88,7 @@ fuzz_one() {
         ${FUZZ_ARGS:-}
   ) >"$work/log" 2>&1
   rc=$?
-  found=$(find "$work/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
-    -o -name 'oom-*' \) | sort)
+  found=$(artifacts "$work")
   if [ $rc -ne 0 ] || [ -n "$found" ]; then
     echo "$name: FAILED (exit $rc) ${found:-(no artifact)}" >"$work/result"
   else
@@ -122,8 +127,7 @@ for name in $fuzzers; do
     grep -E -A40 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ INVARIANT' \
       "$work/log" | head -80
     # shellcheck disable=SC2046 # the artifacts' paths are words
-    show_reproducers "$name" $(find "$work/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' \
-      -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+    show_reproducers "$name" $(artifacts "$work")
   fi
 done
 
