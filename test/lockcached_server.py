@@ -22,7 +22,7 @@ DEFAULT_FLAGS = ("--port=0", "--lock_port=0", "--threads=2", "--listen=127.0.0.1
 READY_DEADLINE_S = 10
 EXIT_DEADLINE_S = 5
 _LISTENING = re.compile(r"Listening on \S+:(\d+) \(([A-Za-z ]+)\)")
-_READY = re.compile(r"lockcached \S+ ready")
+READY = re.compile(r"lockcached \S+ ready")  # the line that says it serves
 
 
 def binary_from_argv(argv=None):
@@ -91,7 +91,7 @@ class _StderrDrain:
                 self.ports.setdefault(match.group(2), int(match.group(1)))
                 if match.group(2) == "memcached protocol" and self.port is None:
                     self.port = int(match.group(1))
-            if _READY.search(line):
+            if READY.search(line):
                 self.ready.set()
         self.ready.set()  # EOF: the process is gone, stop waiting
 

@@ -13,6 +13,7 @@ must say in one warning line why it changes nothing; one that asks for what
 lockcached always does starts it without a word.
 """
 
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -52,9 +53,23 @@ def binary_status(reply):
     return opcode, status
 
 
+def binary_reply(port, request):
+    """The first binary response to `request`, header and body (what came,
+    if the server closed first): read by its length, not to a silence."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        reply = b""
+        while len(reply) < 24 or len(reply) < 24 + struct.unpack(">I", reply[8:12])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+        return reply
+
+
 def answers_binary_version(port):
     try:
-        return binary_status(raw(port, binary_request(VERSION), 0.3)[0]) == (VERSION, 0)
+        return binary_status(binary_reply(port, binary_request(VERSION))) == (VERSION, 0)
     except OSError:
         return False
 
@@ -135,19 +150,24 @@ class Unprivileged:
             os.setuid(65534)
 
     def run(self, ready, seconds=5):
-        """(exit status or None while it runs, its output so far)."""
+        """(exit status or None while it runs, its output so far); `ready`
+        is asked with the output so far."""
         with tempfile.TemporaryFile() as log:
             process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, preexec_fn=self._drop)
+
+            def output():
+                log.seek(0)
+                return log.read().decode(errors="replace")
+
             deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and process.poll() is None and not ready():
+            while time.monotonic() < deadline and process.poll() is None and not ready(output()):
                 time.sleep(0.05)
             status = process.poll()
             if status is None:
                 process.terminate()
                 process.wait()
-            log.seek(0)
-            return status, log.read().decode(errors="replace")
+            return status, output()
 
 
 class OptionsWithAMeaning(unittest.TestCase):
@@ -178,7 +198,7 @@ class OptionsWithAMeaning(unittest.TestCase):
                             binary_request(DELETE, b"k", cas=7),
                             binary_request(INCREMENT, b"n", incr, cas=7),
                             binary_request(INCREMENT, b"n", incr)):
-                ours, theirs = raw(port, request, 0.3)[0], raw(reference, request, 0.3)[0]
+                ours, theirs = binary_reply(port, request), binary_reply(reference, request)
                 self.assertEqual(ours[:24], theirs[:24], request)
 
     def test_disable_flush_all(self):
@@ -353,11 +373,11 @@ class OptionsWithAMeaning(unittest.TestCase):
         limit = (resource.RLIMIT_MEMLOCK, (65536, 65536))
         port = lockcached_server.free_port()
         memcached = Unprivileged(lockcached_server.memcached_command(port, ["-k"]), *limit)
-        status, output = memcached.run(lambda: lockcached_server.answers_version(port))
+        status, output = memcached.run(lambda _: lockcached_server.answers_version(port))
         self.assertIsNone(status, output)
         self.assertIn("warning: -k invalid, mlockall() failed", output)
         ours = Unprivileged([BINARY, *lockcached_server.DEFAULT_FLAGS, "-k"], *limit)
-        status, output = ours.run(lambda: False, seconds=2)
+        status, output = ours.run(lambda so_far: lockcached_server.READY.search(so_far))
         self.assertIsNone(status, output)
         self.assertIn("ready", output)
         self.assertIn("--lock_memory (-k): memory not locked", output)
@@ -373,10 +393,10 @@ class OptionsWithAMeaning(unittest.TestCase):
         limit = (resource.RLIMIT_CORE, (0, 0))
         memcached = Unprivileged(
             lockcached_server.memcached_command(lockcached_server.free_port(), ["-r"]), *limit)
-        status, output = memcached.run(lambda: False)
+        status, output = memcached.run(lambda _: False)
         self.assertEqual((status, output), (71, "failed to ensure corefile creation\n"))
         ours = Unprivileged([BINARY, *lockcached_server.DEFAULT_FLAGS, "-r"], *limit)
-        status, output = ours.run(lambda: False)
+        status, output = ours.run(lambda _: False)
         self.assertEqual(status, 64, output)
         self.assertEqual(output.count("\n"), 1, output)
         self.assertIn("--enable_coredumps: the hard limit on core files is 0", output)
@@ -476,15 +496,17 @@ class OptionsWithoutEffect(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             self.assertEqual(started_with_each(WITHOUT_EFFECT + ALWAYS_SO, tmp), {})
 
-    def start_lockcached(self, line, expected_warnings):
-        with tempfile.TemporaryDirectory() as tmp:
-            options = fill_in(line, tmp)
-            flags = (*lockcached_server.DEFAULT_FLAGS, *options)
-            with lockcached_server.lockcached_process(BINARY, flags) as running:
-                self.assertEqual(replies(cache_port(running), b"set k 0 0 1\r\na\r\nget k\r\n")[:3],
-                                 ["STORED", "VALUE k 0 1", "a"])
-                found = warnings(running)
-                self.assertEqual(len(found), expected_warnings, running.log())
+    def assert_starts_with_warnings(self, lines, expected_warnings):
+        """Starts lockcached once per option line, several at once (one after
+        another they took most of this test's time), then checks each: it
+        serves, and logs `expected_warnings` warnings, the first naming the
+        option."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            outcomes = list(pool.map(lockcached_outcome, lines))
+        for line, (options, served, found, log) in zip(lines, outcomes):
+            with self.subTest(line=line):
+                self.assertEqual(served, ["STORED", "VALUE k 0 1", "a"])
+                self.assertEqual(len(found), expected_warnings, log)
                 if expected_warnings:
                     shown = " ".join(options)
                     if shown.startswith("--"):
@@ -492,15 +514,21 @@ class OptionsWithoutEffect(unittest.TestCase):
                     self.assertTrue(found[0].startswith(shown + " ignored: "), found)
 
     def test_lockcached_starts_with_one_warning_each(self):
-        for line in WITHOUT_EFFECT:
-            with self.subTest(line=line):
-                self.start_lockcached(line, 1)
+        self.assert_starts_with_warnings(WITHOUT_EFFECT, 1)
 
     def test_what_lockcached_always_does_needs_no_warning(self):
-        for line in ALWAYS_SO:
-            with self.subTest(line=line):
-                self.start_lockcached(line, 0)
+        self.assert_starts_with_warnings(ALWAYS_SO, 0)
 
+
+def lockcached_outcome(line):
+    """lockcached started with one option line: (the options, its first three
+    reply lines to a set and a get, its warnings, its log)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        options = fill_in(line, tmp)
+        flags = (*lockcached_server.DEFAULT_FLAGS, *options)
+        with lockcached_server.lockcached_process(BINARY, flags) as running:
+            served = replies(cache_port(running), b"set k 0 0 1\r\na\r\nget k\r\n")[:3]
+            return options, served, warnings(running), running.log()
 
 if __name__ == "__main__":
     BINARY = lockcached_server.binary_from_argv()
