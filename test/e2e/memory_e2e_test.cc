@@ -46,6 +46,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using e2e::Client;
+using e2e::kItemHeaderBytes;
 using e2e::latency_bound_ms;
 using e2e::rss_bound;
 using e2e::ServerProcess;
@@ -357,8 +358,8 @@ TEST(MemoryE2e, CrawlerReclaimsExpiredItemsNobodyReads) {
   EXPECT_EQ(stat_u64(stats, "crawler_reclaimed"), 5000u);
   EXPECT_EQ(stat_u64(stats, "reclaimed"), 5000u);
   EXPECT_EQ(stat_u64(stats, "evictions"), 0u);
-  // Per item: the 32-byte header, "keep-" + 8 digits, the value and "\r\n".
-  EXPECT_EQ(stat_u64(stats, "bytes"), 10 * (32 + 13 + 100 + 2u));
+  // Per item: the header, "keep-" + 8 digits, the value and "\r\n".
+  EXPECT_EQ(stat_u64(stats, "bytes"), 10 * (kItemHeaderBytes + 13 + 100 + 2u));
   for (size_t i = 0; i < 10; ++i) {
     std::string key = key_of("keep-", i);
     EXPECT_EQ(client.get(key), value_for(key, 100));

@@ -29,6 +29,10 @@ namespace e2e {
 constexpr std::chrono::milliseconds kReplyTimeout{10000};
 // How long the server may take to print its "Listening on" line.
 constexpr std::chrono::milliseconds kStartTimeout{10000};
+// The server's per-item header (store::Item::kHeaderSize, store/item.h):
+// what `bytes`, `mem_requested` and metadump's size= count beyond the key,
+// the value and its CRLF. These tests see the server from outside only.
+constexpr uint64_t kItemHeaderBytes = 30;
 
 // The lockcached binary in a child process, its stderr (glog) on a pipe.
 class ServerProcess {

@@ -19,6 +19,7 @@
 namespace {
 
 using e2e::Client;
+using e2e::kItemHeaderBytes;
 using e2e::ServerProcess;
 using e2e::stat_u64;
 
@@ -72,17 +73,17 @@ class StatsFamiliesE2e : public ::testing::Test {
 
 TEST_F(StatsFamiliesE2e, ItemsSlabsAndSizesReportEachNonEmptyClass) {
   start({"--max_item_size=4194304"});
-  fill("s", 10, 5);   // 2-3 byte keys: 41-42 bytes, class 1
-  fill("m", 5, 200);  // 236 bytes, class 10
+  fill("s", 10, 5);   // 2-byte keys: header + 9 bytes, class 1
+  fill("m", 5, 200);  // header + 204 bytes, class 10
   ASSERT_EQ(client_.store("set", "big", std::string(3 << 20, 'b')), "STORED");  // class 63
 
   std::map<std::string, std::string> items = client_.stats("items");
   EXPECT_EQ(stat_u64(items, "items:1:number"), 10u);
-  EXPECT_EQ(stat_u64(items, "items:1:mem_requested"), 10u * 41);
+  EXPECT_EQ(stat_u64(items, "items:1:mem_requested"), 10u * (kItemHeaderBytes + 2 + 5 + 2));
   EXPECT_EQ(stat_u64(items, "items:10:number"), 5u);
-  EXPECT_EQ(stat_u64(items, "items:10:mem_requested"), 5u * 236);
+  EXPECT_EQ(stat_u64(items, "items:10:mem_requested"), 5u * (kItemHeaderBytes + 2 + 200 + 2));
   EXPECT_EQ(stat_u64(items, "items:63:number"), 1u);
-  EXPECT_EQ(stat_u64(items, "items:63:mem_requested"), 32u + 3 + (3u << 20) + 2);
+  EXPECT_EQ(stat_u64(items, "items:63:mem_requested"), kItemHeaderBytes + 3 + (3u << 20) + 2);
   for (std::string field :
        {"age", "evicted", "evicted_nonzero", "evicted_time", "outofmemory", "reclaimed",
         "expired_unfetched", "evicted_unfetched", "crawler_reclaimed", "crawler_items_checked"}) {
@@ -107,7 +108,7 @@ TEST_F(StatsFamiliesE2e, ItemsSlabsAndSizesReportEachNonEmptyClass) {
   EXPECT_EQ(stat_u64(slabs, "10:chunk_size"), 256u);
   EXPECT_EQ(stat_u64(slabs, "10:used_chunks"), 5u);
   // The last class: the largest item the server takes, one per page.
-  EXPECT_EQ(stat_u64(slabs, "63:chunk_size"), 32u + 250 + (4u << 20) + 2);
+  EXPECT_EQ(stat_u64(slabs, "63:chunk_size"), kItemHeaderBytes + 250 + (4u << 20) + 2);
   EXPECT_EQ(stat_u64(slabs, "63:chunks_per_page"), 1u);
   EXPECT_EQ(stat_u64(slabs, "63:total_pages"), 1u);
   EXPECT_EQ(stat_u64(slabs, "active_slabs"), 3u);
@@ -115,9 +116,10 @@ TEST_F(StatsFamiliesE2e, ItemsSlabsAndSizesReportEachNonEmptyClass) {
   EXPECT_EQ(stat_u64(slabs, "total_malloced"), 10u * 48 + 5u * 256 + (7u << 19));
 
   std::map<std::string, std::string> sizes = client_.stats("sizes");
-  EXPECT_EQ(sizes,
-            (std::map<std::string, std::string>{
-                {"48", "10"}, {"256", "5"}, {std::to_string(32 + 250 + (4 << 20) + 2), "1"}}));
+  EXPECT_EQ(sizes, (std::map<std::string, std::string>{
+                       {"48", "10"},
+                       {"256", "5"},
+                       {std::to_string(kItemHeaderBytes + 250 + (4 << 20) + 2), "1"}}));
 }
 
 TEST_F(StatsFamiliesE2e, EvictionsAreCountedPerClassAndResetKeepsTheContents) {
@@ -190,7 +192,9 @@ TEST_F(StatsFamiliesE2e, MetadumpListsEveryLiveItemAndTheNextRequestFollows) {
   int64_t exp = std::stoll(line.substr(line.find(" exp=") + 5));
   EXPECT_GE(exp, now + 100 - 2) << line;
   EXPECT_LE(exp, now + 100 + 2) << line;
-  EXPECT_TRUE(line.ends_with(" fetch=no cls=10 size=239")) << line;
+  EXPECT_TRUE(
+      line.ends_with(" fetch=no cls=10 size=" + std::to_string(kItemHeaderBytes + 5 + 200 + 2)))
+      << line;
   EXPECT_EQ(client_.request("lru_crawler metadump 64"), "BADCLASS invalid class id");
 }
 

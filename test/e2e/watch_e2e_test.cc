@@ -123,7 +123,7 @@ TEST_F(WatchE2e, WatchAloneStreamsFetchers) {
   EXPECT_EQ(hit["type"], "item_get") << line;
   EXPECT_EQ(hit["key"], "foo");
   EXPECT_EQ(hit["status"], "found");
-  EXPECT_EQ(hit["clsid"], "1");  // 32 + 3 + 3 + 2 bytes: jemalloc's 48-byte class
+  EXPECT_EQ(hit["clsid"], "1");  // 30 + 3 + 3 + 2 bytes: jemalloc's 48-byte class
   EXPECT_EQ(hit["size"], "3");
   EXPECT_FALSE(hit["cfd"].empty());
   EXPECT_FALSE(hit["gid"].empty());

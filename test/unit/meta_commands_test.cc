@@ -1091,7 +1091,7 @@ TEST(MetaMemoryTest, ArithmeticOutOfMemory) {
   config.max_item_size = 4096;
   config.shard_count = 1;
   // Room for exactly one item with key "n" and a 2-byte value.
-  config.memory_limit = sizeof(store::Item) + 1 + 2 + 2;
+  config.memory_limit = store::Item::kHeaderSize + 1 + 2 + 2;
   MetaServer server(config);
   ASSERT_EQ(server.first.feed(ms("n", "99")), "HD\r\n");
   EXPECT_EQ(server.first.feed("ma n MD v\r\n"), "VA 2\r\n98\r\n");

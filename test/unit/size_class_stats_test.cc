@@ -17,9 +17,11 @@ namespace {
 
 constexpr OwnerId kOwner = 7;
 
-// Item sizes: a 1-byte key and `value` bytes take 35 + value bytes.
-constexpr size_t kSmallValue = 5;     // 40 bytes: class 1 (48)
-constexpr size_t kMediumValue = 200;  // 235 bytes: class 10 (256)
+// Item sizes: a 1-byte key and `value` bytes take kOneByteKeyItem + value
+// bytes (the header, the key and the CRLF).
+constexpr size_t kOneByteKeyItem = Item::kHeaderSize + 1 + 2;
+constexpr size_t kSmallValue = 5;     // class 1 (48)
+constexpr size_t kMediumValue = 200;  // class 10 (256)
 constexpr unsigned kSmallClass = 1;
 constexpr unsigned kMediumClass = 10;
 
@@ -70,7 +72,7 @@ TEST_F(SizeClassStatsTest, EveryClassIsListedInOrderWithItsSize) {
   EXPECT_EQ(classes[0].chunk_size, 48u);
   EXPECT_EQ(classes[61].chunk_size, size_t{2} << 20);
   // The last class: the largest item the store takes, header included.
-  EXPECT_EQ(classes[62].chunk_size, sizeof(Item) + kMaxKeyLength + (size_t{4} << 20) + 2);
+  EXPECT_EQ(classes[62].chunk_size, Item::kHeaderSize + kMaxKeyLength + (size_t{4} << 20) + 2);
 }
 
 TEST_F(SizeClassStatsTest, SetCountsTheItemInTheClassItsAllocationOccupies) {
@@ -79,11 +81,11 @@ TEST_F(SizeClassStatsTest, SetCountsTheItemInTheClassItsAllocationOccupies) {
   ASSERT_EQ(set("c", kMediumValue), StoreStatus::kStored);
   SizeClassStats small = of(kSmallClass);
   EXPECT_EQ(small.number, 2u);
-  EXPECT_EQ(small.requested, 2 * (35 + kSmallValue));
+  EXPECT_EQ(small.requested, 2 * (kOneByteKeyItem + kSmallValue));
   EXPECT_EQ(small.allocated, 2 * 48u);
   SizeClassStats medium = of(kMediumClass);
   EXPECT_EQ(medium.number, 1u);
-  EXPECT_EQ(medium.requested, 35 + kMediumValue);
+  EXPECT_EQ(medium.requested, kOneByteKeyItem + kMediumValue);
   EXPECT_EQ(medium.allocated, 256u);
   EXPECT_EQ(of(2).number, 0u);
 }
@@ -108,8 +110,8 @@ TEST_F(SizeClassStatsTest, ItemsOver2MiBAreInTheLastClass) {
   ASSERT_EQ(set("b", value), StoreStatus::kStored);
   SizeClassStats big = of(kLargestSizeClass);
   EXPECT_EQ(big.number, 1u);
-  EXPECT_EQ(big.requested, 35 + value);
-  EXPECT_EQ(big.allocated, allocation_size(35 + value));
+  EXPECT_EQ(big.requested, kOneByteKeyItem + value);
+  EXPECT_EQ(big.allocated, allocation_size(kOneByteKeyItem + value));
   EXPECT_EQ(big.allocated, size_t{5} << 19);  // 2.5 MiB
 }
 
@@ -186,7 +188,7 @@ TEST_F(SizeClassStatsTest, ResetZeroesTheCountersButNotTheContents) {
   EXPECT_EQ(after.expired_unfetched, 0u);
   EXPECT_EQ(after.crawler_items_checked, 0u);
   EXPECT_EQ(after.number, 1u);
-  EXPECT_EQ(after.requested, 35 + kSmallValue);
+  EXPECT_EQ(after.requested, kOneByteKeyItem + kSmallValue);
   EXPECT_EQ(after.allocated, 48u);
   EXPECT_EQ(after.age, 10u);
 }
@@ -195,7 +197,7 @@ TEST_F(SizeClassStatsTest, ResetZeroesTheCountersButNotTheContents) {
 class SizeClassEvictionTest : public SizeClassStatsTest {
  protected:
   static constexpr size_t kSlots = 4;
-  static constexpr size_t kLimit = kSlots * (36 + kMediumValue);  // 2-byte keys
+  static constexpr size_t kLimit = kSlots * (kOneByteKeyItem + 1 + kMediumValue);  // 2-byte keys
   SizeClassEvictionTest() : SizeClassStatsTest(kLimit), store_(one_shard(), clock_) {}
   static StoreConfig one_shard() {
     StoreConfig one = config(kLimit);

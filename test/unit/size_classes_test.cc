@@ -36,7 +36,7 @@ TEST(SizeClassesTest, ClassSizesAreJemallocsUpTo2MiB) {
 
 TEST(SizeClassesTest, EveryRequestLandsInTheSmallestClassThatHoldsIt) {
   size_t next = 0;  // index of the smallest jemalloc size >= n
-  for (size_t n = sizeof(Item) + 3; n <= kJemallocSizes.back(); ++n) {
+  for (size_t n = Item::kHeaderSize + 3; n <= kJemallocSizes.back(); ++n) {
     while (kJemallocSizes[next] < n)
       ++next;
     ASSERT_EQ(allocation_size(n), kJemallocSizes[next]) << n;
@@ -45,7 +45,7 @@ TEST(SizeClassesTest, EveryRequestLandsInTheSmallestClassThatHoldsIt) {
 }
 
 TEST(SizeClassesTest, TheSmallestItemIsInClassOne) {
-  EXPECT_EQ(size_class_of(sizeof(Item) + 1 + 0 + 2), 1u);
+  EXPECT_EQ(size_class_of(Item::kHeaderSize + 1 + 0 + 2), 1u);
   EXPECT_EQ(size_class_of(1), 1u);
   EXPECT_EQ(allocation_size(35), 48u);
 }

@@ -1012,7 +1012,7 @@ class EvictionTest : public ::testing::Test {
 
   static size_t item_size() {
     // Keys "k00".."k99" all have the same length.
-    return sizeof(Item) + 3 + kValueSize + 2;
+    return Item::kHeaderSize + 3 + kValueSize + 2;
   }
 
   static StoreConfig config() {

@@ -472,7 +472,7 @@ TEST(TextProtocolMemoryTest, IncrOutOfMemory) {
   config.max_item_size = 4096;
   config.shard_count = 1;
   // Room for exactly one item with key "n" and a 2-byte value.
-  config.memory_limit = sizeof(store::Item) + 1 + 2 + 2;
+  config.memory_limit = store::Item::kHeaderSize + 1 + 2 + 2;
   Server server(config);
   ASSERT_EQ(server.feed(set_command("n", "99")), "STORED\r\n");
   EXPECT_EQ(server.feed("decr n 1\r\n"), "98\r\n");  // same length: fits
@@ -965,8 +965,8 @@ TEST_F(TextProtocolTest, KeysOverManyItemsIsAnsweredInStepsBeforeTheNextRequest)
 }
 
 // ---------------------------------------------- size classes and item dumps
-// Item sizes (store/size_classes.h): 32-byte header + key + value + 2.
-// "a" with "hello" is 40 bytes (class 1, 48 B); "b" with 200 bytes is 235
+// Item sizes (store/size_classes.h): 30-byte header + key + value + 2.
+// "a" with "hello" is 38 bytes (class 1, 48 B); "b" with 200 bytes is 233
 // (class 10, 256 B).
 
 TEST_F(TextProtocolTest, StatsSlabsAndSizesReportTheNonEmptyClasses) {
@@ -1001,7 +1001,7 @@ TEST_F(TextProtocolTest, StatsItemsNamesMemcachedsFieldsInItsOrder) {
   EXPECT_EQ(feed("stats items\r\n"),
             "STAT items:1:number 1\r\n"
             "STAT items:1:age 0\r\n"
-            "STAT items:1:mem_requested 40\r\n"
+            "STAT items:1:mem_requested 38\r\n"
             "STAT items:1:evicted 0\r\n"
             "STAT items:1:evicted_nonzero 0\r\n"
             "STAT items:1:evicted_time 0\r\n"
@@ -1060,10 +1060,10 @@ TEST_F(TextProtocolTest, MetadumpIsMemcachedsLinePerLiveItem) {
   uint64_t cas_foo = server_.connection.core.peek("foo bar").item->cas;  // no access
   std::string a_line = "key=a%2Fb%25c exp=" + std::to_string(zero + stored + 100) +
                        " la=" + std::to_string(zero + stored + 3) +
-                       " cas=" + std::to_string(cas_a) + " fetch=yes cls=1 size=44\n";
+                       " cas=" + std::to_string(cas_a) + " fetch=yes cls=1 size=42\n";
   // A base64 key's bytes, %-encoded as memcached does.
   std::string foo_line = "key=foo%20bar exp=-1 la=" + std::to_string(zero + stored) +
-                         " cas=" + std::to_string(cas_foo) + " fetch=no cls=1 size=43\n";
+                         " cas=" + std::to_string(cas_foo) + " fetch=no cls=1 size=41\n";
   std::string all = feed("lru_crawler metadump all\r\n");
   EXPECT_TRUE(all == a_line + foo_line + "END\r\n" || all == foo_line + a_line + "END\r\n") << all;
   EXPECT_EQ(feed("lru_crawler metadump hash\r\n").size(), all.size());

@@ -15,11 +15,16 @@ namespace lockcached::store {
 using OwnerId = uint64_t;
 constexpr OwnerId kNoOwner = 0;
 
-// Layout: [Item][key bytes][value bytes]["\r\n"]. The trailing CRLF lets the
-// text protocol send value and terminator with one reference into the item.
-// The header is 32 bytes: every byte here is paid once per cached object, so
-// what few items need (a lock's owner) lives in a side table of the shard,
-// and the hash table's slots, not the items, link an item into its shard.
+// Layout: [header][key bytes][value bytes]["\r\n"]. The trailing CRLF lets
+// the text protocol send value and terminator with one reference into the
+// item. The header is 30 bytes: every byte here is paid once per cached
+// object, so what few items need (a lock's owner) lives in a side table of
+// the shard, and the hash table's slots, not the items, link an item into
+// its shard. The key begins right after the last field, in what would
+// otherwise be the struct's 2 bytes of tail padding (`key_start`): with a
+// 16-byte key and a 32-byte value that puts the item in jemalloc's 80-byte
+// class instead of the 96-byte one. Every item is at least sizeof(Item)
+// bytes, since the CRLF alone fills those 2 bytes.
 // Once linked, key, value, flags and cas never change (a change links a new
 // item); the other fields change only under the shard lock.
 struct Item {
@@ -38,18 +43,27 @@ struct Item {
   bool stale : 1 = false;       // invalidated by "md KEY I" or "ms ... I"
   bool token_sent : 1 = false;  // a client was told it won the recache (W)
   bool key_binary : 1 = false;  // stored with a base64 key ("ms ... b")
+  // The key's first bytes (or the CRLF, for a short key and value): a
+  // member rather than padding, so that no write of the header may touch
+  // them. Reached through key_data(), never by name.
+  char key_start[2];
 
-  char* key_data() { return reinterpret_cast<char*>(this + 1); }
-  const char* key_data() const { return reinterpret_cast<const char*>(this + 1); }
+  static constexpr size_t kHeaderSize = 30;  // offsetof(Item, key_start)
+
+  char* key_data() { return reinterpret_cast<char*>(this) + kHeaderSize; }
+  const char* key_data() const { return reinterpret_cast<const char*>(this) + kHeaderSize; }
   std::string_view key() const { return {key_data(), key_len}; }
   char* value() { return key_data() + key_len; }
   const char* value() const { return key_data() + key_len; }
   std::string_view value_view() const { return {value(), value_len}; }
   // Bytes the item takes in memory, as the memory limit counts them.
-  size_t total_size() const { return sizeof(Item) + key_len + value_len + 2; }
+  size_t total_size() const { return kHeaderSize + key_len + value_len + 2; }
   bool is_locked() const { return locked; }
 };
-static_assert(sizeof(Item) == 32, "the item header is paid per object: keep it small");
+static_assert(offsetof(Item, key_start) == Item::kHeaderSize);
+static_assert(sizeof(Item) == Item::kHeaderSize + 2,
+              "the header is paid per object: keep it small, and the smallest item "
+              "(no key, no value, CRLF) must still hold the whole struct");
 
 // Creates an unlinked item with one reference; nullptr if memory is short.
 Item* item_allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len);

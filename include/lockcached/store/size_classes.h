@@ -4,7 +4,7 @@
 // lockcached has no slab allocator: an item is one malloc of
 // Item::total_size() bytes, and jemalloc rounds that up to one of its size
 // classes. Class ids 1..62 are jemalloc's exact classes from 48 bytes (the
-// smallest item, a 1-byte key and an empty value, is 35 bytes) to 2 MiB:
+// smallest item, a 1-byte key and an empty value, is 33 bytes) to 2 MiB:
 // 48, 64, 80, 96, 112, 128, then four per doubling, spaced by a quarter of
 // the power of two below (160, 192, 224, 256, 320, ..., 1.75 MiB, 2 MiB).
 // Id 63 holds everything larger. Ids stay at most 63 because memcached's
