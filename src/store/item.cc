@@ -7,7 +7,7 @@
 namespace lockcached::store {
 
 Item* item_allocate(std::string_view key, uint32_t flags, RelTime exptime, size_t value_len) {
-  void* memory = std::malloc(Item::kHeaderSize + key.size() + value_len + 2);
+  void* memory = std::malloc(Item::size_for(key.size(), value_len));
   if (memory == nullptr) return nullptr;
   Item* item = new (memory) Item;
   item->flags = flags;

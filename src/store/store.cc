@@ -915,7 +915,7 @@ std::vector<SizeClassStats> Store::class_stats() const {
     SizeClassStats& stats = classes[id - 1];
     stats.id = id;
     stats.chunk_size = id < kLargestSizeClass ? size_class_size(id)
-                                              : Item::kHeaderSize + kMaxKeyLength + max_item_size_ + 2;
+                                              : Item::size_for(kMaxKeyLength, max_item_size_);
     if (stats.number > 0 && stats.oldest_access != 0 && stats.oldest_access < now) {
       stats.age = now - stats.oldest_access;
     }

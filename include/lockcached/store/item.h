@@ -56,8 +56,12 @@ struct Item {
   char* value() { return key_data() + key_len; }
   const char* value() const { return key_data() + key_len; }
   std::string_view value_view() const { return {value(), value_len}; }
-  // Bytes the item takes in memory, as the memory limit counts them.
-  size_t total_size() const { return kHeaderSize + key_len + value_len + 2; }
+  // Bytes an item of this key and value takes in memory (with the CRLF),
+  // as the memory limit counts them.
+  static constexpr size_t size_for(size_t key_length, size_t value_length) {
+    return kHeaderSize + key_length + value_length + 2;
+  }
+  size_t total_size() const { return size_for(key_len, value_len); }
   bool is_locked() const { return locked; }
 };
 static_assert(offsetof(Item, key_start) == Item::kHeaderSize);
