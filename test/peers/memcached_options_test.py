@@ -530,6 +530,7 @@ def lockcached_outcome(line):
             served = replies(cache_port(running), b"set k 0 0 1\r\na\r\nget k\r\n")[:3]
             return options, served, warnings(running), running.log()
 
+
 if __name__ == "__main__":
     BINARY = lockcached_server.binary_from_argv()
     sys.exit(lockcached_server.run_tests(sys.argv[1:]))
