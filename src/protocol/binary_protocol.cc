@@ -284,7 +284,8 @@ Shape BinaryProtocol::OpInfo::check_shape(const Header& h) const {
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   budget_.start_turn();
-  if (state_ == State::kHeader) prefetch_gets(input);
+  read_ahead_.clear();
+  if (state_ == State::kHeader) note_gets(input);
   size_t pos = 0;
   while (pos < input.size() && !close_ && !has_unfinished_work()) {
     if (state_ == State::kValue) {
@@ -340,6 +341,7 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     Request request{header, rest.substr(kHeaderSize, header.extras_length),
                     rest.substr(kHeaderSize + header.extras_length, header.key_length),
                     rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed)};
+    read_ahead_.running(pos);
     pos += needed;
     if (has_value) {
       start_value(request, out);
@@ -350,15 +352,16 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   return close_ ? input.size() : pos;
 }
 
-void BinaryProtocol::prefetch_gets(std::string_view input) {
+void BinaryProtocol::note_gets(std::string_view input) {
   size_t pos = 0;
-  for (bool first = true; input.size() - pos >= kHeaderSize; first = false) {
+  for (bool first = true; input.size() - pos >= kHeaderSize && !read_ahead_.full(); first = false) {
     Header header = decode_header(input.data() + pos);
     size_t end = pos + kHeaderSize + header.body_length;
     if (header.magic != kRequestMagic || end > input.size()) return;
     if (!first && op(header.opcode).handler == &BinaryProtocol::get && header.key_length != 0 &&
         size_t{header.extras_length} + header.key_length <= header.body_length) {
-      core_.prefetch(input.substr(pos + kHeaderSize + header.extras_length, header.key_length));
+      read_ahead_.note(pos,
+                       input.substr(pos + kHeaderSize + header.extras_length, header.key_length));
     }
     pos = end;
   }

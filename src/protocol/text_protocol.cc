@@ -132,6 +132,8 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   // as memcached ignores it.
   if (core_.watcher()) return input.size();
   budget_.start_turn();
+  read_ahead_.clear();
+  bool first_line = true;
   size_t pos = 0;
   while (pos < input.size() && !close_ && !has_unfinished_work() && !core_.watcher()) {
     switch (state_) {
@@ -158,6 +160,13 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
         if (!budget_.take()) break;  // the others on this thread first
         size_t end = static_cast<size_t>(newline - input.data());
         size_t next = end + 1;
+        // The lines after the first one this turn runs are a pipeline (its
+        // memchr has found where they start).
+        if (first_line) {
+          first_line = false;
+          if (next < input.size()) note_gets(input, next);
+        }
+        read_ahead_.running(pos);
         if (end - pos > 1 && input[end - 1] == '\r') --end;
         execute(input.substr(pos, end - pos), out);
         pos = next;
@@ -166,6 +175,15 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
     }
   }
   return close_ || core_.watcher() ? input.size() : pos;
+}
+
+void TextProtocol::note_gets(std::string_view input, size_t from) {
+  // Twice ReadAhead's gets: room for the sets and data blocks between them.
+  constexpr size_t kMaxLines = 2 * ReadAhead::kMaxGets;
+  auto note = [this, from](size_t offset, std::string_view key) {
+    read_ahead_.note(from + offset, key);
+  };
+  for_each_get_line(input.substr(from), kMaxLines, note);
 }
 
 void TextProtocol::check_partial_line(std::string_view partial, OutputQueue& out) {

@@ -436,6 +436,12 @@ void Store::prefetch_buckets(const uint64_t* hashes, size_t count) const {
     shard_for(hashes[i]).table.prefetch(hashes[i]);
 }
 
+void Store::prefetch_item(uint64_t hash) const {
+  Shard& shard = shard_for(hash);
+  std::unique_lock lock(shard.mutex, std::try_to_lock);
+  if (lock) shard.table.prefetch_items(hash);
+}
+
 ItemRef Store::touch(std::string_view key, RelTime exptime) {
   Lookup found(*this, key);
   if (!found.item) return {};

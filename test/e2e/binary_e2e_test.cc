@@ -657,6 +657,50 @@ TEST_F(BinaryE2e, RequestsSplitAtEveryByteAreAnsweredAlike) {
   EXPECT_EQ(replies[5].opaque, 7u);
 }
 
+// The gets of a pipeline are looked ahead of (ReadAhead): more of them than
+// it notes, in one write, with keys that a request before them in the same
+// bytes stores or deletes. Every get must see exactly the changes before it.
+TEST_F(BinaryE2e, PipelinedGetsInOneWriteSeeEveryChangeBeforeThem) {
+  BinClient c;
+  ASSERT_TRUE(c.connect(port()));
+  c.set("old", "1");
+  constexpr uint32_t kKeys = 40;
+  std::string batch = encode_request(op::kGetK, "old", {}, {}, 0, 1) +
+                      encode_request(op::kDelete, "old", {}, {}, 0, 2) +
+                      encode_request(op::kGetK, "old", {}, {}, 0, 3);
+  for (uint32_t i = 0; i < kKeys; ++i) {
+    std::string key = "k" + std::to_string(i);
+    batch += encode_request(op::kGetKQ, key, {}, {}, 0, 100 + 3 * i) +  // a silent miss
+             encode_request(op::kSetQ, key, store_extras(i, 0), "v" + std::to_string(i), 0,
+                            101 + 3 * i) +
+             encode_request(op::kGetK, key, {}, {}, 0, 102 + 3 * i);
+  }
+  batch += encode_request(op::kNoop, {}, {}, {}, 0, 7);
+  ASSERT_TRUE(c.raw().send(batch)) << c.raw().last_error();
+  std::vector<Response> replies;
+  for (uint32_t i = 0; i < 3 + kKeys + 1; ++i) {
+    std::optional<Response> r = read_response(c.raw());
+    ASSERT_TRUE(r) << c.raw().last_error();
+    replies.push_back(*r);
+  }
+  EXPECT_EQ(replies[0].opaque, 1u);
+  EXPECT_EQ(replies[0].value, "1");
+  EXPECT_EQ(replies[1].opaque, 2u);
+  EXPECT_EQ(replies[1].status, st::kSuccess);
+  EXPECT_EQ(replies[2].opaque, 3u);
+  EXPECT_EQ(replies[2].status, st::kNotFound);
+  for (uint32_t i = 0; i < kKeys; ++i) {
+    const Response& r = replies[3 + i];
+    EXPECT_EQ(r.opaque, 102 + 3 * i);
+    EXPECT_EQ(r.status, st::kSuccess);
+    EXPECT_EQ(r.key, "k" + std::to_string(i));
+    EXPECT_EQ(r.value, "v" + std::to_string(i));
+    EXPECT_EQ(r.extras, be32(i));
+  }
+  EXPECT_EQ(replies.back().opcode, op::kNoop);
+  EXPECT_EQ(replies.back().opaque, 7u);
+}
+
 // ---------------------------------------------------------------------------
 // Malformed requests
 

@@ -9,12 +9,15 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lockcached/core/command_core.h"
 #include "lockcached/core/size_class_stats.h"
 #include "lockcached/core/stats.h"
 #include "lockcached/protocol/output_queue.h"
+#include "lockcached/protocol/read_ahead.h"
+#include "lockcached/protocol/text_parser.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
 #include "lockcached/version.h"
@@ -1440,6 +1443,56 @@ TEST(TextProtocolPipelineTest, PipelinedNoreplyIncrements) {
   // 1 + 2 + ... + 1000.
   std::string sum = std::to_string(1000 * 1001 / 2);
   EXPECT_EQ(server.feed(requests), value_reply("n", 0, sum) + "END\r\n");
+}
+
+// The gets of a pipeline are looked ahead of (ReadAhead): more of them than
+// it notes, data blocks that read like gets, and keys that a request before
+// them in the same bytes stores or deletes. Every get must see exactly the
+// changes made before it.
+TEST(TextProtocolPipelineTest, PipelinedGetsSeeEveryChangeBeforeThem) {
+  Server server;
+  ASSERT_EQ(server.feed(set_command("old", "1")), "STORED\r\n");
+  std::string requests = "get old\r\n" + set_command("new", "get old") + "get new\r\n" +
+                         "delete old\r\n" + "get old\r\n" + "gets new\r\n";
+  std::string expected = value_reply("old", 0, "1") + "END\r\nSTORED\r\n";
+  for (size_t i = 0; i < 2 * ReadAhead::kMaxGets; ++i) {
+    std::string key = "k" + std::to_string(i);
+    requests += "get " + key + "\r\n";  // a miss
+    requests += set_command(key, "v" + std::to_string(i));
+    requests += "get " + key + " old\r\n";  // a hit, and a miss
+  }
+  size_t consumed = server.connection.protocol.consume(requests, server.connection.out);
+  EXPECT_EQ(consumed, requests.size());
+  store::ItemRef stored = server.store.get("new");
+  ASSERT_TRUE(stored);
+  uint64_t cas = stored->cas;
+  expected += value_reply("new", 0, "get old") + "END\r\nDELETED\r\nEND\r\n" +
+              value_reply_cas("new", 0, "get old", cas) + "END\r\n";
+  for (size_t i = 0; i < 2 * ReadAhead::kMaxGets; ++i) {
+    std::string key = "k" + std::to_string(i);
+    expected += "END\r\nSTORED\r\n" + value_reply(key, 0, "v" + std::to_string(i)) + "END\r\n";
+  }
+  EXPECT_EQ(server.connection.out.take_all(), expected);
+}
+
+TEST(GetLinesTest, FindsTheFirstKeyOfEachGetLineWhereItsLineStarts) {
+  std::string_view lines =
+      "get a\r\nset b 0 0 1\r\nx\r\ngets c d\r\nget\r\nget \r\nGET e\r\nget f\nget g";
+  std::vector<std::pair<size_t, std::string>> found;
+  for_each_get_line(lines, 100, [&](size_t offset, std::string_view key) {
+    found.emplace_back(offset, std::string(key));
+  });
+  // "get" and "get " have no key; "GET" is no command; "get g" is incomplete.
+  std::vector<std::pair<size_t, std::string>> expected = {
+      {0, "a"}, {lines.find("gets c"), "c"}, {lines.find("get f"), "f"}};
+  EXPECT_EQ(found, expected);
+}
+
+TEST(GetLinesTest, LooksAtNoMoreLinesThanAsked) {
+  std::vector<std::string> keys;
+  for_each_get_line("get a\r\nget b\r\nget c\r\n", 2,
+                    [&](size_t, std::string_view key) { keys.emplace_back(key); });
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(EscapeForLogTest, ControlAndHighBytesAndBackslashBecomeHex) {

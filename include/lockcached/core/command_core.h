@@ -105,8 +105,11 @@ class CommandCore {
     stats_.get_hits.add(hits);
     stats_.get_misses.add(count - hits);
   }
-  // A get of `key` comes soon: its bucket is fetched into the cache now.
-  void prefetch(std::string_view key) const { store_.prefetch(key); }
+  // A pipeline's gets, fetched into the cache ahead of their lookups
+  // (store::Store::prefetch_item, protocol::ReadAhead).
+  uint64_t key_hash(std::string_view key) const { return store_.key_hash(key); }
+  void prefetch_bucket(uint64_t hash) const { store_.prefetch_bucket(hash); }
+  void prefetch_item(uint64_t hash) const { store_.prefetch_item(hash); }
   store::ItemRef get_and_touch(std::string_view key, int64_t exptime);
   bool touch(std::string_view key, int64_t exptime);
   store::StoreResult store(store::StoreCommand command, const store::ItemRef& item,

@@ -11,6 +11,7 @@
 #include "lockcached/protocol/binary_wire.h"
 #include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/key_walk.h"
+#include "lockcached/protocol/read_ahead.h"
 
 namespace lockcached::protocol {
 
@@ -20,7 +21,7 @@ class BinaryProtocol final : public ProtocolHandler {
   static constexpr size_t kMaxSaslMessage = 4096;
 
   explicit BinaryProtocol(core::CommandCore& core)
-      : core_(core), budget_(core.policy().requests_per_event) {}
+      : core_(core), budget_(core.policy().requests_per_event), read_ahead_(core) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
@@ -44,9 +45,8 @@ class BinaryProtocol final : public ProtocolHandler {
   };
 
 
-  // Fetches into the cache the store buckets of the pipelined gets after
-  // the first in `input` (their cache misses then overlap).
-  void prefetch_gets(std::string_view input);
+  // Notes the pipelined gets after the first request of `input` (ReadAhead).
+  void note_gets(std::string_view input);
   void dispatch(const Request& request, OutputQueue& out);
   void start_value(const Request& request, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
@@ -90,6 +90,7 @@ class BinaryProtocol final : public ProtocolHandler {
 
   core::CommandCore& core_;
   TurnBudget budget_;
+  ReadAhead read_ahead_;
   State state_ = State::kHeader;
   bool close_ = false;
   // The storage request whose value is arriving (State::kValue).

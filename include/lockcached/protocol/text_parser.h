@@ -53,6 +53,38 @@ void for_each_word(std::string_view text, Visit visit) {
   }
 }
 
+// Calls on_get(offset, key) for the first key of each `get` or `gets` line
+// among the first `max_lines` complete lines of `lines`, offset being where
+// the line starts. The lines of a data block are looked at too: one that
+// reads like a get only costs a prefetch in vain (protocol::ReadAhead, its
+// one user).
+template <typename OnGet>
+void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get) {
+  const char* begin = lines.data();
+  const char* end = begin + lines.size();
+  const char* line = begin;
+  for (size_t count = 0; count < max_lines; ++count) {
+    const void* found = std::memchr(line, '\n', static_cast<size_t>(end - line));
+    if (found == nullptr) return;  // an incomplete line does not run yet
+    const char* newline = static_cast<const char*>(found);
+    size_t length = static_cast<size_t>(newline - line);
+    size_t key = 0;  // where the first key starts
+    if (length > 4 && std::memcmp(line, "get ", 4) == 0) {
+      key = 4;
+    } else if (length > 5 && std::memcmp(line, "gets ", 5) == 0) {
+      key = 5;
+    }
+    if (key > 0) {
+      const void* space = std::memchr(line + key, ' ', length - key);
+      size_t key_end = space ? static_cast<size_t>(static_cast<const char*>(space) - line)
+                             : length - (line[length - 1] == '\r' ? 1 : 0);
+      if (key_end > key)
+        on_get(static_cast<size_t>(line - begin), std::string_view(line + key, key_end - key));
+    }
+    line = newline + 1;
+  }
+}
+
 // Decimal numbers, optionally signed where a sign makes sense. The whole
 // word must be the number. The 32-bit ones accept any 64-bit number and
 // truncate it, exactly as memcached does.

@@ -252,12 +252,15 @@ class Store {
       }
     }
   }
-  // Fetches the bucket of `key` into the cache, for a lookup coming soon
-  // (a pipelined get); takes no lock (HashTable::prefetch).
-  void prefetch(std::string_view key) const {
-    uint64_t hash = hash_key(key, hash_seed_);
-    prefetch_buckets(&hash, 1);
-  }
+  // A pipeline's gets are fetched into the cache in two steps, so that their
+  // misses overlap (protocol::ReadAhead): the bucket of each key when the
+  // read arrives, which takes no lock (HashTable::prefetch); then, once the
+  // bucket is likely in the cache, the item it leads to. The second step
+  // reads the bucket under the shard's lock, only if it is free at once: a
+  // prefetch is worth no wait.
+  uint64_t key_hash(std::string_view key) const { return hash_key(key, hash_seed_); }
+  void prefetch_bucket(uint64_t hash) const { prefetch_buckets(&hash, 1); }
+  void prefetch_item(uint64_t hash) const;
   // Sets a new exptime and returns the item (gat, touch).
   ItemRef touch(std::string_view key, RelTime exptime);
 
