@@ -284,8 +284,10 @@ Shape BinaryProtocol::OpInfo::check_shape(const Header& h) const {
 
 size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   budget_.start_turn();
-  read_ahead_.clear();
-  if (state_ == State::kHeader) note_gets(input);
+  ReadAhead read_ahead(core_);  // this read's: nothing kept between reads
+  // Two requests at least, or nothing to look ahead of.
+  bool looked_ahead = state_ == State::kHeader && input.size() >= 2 * kHeaderSize;
+  if (looked_ahead) note_gets(input, read_ahead);
   size_t pos = 0;
   while (pos < input.size() && !close_ && !has_unfinished_work()) {
     if (state_ == State::kValue) {
@@ -341,7 +343,7 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     Request request{header, rest.substr(kHeaderSize, header.extras_length),
                     rest.substr(kHeaderSize + header.extras_length, header.key_length),
                     rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed)};
-    read_ahead_.running(pos);
+    if (looked_ahead) read_ahead.running(pos);
     pos += needed;
     if (has_value) {
       start_value(request, out);
@@ -352,16 +354,16 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
   return close_ ? input.size() : pos;
 }
 
-void BinaryProtocol::note_gets(std::string_view input) {
+void BinaryProtocol::note_gets(std::string_view input, ReadAhead& read_ahead) const {
   size_t pos = 0;
-  for (bool first = true; input.size() - pos >= kHeaderSize && !read_ahead_.full(); first = false) {
+  for (bool first = true; input.size() - pos >= kHeaderSize && !read_ahead.full(); first = false) {
     Header header = decode_header(input.data() + pos);
     size_t end = pos + kHeaderSize + header.body_length;
     if (header.magic != kRequestMagic || end > input.size()) return;
     if (!first && op(header.opcode).handler == &BinaryProtocol::get && header.key_length != 0 &&
         size_t{header.extras_length} + header.key_length <= header.body_length) {
-      read_ahead_.note(pos,
-                       input.substr(pos + kHeaderSize + header.extras_length, header.key_length));
+      read_ahead.note(pos,
+                      input.substr(pos + kHeaderSize + header.extras_length, header.key_length));
     }
     pos = end;
   }

@@ -32,6 +32,11 @@ enum class Writes : uint8_t {
   kNo,
 };
 
+// `get ` or `gets ` (or any word that starts so: a hint, for ReadAhead).
+bool starts_with_get(std::string_view line) {
+  return line.size() >= 4 && std::memcmp(line.data(), "get", 3) == 0;
+}
+
 bool is_multiget_prefix(std::string_view line) {
   for (std::string_view prefix : {"get ", "gets ", "gat ", "gats "}) {
     if (line.substr(0, prefix.size()) == prefix) return true;
@@ -132,8 +137,8 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   // as memcached ignores it.
   if (core_.watcher()) return input.size();
   budget_.start_turn();
-  read_ahead_.clear();
-  bool first_line = true;
+  ReadAhead read_ahead(core_);  // this read's: nothing kept between reads
+  bool looked_ahead = false;
   size_t pos = 0;
   while (pos < input.size() && !close_ && !has_unfinished_work() && !core_.watcher()) {
     switch (state_) {
@@ -160,13 +165,13 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
         if (!budget_.take()) break;  // the others on this thread first
         size_t end = static_cast<size_t>(newline - input.data());
         size_t next = end + 1;
-        // The lines after the first one this turn runs are a pipeline (its
-        // memchr has found where they start).
-        if (first_line) {
-          first_line = false;
-          if (next < input.size()) note_gets(input, next);
+        // A get with more lines behind it: a pipeline of gets, likely (the
+        // lines of a set's data block are not worth a look at depth 1).
+        if (!looked_ahead && next < input.size() && starts_with_get(input.substr(pos))) {
+          looked_ahead = true;
+          note_gets(input, next, read_ahead);
         }
-        read_ahead_.running(pos);
+        if (looked_ahead) read_ahead.running(pos);
         if (end - pos > 1 && input[end - 1] == '\r') --end;
         execute(input.substr(pos, end - pos), out);
         pos = next;
@@ -177,11 +182,11 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
   return close_ || core_.watcher() ? input.size() : pos;
 }
 
-void TextProtocol::note_gets(std::string_view input, size_t from) {
+void TextProtocol::note_gets(std::string_view input, size_t from, ReadAhead& read_ahead) {
   // Twice ReadAhead's gets: room for the sets and data blocks between them.
   constexpr size_t kMaxLines = 2 * ReadAhead::kMaxGets;
-  auto note = [this, from](size_t offset, std::string_view key) {
-    read_ahead_.note(from + offset, key);
+  auto note = [&read_ahead, from](size_t offset, std::string_view key) {
+    read_ahead.note(from + offset, key);
   };
   for_each_get_line(input.substr(from), kMaxLines, note);
 }

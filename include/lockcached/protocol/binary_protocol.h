@@ -21,7 +21,7 @@ class BinaryProtocol final : public ProtocolHandler {
   static constexpr size_t kMaxSaslMessage = 4096;
 
   explicit BinaryProtocol(core::CommandCore& core)
-      : core_(core), budget_(core.policy().requests_per_event), read_ahead_(core) {}
+      : core_(core), budget_(core.policy().requests_per_event) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
@@ -45,8 +45,8 @@ class BinaryProtocol final : public ProtocolHandler {
   };
 
 
-  // Notes the pipelined gets after the first request of `input` (ReadAhead).
-  void note_gets(std::string_view input);
+  // Notes the pipelined gets after the first request of `input`.
+  void note_gets(std::string_view input, ReadAhead& read_ahead) const;
   void dispatch(const Request& request, OutputQueue& out);
   void start_value(const Request& request, OutputQueue& out);
   size_t fill_value(std::string_view input, OutputQueue& out);
@@ -90,7 +90,6 @@ class BinaryProtocol final : public ProtocolHandler {
 
   core::CommandCore& core_;
   TurnBudget budget_;
-  ReadAhead read_ahead_;
   State state_ = State::kHeader;
   bool close_ = false;
   // The storage request whose value is arriving (State::kValue).

@@ -1,5 +1,6 @@
 // The pipelined gets of one read, fetched into the CPU cache ahead of their
-// lookups.
+// lookups. A protocol makes one on the stack for each read it consumes:
+// a connection keeps nothing of it.
 //
 // A get's lookup misses the cache twice when the store is larger than it:
 // the key's bucket, then the item the bucket leads to. Run one after the
@@ -27,10 +28,7 @@ class ReadAhead {
 
   explicit ReadAhead(const core::CommandCore& core) : core_(core) {}
 
-  // A new read: the gets of the last one are forgotten.
-  void clear() { count_ = next_ = 0; }
   bool full() const { return count_ == kMaxGets; }
-  size_t size() const { return count_; }
   // The get that starts at byte `offset` of the read reads `key`; its
   // bucket is fetched now. Offsets come in increasing order.
   void note(size_t offset, std::string_view key) {
@@ -54,7 +52,7 @@ class ReadAhead {
   };
 
   const core::CommandCore& core_;
-  std::array<Get, kMaxGets> gets_;
+  std::array<Get, kMaxGets> gets_;  // only the first count_ are ever read
   size_t count_ = 0;
   size_t next_ = 0;  // the first get whose item is not fetched yet
 };

@@ -32,7 +32,7 @@ class TextProtocol final : public ProtocolHandler {
   static constexpr size_t kMaxAuthData = 4096;
 
   explicit TextProtocol(core::CommandCore& core)
-      : core_(core), budget_(core.policy().requests_per_event), read_ahead_(core), meta_(core) {}
+      : core_(core), budget_(core.policy().requests_per_event), meta_(core) {}
 
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
@@ -62,7 +62,7 @@ class TextProtocol final : public ProtocolHandler {
   void refuse_on_replica(OutputQueue& out);
   void check_partial_line(std::string_view partial, OutputQueue& out);
   // Notes the gets among the lines of `input` from byte `from` on.
-  void note_gets(std::string_view input, size_t from);
+  static void note_gets(std::string_view input, size_t from, ReadAhead& read_ahead);
   // Before authenticating: only a `set` is read, its data being the token.
   void unauthenticated(std::string_view line, OutputQueue& out);
   size_t fill_auth_data(std::string_view input, OutputQueue& out);
@@ -127,7 +127,6 @@ class TextProtocol final : public ProtocolHandler {
 
   core::CommandCore& core_;
   TurnBudget budget_;
-  ReadAhead read_ahead_;
   State state_ = State::kLine;
   bool noreply_ = false;
   // This request writes and this server is a replica: its data block is
