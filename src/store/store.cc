@@ -439,7 +439,7 @@ void Store::prefetch_buckets(const uint64_t* hashes, size_t count) const {
 void Store::prefetch_item(uint64_t hash) const {
   Shard& shard = shard_for(hash);
   std::unique_lock lock(shard.mutex, std::try_to_lock);
-  if (lock) shard.table.prefetch_items(hash);
+  if (lock) shard.table.prefetch_item(hash);
 }
 
 ItemRef Store::touch(std::string_view key, RelTime exptime) {

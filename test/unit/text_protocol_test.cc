@@ -1475,7 +1475,7 @@ TEST(TextProtocolPipelineTest, PipelinedGetsSeeEveryChangeBeforeThem) {
   EXPECT_EQ(server.connection.out.take_all(), expected);
 }
 
-TEST(GetLinesTest, FindsTheFirstKeyOfEachGetLineWhereItsLineStarts) {
+TEST(GetLinesTest, FindsTheKeysOfEachGetLineWhereItsLineStarts) {
   std::string_view lines =
       "get a\r\nset b 0 0 1\r\nx\r\ngets c d\r\nget\r\nget \r\nGET e\r\nget f\nget g";
   std::vector<std::pair<size_t, std::string>> found;
@@ -1483,8 +1483,9 @@ TEST(GetLinesTest, FindsTheFirstKeyOfEachGetLineWhereItsLineStarts) {
     found.emplace_back(offset, std::string(key));
   });
   // "get" and "get " have no key; "GET" is no command; "get g" is incomplete.
+  // Several keys come as one (ReadAhead's pipelined gets have one each).
   std::vector<std::pair<size_t, std::string>> expected = {
-      {0, "a"}, {lines.find("gets c"), "c"}, {lines.find("get f"), "f"}};
+      {0, "a"}, {lines.find("gets c"), "c d"}, {lines.find("get f"), "f"}};
   EXPECT_EQ(found, expected);
 }
 

@@ -53,11 +53,12 @@ void for_each_word(std::string_view text, Visit visit) {
   }
 }
 
-// Calls on_get(offset, key) for the first key of each `get` or `gets` line
-// among the first `max_lines` complete lines of `lines`, offset being where
-// the line starts. The lines of a data block are looked at too: one that
-// reads like a get only costs a prefetch in vain (protocol::ReadAhead, its
-// one user).
+// Calls on_get(offset, key) for each `get` or `gets` line among the first
+// `max_lines` complete lines of `lines`, offset being where the line
+// starts and key what follows the command (a pipelined get has one key; a
+// line of several keys gives them all, as one). The lines of a data block
+// are looked at too. A wrong key only costs a prefetch in vain
+// (protocol::ReadAhead, its one user).
 template <typename OnGet>
 void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get) {
   const char* begin = lines.data();
@@ -74,13 +75,9 @@ void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get)
     } else if (length > 5 && std::memcmp(line, "gets ", 5) == 0) {
       key = 5;
     }
-    if (key > 0) {
-      const void* space = std::memchr(line + key, ' ', length - key);
-      size_t key_end = space ? static_cast<size_t>(static_cast<const char*>(space) - line)
-                             : length - (line[length - 1] == '\r' ? 1 : 0);
-      if (key_end > key)
-        on_get(static_cast<size_t>(line - begin), std::string_view(line + key, key_end - key));
-    }
+    size_t key_end = length - (length > 0 && line[length - 1] == '\r' ? 1 : 0);
+    if (key > 0 && key_end > key)
+      on_get(static_cast<size_t>(line - begin), std::string_view(line + key, key_end - key));
     line = newline + 1;
   }
 }

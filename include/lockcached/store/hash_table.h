@@ -28,7 +28,7 @@ namespace lockcached::store {
 
 // Starts loading the cache line at `address`; never faults, whatever the
 // address. An asm statement rather than __builtin_prefetch: GCC 12 deleted
-// the builtin from HashTable::prefetch_items's loop, whose only effect it
+// the builtin from HashTable::prefetch_item's loop, whose only effect it
 // is (the function compiled to nothing at -O1 and -O2).
 inline void prefetch_line(const void* address) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -77,11 +77,12 @@ class HashTable {
     prefetch_line(buckets + (hash & prefetch_mask_.load(std::memory_order_relaxed)));
   }
   // Starts loading the first two lines (header, key and a small value) of
-  // each item in the bucket of `hash` whose tag matches: usually the one
-  // item a lookup of that key will read. Needs the shard's lock, since it
-  // reads the bucket; it pays off when the bucket is in the cache already
-  // (prefetch() came first).
-  void prefetch_items(uint64_t hash) const {
+  // the first item in the bucket of `hash` whose tag matches: the item a
+  // lookup of that key will read, unless another key's tag matched first
+  // (one in 65,536 per slot; the prefetch is then in vain). Needs the
+  // shard's lock, since it reads the bucket; it pays off when the bucket is
+  // in the cache already (prefetch() came first).
+  void prefetch_item(uint64_t hash) const {
     const uint64_t tag = tag_of(hash);
     for (uint64_t slot : buckets_[hash & mask_].slots) {
       if (slot == 0) return;
@@ -89,6 +90,7 @@ class HashTable {
       const char* item = reinterpret_cast<const char*>(item_of(slot));
       prefetch_line(item);
       prefetch_line(item + 64);
+      return;
     }
   }
 
