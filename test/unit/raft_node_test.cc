@@ -161,6 +161,15 @@ class RaftNodeTest : public ::testing::Test {
   }
 
   // The member that leads, once one does among `among` (1-based ids).
+  // Starts the three members; returns the one that leads (0: none).
+  uint64_t start_all() {
+    for (uint64_t id = 1; id <= 3; ++id) {
+      start(id);
+      if (::testing::Test::HasFatalFailure()) return 0;
+    }
+    return leader();
+  }
+
   uint64_t leader(std::vector<uint64_t> among = {1, 2, 3}) {
     uint64_t found = 0;
     events_.wait([&] {
@@ -201,9 +210,7 @@ TEST(ParseMembers, TakesIdAtIpv4AndPortAndRefusesTheRest) {
 }
 
 TEST_F(RaftNodeTest, EveryMemberAppliesTheLeadersCommandsInOneOrder) {
-  for (uint64_t id = 1; id <= 3; ++id)
-    start(id);
-  uint64_t first = leader();
+  uint64_t first = start_all();
   ASSERT_NE(first, 0u);
   for (int i = 0; i < 100; ++i)
     ASSERT_TRUE(nodes_[first - 1]->propose("c" + std::to_string(i)));
@@ -225,9 +232,7 @@ TEST_F(RaftNodeTest, EveryMemberAppliesTheLeadersCommandsInOneOrder) {
 // and propose their detach: proposals during and after the stop are
 // refused, never sent to a closed handle.
 TEST_F(RaftNodeTest, ALeaderStoppingRefusesWhatIsProposedMeanwhile) {
-  for (uint64_t id = 1; id <= 3; ++id)
-    start(id);
-  uint64_t first = leader();
+  uint64_t first = start_all();
   ASSERT_NE(first, 0u);
   RaftNode& node = *nodes_[first - 1];
   std::atomic<bool> stopped{false};
@@ -245,10 +250,26 @@ TEST_F(RaftNodeTest, ALeaderStoppingRefusesWhatIsProposedMeanwhile) {
   EXPECT_FALSE(node.propose("after the stop"));
 }
 
-TEST_F(RaftNodeTest, AnotherLeaderTakesOverAndCommittedCommandsSurviveARestart) {
+// A stop waits for the entries in flight to end before it closes libraft:
+// here they never commit (the other members are gone), and the stop ends
+// all the same, without applying them.
+TEST_F(RaftNodeTest, ALeaderWithEntriesThatCannotCommitStillStops) {
+  uint64_t first = start_all();
+  ASSERT_NE(first, 0u);
+  ASSERT_TRUE(nodes_[first - 1]->propose("committed"));
+  ASSERT_TRUE(applied(first, 1));
   for (uint64_t id = 1; id <= 3; ++id)
-    start(id);
-  uint64_t first = leader();
+    if (id != first) nodes_[id - 1].reset();
+  bool proposed = nodes_[first - 1]->propose("stranded");
+  nodes_[first - 1]->stop();
+  EXPECT_FALSE(nodes_[first - 1]->propose("after the stop"));
+  std::vector<std::string> applied = recorders_[first - 1]->applied();
+  ASSERT_EQ(applied.size(), 1u) << "proposed the stranded one: " << proposed;
+  EXPECT_EQ(applied[0].substr(applied[0].find(':') + 1), "committed");
+}
+
+TEST_F(RaftNodeTest, AnotherLeaderTakesOverAndCommittedCommandsSurviveARestart) {
+  uint64_t first = start_all();
   ASSERT_NE(first, 0u);
   ASSERT_TRUE(nodes_[first - 1]->propose("before"));
   for (uint64_t id = 1; id <= 3; ++id)
@@ -274,9 +295,7 @@ TEST_F(RaftNodeTest, AnotherLeaderTakesOverAndCommittedCommandsSurviveARestart) 
 TEST_F(RaftNodeTest, ASnapshotBringsBackAMemberThatWasAway) {
   settings_.snapshot_threshold = 16;
   settings_.snapshot_trailing = 4;
-  for (uint64_t id = 1; id <= 3; ++id)
-    start(id);
-  uint64_t first = leader();
+  uint64_t first = start_all();
   ASSERT_NE(first, 0u);
   uint64_t away = first == 3 ? 2 : 3;
   nodes_[away - 1].reset();
