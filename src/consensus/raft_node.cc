@@ -259,7 +259,6 @@ struct RaftNode::Impl final : timing::Scheduler {
   bool raft_ready = false;
   bool closing = false;
   bool drain_deadline_armed = false;
-  bool drain_deadline_passed = false;
   bool fresh = false;  // bootstrapped by this start (set before start() returns)
 
   std::unordered_map<TimerId, Timer*> timers;
@@ -370,13 +369,12 @@ void RaftNode::Impl::close_all() {
 }
 
 void RaftNode::Impl::close_when_drained() {
-  if (in_flight == 0 || drain_deadline_passed) return close_all();
-  if (drain_deadline_armed) return;  // each entry that ends wakes the loop
+  if (in_flight == 0) return close_all();
+  // Each entry that ends wakes the loop; the deadline closes regardless
+  // (close_all, which cancels it if the entries end first, runs once).
+  if (closing || drain_deadline_armed) return;
   drain_deadline_armed = true;
-  after(2 * static_cast<int64_t>(settings.election_timeout_ms), [this] {
-    drain_deadline_passed = true;
-    close_all();
-  });
+  after(2 * static_cast<int64_t>(settings.election_timeout_ms), [this] { close_all(); });
 }
 
 void RaftNode::Impl::on_raft_closed(struct raft* r) {

@@ -32,11 +32,6 @@ enum class Writes : uint8_t {
   kNo,
 };
 
-// `get ` or `gets ` (or any word that starts so: a hint, for ReadAhead).
-bool starts_with_get(std::string_view line) {
-  return line.size() >= 4 && std::memcmp(line.data(), "get", 3) == 0;
-}
-
 bool is_multiget_prefix(std::string_view line) {
   for (std::string_view prefix : {"get ", "gets ", "gat ", "gats "}) {
     if (line.substr(0, prefix.size()) == prefix) return true;
@@ -167,7 +162,8 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
         size_t next = end + 1;
         // A get with more lines behind it: a pipeline of gets, likely (the
         // lines of a set's data block are not worth a look at depth 1).
-        if (!looked_ahead && next < input.size() && starts_with_get(input.substr(pos))) {
+        if (!looked_ahead && next < input.size() &&
+            get_keys_start(input.substr(pos, end - pos)) > 0) {
           looked_ahead = true;
           note_gets(input, next, read_ahead);
         }

@@ -53,6 +53,13 @@ void for_each_word(std::string_view text, Visit visit) {
   }
 }
 
+// Where the keys of a `get` or `gets` line start; 0 for any other line.
+inline size_t get_keys_start(std::string_view line) {
+  if (line.size() > 4 && line.starts_with("get ")) return 4;
+  if (line.size() > 5 && line.starts_with("gets ")) return 5;
+  return 0;
+}
+
 // Calls on_get(offset, key) for each `get` or `gets` line among the first
 // `max_lines` complete lines of `lines`, offset being where the line
 // starts and key what follows the command (a pipelined get has one key; a
@@ -69,15 +76,11 @@ void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get)
     if (found == nullptr) return;  // an incomplete line does not run yet
     const char* newline = static_cast<const char*>(found);
     size_t length = static_cast<size_t>(newline - line);
-    size_t key = 0;  // where the first key starts
-    if (length > 4 && std::memcmp(line, "get ", 4) == 0) {
-      key = 4;
-    } else if (length > 5 && std::memcmp(line, "gets ", 5) == 0) {
-      key = 5;
+    if (size_t key = get_keys_start({line, length}); key > 0) {
+      size_t key_end = length - (line[length - 1] == '\r' ? 1 : 0);
+      if (key_end > key)
+        on_get(static_cast<size_t>(line - begin), std::string_view(line + key, key_end - key));
     }
-    size_t key_end = length - (length > 0 && line[length - 1] == '\r' ? 1 : 0);
-    if (key > 0 && key_end > key)
-      on_get(static_cast<size_t>(line - begin), std::string_view(line + key, key_end - key));
     line = newline + 1;
   }
 }
