@@ -218,8 +218,7 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   if (core_.auth_required()) [[unlikely]] return unauthenticated(line, out);
   // The most frequent request skips the split into words: its keys are
   // walked as they are looked up anyway.
-  if (line.size() > 4 && line.compare(0, 4, "get ") == 0 &&
-      line.find_first_not_of(' ', 4) != std::string_view::npos) {
+  if (get_keys_start(line) == 4 && line.find_first_not_of(' ', 4) != std::string_view::npos) {
     return get_keys(line.substr(4), false, false, 0, out);
   }
   Words words = split_words(line);

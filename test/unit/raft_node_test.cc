@@ -160,7 +160,6 @@ class RaftNodeTest : public ::testing::Test {
     ASSERT_TRUE(nodes_[id - 1]->start(&error)) << error;
   }
 
-  // The member that leads, once one does among `among` (1-based ids).
   // Starts the three members; returns the one that leads (0: none).
   uint64_t start_all() {
     for (uint64_t id = 1; id <= 3; ++id) {
@@ -170,6 +169,7 @@ class RaftNodeTest : public ::testing::Test {
     return leader();
   }
 
+  // The member that leads, once one does among `among` (1-based ids).
   uint64_t leader(std::vector<uint64_t> among = {1, 2, 3}) {
     uint64_t found = 0;
     events_.wait([&] {
