@@ -410,6 +410,13 @@ void RaftNode::Impl::on_wake(uv_async_t* handle) {
 }
 
 void RaftNode::Impl::drain() {
+  // A leader handing leadership over refuses entries until the transfer
+  // ends (raft_apply: RAFT_NOTLEADER). They wait here: proposed if this
+  // node still leads then (on_transferred wakes the loop), dropped with
+  // the leadership if it moved. Dropping them at once lost a new term's
+  // first entry when the transfer failed, and with it the leader's
+  // announcement (LockMachine): its lock service stayed unreachable.
+  if (raft.transfer != nullptr) return;
 #ifdef LOCKCACHED_TEST_EARLY_ANSWER
   // Nothing waits for a majority here, so nothing may stop the answers.
   while (true) {
@@ -542,8 +549,11 @@ void RaftNode::Impl::on_transferred(struct raft_transfer* transfer) {
   // Called when the target's higher term reached this node, which then
   // no longer leads (and may not yet know who does), or when the election
   // timeout passed without that.
-  bool moved = raft_state(&request->node->raft) != RAFT_LEADER;
+  Impl* self = request->node;
+  bool moved = raft_state(&self->raft) != RAFT_LEADER;
   finish(request, moved ? "" : "leadership did not move within an election timeout");
+  // What was proposed meanwhile (drain), on the next turn (see on_applied).
+  uv_async_send(&self->wake);
 }
 
 void RaftNode::Impl::finish(MembershipRequest* request, const std::string& error) {

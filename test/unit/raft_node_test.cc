@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -266,6 +267,42 @@ TEST_F(RaftNodeTest, ALeaderWithEntriesThatCannotCommitStillStops) {
   std::vector<std::string> applied = recorders_[first - 1]->applied();
   ASSERT_EQ(applied.size(), 1u) << "proposed the stranded one: " << proposed;
   EXPECT_EQ(applied[0].substr(applied[0].find(':') + 1), "committed");
+}
+
+// libraft refuses entries while the leader hands leadership over. One
+// proposed then waits, and is committed when the transfer fails (here its
+// target is down) and this node still leads: dropping it lost a restarted
+// cluster's leader announcement (ClusterE2e's every-node restart).
+TEST_F(RaftNodeTest, WhatIsProposedDuringAFailedTransferIsCommittedAfterIt) {
+  uint64_t first = start_all();
+  ASSERT_NE(first, 0u);
+  uint64_t target = first == 3 ? 2 : 3;
+  nodes_[target - 1].reset();
+  std::mutex mutex;
+  std::optional<std::string> transfer_error;
+  nodes_[first - 1]->change_members(
+      {lockcached::consensus::MembershipChange::Kind::kTransfer, target, ""},
+      [&](const std::string& error) {
+        {
+          std::lock_guard lock(mutex);
+          transfer_error = error;
+        }
+        events_.notify();
+      });
+  // Queued after the transfer's task: the loop starts the transfer first.
+  ASSERT_TRUE(nodes_[first - 1]->propose("during the transfer"));
+  ASSERT_TRUE(events_.wait([&] {
+    std::lock_guard lock(mutex);
+    return transfer_error.has_value();
+  }));
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_NE(*transfer_error, "") << "the transfer to a stopped member succeeded";
+  }
+  ASSERT_EQ(nodes_[first - 1]->status().role, Role::kLeader);
+  ASSERT_TRUE(applied(first, 1)) << "the entry proposed during the transfer was lost";
+  std::vector<std::string> applied = recorders_[first - 1]->applied();
+  EXPECT_EQ(applied[0].substr(applied[0].find(':') + 1), "during the transfer");
 }
 
 TEST_F(RaftNodeTest, AnotherLeaderTakesOverAndCommittedCommandsSurviveARestart) {
