@@ -226,7 +226,6 @@ struct RaftNode::Impl final : timing::Scheduler {
     MembershipDone done;
     bool promoting = false;  // kAdd: added as a spare, being made a voter
     struct raft_change change_request {};
-    struct raft_transfer transfer_request {};
   };
   void start_change(MembershipRequest* request);
   void assign_voter(MembershipRequest* request);
@@ -253,6 +252,12 @@ struct RaftNode::Impl final : timing::Scheduler {
   struct raft raft{};
   uv_async_t wake{};
   uv_timer_t poll{};
+  // The leadership transfer, one at a time as libraft runs them. Not in a
+  // MembershipRequest, which ends with the transfer: libraft's TimeoutNow
+  // message lives in it (transfer.send), and a message queued while the
+  // link to its target reconnects goes out, or is failed, later, reading
+  // the struct then. So it lasts as long as the node.
+  struct raft_transfer transfer {};
   std::thread thread;
   bool transport_ready = false;
   bool io_ready = false;
@@ -498,7 +503,6 @@ void RaftNode::Impl::start_change(MembershipRequest* request) {
   if (raft_state(&raft) != RAFT_LEADER) return finish(request, std::string(kNotLeader));
   const MembershipChange& change = request->change;
   request->change_request.data = request;
-  request->transfer_request.data = request;
   int rv = 0;
   switch (change.kind) {
     case MembershipChange::Kind::kAdd:
@@ -515,7 +519,14 @@ void RaftNode::Impl::start_change(MembershipRequest* request) {
       // leader since the operator looked): done, as the operator wanted.
       // libraft would refuse it as a bad id.
       if (change.id == settings.id) return finish(request, "");
-      rv = raft_transfer(&raft, &request->transfer_request, change.id, on_transferred);
+      // libraft refuses a second transfer as it would (not leading), but
+      // before `transfer` is handed over again.
+      if (raft.transfer != nullptr) {
+        rv = RAFT_NOTLEADER;
+        break;
+      }
+      transfer.data = request;
+      rv = raft_transfer(&raft, &transfer, change.id, on_transferred);
       break;
   }
   if (rv != 0) finish(request, raft_strerror(rv));
