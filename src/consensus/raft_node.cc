@@ -16,6 +16,7 @@
 #include <glog/logging.h>
 
 #include "consensus/authenticated_transport.h"
+#include "lockcached/consensus/raft_io_guard.h"
 
 namespace lockcached::consensus {
 namespace {
@@ -248,6 +249,7 @@ struct RaftNode::Impl final : timing::Scheduler {
   mutable uv_loop_t loop{};
   struct raft_uv_transport transport{};
   struct raft_io io{};
+  RaftIoGuard io_guard;  // libraft 0.15's stale answers (raft_io_guard.h)
   struct raft_fsm fsm{};
   struct raft raft{};
   uv_async_t wake{};
@@ -310,6 +312,7 @@ bool RaftNode::Impl::open(std::string* error) {
   rv = raft_uv_init(&io, &loop, settings.data_dir.c_str(), &transport);
   if (rv != 0) return fail("--data_dir " + settings.data_dir, rv, io.errmsg);
   io_ready = true;
+  io_guard.install(&io);
   raft_uv_set_connect_retry_delay(&io, kConnectRetryMs);
   fsm.version = 1;
   fsm.data = this;

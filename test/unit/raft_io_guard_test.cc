@@ -1,0 +1,131 @@
+// consensus::RaftIoGuard over a fake libraft I/O: an AppendEntries result
+// sent from the callback of a write that began in an earlier term is
+// dropped (libraft 0.15 sent it), one of a write of the current term goes
+// out, and nothing is sent to a null address.
+#include "lockcached/consensus/raft_io_guard.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using lockcached::consensus::RaftIoGuard;
+
+// What the fake I/O was asked, and the writes it holds until a test ends
+// them.
+struct FakeIo {
+  static inline std::vector<struct raft_io_append*> writes;
+  static inline std::vector<raft_io_append_cb> callbacks;
+  static inline std::vector<int> sent;  // message types
+
+  static int append(struct raft_io*, struct raft_io_append* request, const struct raft_entry*,
+                    unsigned, raft_io_append_cb callback) {
+    writes.push_back(request);
+    callbacks.push_back(callback);
+    return 0;
+  }
+  static int send(struct raft_io*, struct raft_io_send*, const struct raft_message* message,
+                  raft_io_send_cb) {
+    sent.push_back(message->type);
+    return 0;
+  }
+};
+
+// libraft's follower, as far as the guard sees it: its write's callback
+// answers the leader, with its return code kept.
+struct Follower {
+  struct raft_io* io;
+  const char* leader_address = "127.0.0.1:7000";
+  int answer_rv = -1;
+};
+
+Follower* follower = nullptr;
+
+void answer_leader(struct raft_io_append*, int) {
+  struct raft_message message {};
+  message.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+  message.server_id = 1;
+  message.server_address = follower->leader_address;
+  struct raft_io_send request {};
+  follower->answer_rv = follower->io->send(follower->io, &request, &message, nullptr);
+}
+
+class RaftIoGuardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FakeIo::writes.clear();
+    FakeIo::callbacks.clear();
+    FakeIo::sent.clear();
+    io_.append = FakeIo::append;
+    io_.send = FakeIo::send;
+    io_.data = &raft_;  // as raft_init does
+    raft_.current_term = 5;
+    guard_.install(&io_);
+    follower_.io = &io_;
+    follower = &follower_;
+  }
+
+  // A write of one entry through the guarded I/O; true if it started.
+  bool write(struct raft_io_append* request) {
+    struct raft_entry entry {};
+    return io_.append(&io_, request, &entry, 1, answer_leader) == 0;
+  }
+  // The fake disk finishes write `i`.
+  void finish(size_t i) { FakeIo::callbacks.at(i)(FakeIo::writes.at(i), 0); }
+
+  struct raft raft_ {};
+  struct raft_io io_ {};
+  RaftIoGuard guard_;
+  Follower follower_;
+};
+
+TEST_F(RaftIoGuardTest, AWriteOfTheCurrentTermIsAnswered) {
+  struct raft_io_append request {};
+  ASSERT_TRUE(write(&request));
+  finish(0);
+  EXPECT_EQ(follower_.answer_rv, 0);
+  EXPECT_EQ(FakeIo::sent, std::vector<int>{RAFT_IO_APPEND_ENTRIES_RESULT});
+  EXPECT_EQ(guard_.dropped(), 0u);
+}
+
+TEST_F(RaftIoGuardTest, AWriteOfAnEndedTermIsNotAnswered) {
+  struct raft_io_append request {};
+  ASSERT_TRUE(write(&request));
+  raft_.current_term = 6;  // a vote came while the entries were written
+  finish(0);
+  EXPECT_NE(follower_.answer_rv, 0);  // libraft then frees the request
+  EXPECT_TRUE(FakeIo::sent.empty());
+  EXPECT_EQ(guard_.dropped(), 1u);
+}
+
+TEST_F(RaftIoGuardTest, OnlyTheStaleWriteIsSilenced) {
+  struct raft_io_append old_write {};
+  ASSERT_TRUE(write(&old_write));
+  raft_.current_term = 6;
+  struct raft_io_append new_write {};
+  ASSERT_TRUE(write(&new_write));
+  finish(0);
+  finish(1);
+  EXPECT_EQ(FakeIo::sent, std::vector<int>{RAFT_IO_APPEND_ENTRIES_RESULT});
+  EXPECT_EQ(guard_.dropped(), 1u);
+  // Outside a write's callback, results and other messages go out.
+  struct raft_message vote {};
+  vote.type = RAFT_IO_REQUEST_VOTE_RESULT;
+  vote.server_address = "127.0.0.1:7001";
+  struct raft_io_send request {};
+  EXPECT_EQ(io_.send(&io_, &request, &vote, nullptr), 0);
+  EXPECT_EQ(FakeIo::sent.size(), 2u);
+}
+
+TEST_F(RaftIoGuardTest, NothingIsSentToANullAddress) {
+  follower_.leader_address = nullptr;  // a new term's leader not known yet
+  struct raft_io_append request {};
+  ASSERT_TRUE(write(&request));
+  finish(0);
+  EXPECT_NE(follower_.answer_rv, 0);
+  EXPECT_TRUE(FakeIo::sent.empty());
+}
+
+}  // namespace
