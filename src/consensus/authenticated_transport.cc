@@ -6,6 +6,7 @@
 #include <openssl/rand.h>
 
 #include <cstring>
+#include <mutex>
 #include <unordered_set>
 #include <vector>
 
@@ -15,6 +16,13 @@ namespace lockcached::consensus {
 namespace {
 
 constexpr std::string_view kMacLabel = "lockcached-cluster-1";
+
+// libraft 0.15 parses an address with strtok (uv_ip.c) when its TCP
+// transport listens or connects, and strtok's state is the process's: two
+// members in one process (RaftNodeTest's) must not do either at once
+// (ThreadSanitizer reported the race). A server runs one member, which never
+// waits for this lock.
+std::mutex address_parser_mutex;
 // A peer that does not finish the exchange within this is cut off: a
 // stranger must not hold a half-open connection for long.
 constexpr uint64_t kExchangeTimeoutMs = 5000;
@@ -238,7 +246,11 @@ int transport_init(struct raft_uv_transport* outer, raft_id id, const char* addr
 int transport_listen(struct raft_uv_transport* outer, raft_uv_accept_cb cb) {
   Transport* t = impl(outer);
   t->accept_cb = cb;
-  int rv = t->inner.listen(&t->inner, on_accepted);
+  int rv;
+  {
+    std::lock_guard lock(address_parser_mutex);
+    rv = t->inner.listen(&t->inner, on_accepted);
+  }
   if (rv != 0) std::memcpy(outer->errmsg, t->inner.errmsg, sizeof outer->errmsg);
   return rv;
 }
@@ -251,7 +263,11 @@ int transport_connect(struct raft_uv_transport* outer, struct raft_uv_connect* r
   connecting->outer = req;
   connecting->transport = t;
   connecting->inner.data = connecting;
-  int rv = t->inner.connect(&t->inner, &connecting->inner, id, address, on_connected);
+  int rv;
+  {
+    std::lock_guard lock(address_parser_mutex);
+    rv = t->inner.connect(&t->inner, &connecting->inner, id, address, on_connected);
+  }
   if (rv != 0) {
     std::memcpy(outer->errmsg, t->inner.errmsg, sizeof outer->errmsg);
     delete connecting;
