@@ -153,7 +153,10 @@ class CacheHarness {
     trace(">>", slot, bytes);
     c.pending.append(bytes);
     offer(slot);
-    if (conns_[slot]) drain_some(conns_[slot]->out, slot, conns_[slot]->replies, header_, rng_);
+    if (conns_[slot]) {
+      Conn& open = *conns_[slot];
+      drain_some(open.out, slot, open.replies, open.protocol, header_, rng_);
+    }
     check_invariants();
   }
 
@@ -208,7 +211,7 @@ class CacheHarness {
   void close(int slot, bool send_first) {
     if (!conns_[slot]) return;
     Conn& c = *conns_[slot];
-    if (send_first) drain_all(c.out, slot, c.replies);
+    if (send_first) drain_all(c.out, slot, c.replies, c.protocol);
     trace("closed", slot, {});
     c.out.clear();
     c.core.release_all_locks();
@@ -237,7 +240,7 @@ class CacheHarness {
         clock_.advance(store::RelTime{arg} * 3600);
         break;
       case 'D':
-        if (conns_[current_]) drain_all(conns_[current_]->out, current_, conns_[current_]->replies);
+        if (Conn* c = conns_[current_].get()) drain_all(c->out, current_, c->replies, c->protocol);
         break;
       case 'G':
         crawl();
@@ -303,7 +306,7 @@ class CacheHarness {
   // byte count are those of the keys a walk finds.
   void finish() {
     for (int slot = 0; slot < kSlots; ++slot) {
-      if (conns_[slot]) drain_all(conns_[slot]->out, slot, conns_[slot]->replies);
+      if (Conn* c = conns_[slot].get()) drain_all(c->out, slot, c->replies, c->protocol);
       close(slot, false);
     }
     store::StoreStats stats = store_.stats();

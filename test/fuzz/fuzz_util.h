@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "lockcached/core/auth.h"
+#include "lockcached/protocol/handler.h"
 #include "lockcached/protocol/output_queue.h"
 
 namespace lockcached::fuzz {
@@ -250,7 +251,11 @@ class ReplyStream {
 // that ASan sees a reply that points into freed item memory.
 inline uint64_t g_output_checksum = 0;
 
-inline void drain(protocol::OutputQueue& out, size_t budget, int slot, ReplyStream& stream) {
+// `handler` may be mid-reply (a `lru_crawler metadump` walked in steps,
+// whose lines end in a bare newline, as memcached's): the queue may then run
+// empty between two of its lines.
+inline void drain(protocol::OutputQueue& out, size_t budget, int slot, ReplyStream& stream,
+                  const protocol::ProtocolHandler& handler) {
   while (budget > 0 && !out.empty()) {
     iovec iov[64];
     int count = out.gather(iov, 64);
@@ -271,7 +276,7 @@ inline void drain(protocol::OutputQueue& out, size_t budget, int slot, ReplyStre
     out.consume(sent);
     budget -= sent;
   }
-  if (out.empty()) stream.at_rest();
+  if (out.empty() && !handler.has_unfinished_work()) stream.at_rest();
 }
 
 // The users of every harness's `Y` directive (memcached's -Y): one table for
@@ -285,17 +290,18 @@ inline const core::Authenticator& authenticator() {
   return *users;
 }
 
-inline void drain_all(protocol::OutputQueue& out, int slot, ReplyStream& stream) {
-  drain(out, ~size_t{0}, slot, stream);
+inline void drain_all(protocol::OutputQueue& out, int slot, ReplyStream& stream,
+                      const protocol::ProtocolHandler& handler) {
+  drain(out, ~size_t{0}, slot, stream, handler);
   FUZZ_CHECK(out.empty() && out.pending() == 0);
 }
 
 // After each chunk: everything, or a random part (possibly nothing), so that
 // replies referring to items outlive later commands on the same items.
 inline void drain_some(protocol::OutputQueue& out, int slot, ReplyStream& stream,
-                       const Header& header, Rng& rng) {
-  if (!header.partial_drains) return drain_all(out, slot, stream);
-  drain(out, rng.below(out.pending() + 1), slot, stream);
+                       const protocol::ProtocolHandler& handler, const Header& header, Rng& rng) {
+  if (!header.partial_drains) return drain_all(out, slot, stream, handler);
+  drain(out, rng.below(out.pending() + 1), slot, stream, handler);
 }
 
 }  // namespace lockcached::fuzz

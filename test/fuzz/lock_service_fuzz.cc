@@ -223,7 +223,7 @@ class LockHarness {
     c.pending.append(bytes);
     offer(c);
     if (header_.extra) pump(net::fake::Pump::kAll);
-    if (conns_[slot]) drain_some(conns_[slot]->out, slot, conns_[slot]->replies, header_, rng_);
+    if (Conn* c = conns_[slot].get()) drain_some(c->out, slot, c->replies, c->protocol, header_, rng_);
     settle();
   }
 
@@ -265,7 +265,7 @@ class LockHarness {
   // run inside one of its own callbacks.
   void close(Conn& c, bool send_first) {
     if (c.closed) return;
-    if (send_first) drain_all(c.out, c.slot, c.replies);
+    if (send_first) drain_all(c.out, c.slot, c.replies, c.protocol);
     trace("closed", c.slot, {});
     c.out.clear();
     c.closed = true;
@@ -327,7 +327,7 @@ class LockHarness {
         }
         break;
       case 'D':
-        if (conns_[current_]) drain_all(conns_[current_]->out, current_, conns_[current_]->replies);
+        if (Conn* c = conns_[current_].get()) drain_all(c->out, current_, c->replies, c->protocol);
         break;
       case 'Y':
         auth_on_ = true;
@@ -387,7 +387,7 @@ class LockHarness {
   void finish() {
     for (auto& c : conns_) {
       if (!c) continue;
-      drain_all(c->out, c->slot, c->replies);
+      drain_all(c->out, c->slot, c->replies, c->protocol);
       close(*c, false);
     }
     settle();
