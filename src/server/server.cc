@@ -92,7 +92,7 @@ bool Server::start(std::string* error, bool* configuration_error) {
   // the next try), before any client is served.
   load_memory_file();
   if (!settings.virtual_ip.empty() && !start_replication(error)) return false;
-  if (!settings.cluster.empty() && !start_cluster(error)) return false;
+  if (!settings.cluster.empty() && !start_cluster(error, configuration_error)) return false;
   crawler_.set_enabled(settings.lru_crawler);  // before any client can ask
   for (auto& worker : workers_)
     worker->start();
@@ -232,13 +232,24 @@ replication::NodeSettings Server::replication_settings() const {
   return node_settings;
 }
 
-bool Server::start_cluster(std::string* error) {
+bool Server::start_cluster(std::string* error, bool* configuration_error) {
   const Settings& settings = state_.settings;
   // Clients reach the leader's lock service, and its replicas its cache, on
   // its cluster address's host.
   std::string host;
-  for (const consensus::Member& member : settings.cluster)
-    if (member.id == settings.node_id) host = net::host_of(member.address);
+  std::optional<net::Endpoint> own;
+  for (const consensus::Member& member : settings.cluster) {
+    if (member.id != settings.node_id) continue;
+    host = net::host_of(member.address);
+    own = net::parse_endpoint(member.address);
+  }
+  // libraft reports a cluster port it cannot bind as a bare "I/O error":
+  // the bind's own reason first, as for the other ports.
+  if (net::ListenError failure; own && !net::can_bind(net::ip_text(*own), own->port, &failure)) {
+    *error = "--cluster: " + failure.message;
+    *configuration_error = failure.configuration;
+    return false;
+  }
   cluster::LockMachine::Addresses addresses{host + ":" + std::to_string(lock_port_),
                                             host + ":" + std::to_string(settings.repl_port)};
   lock_machine_ = std::make_shared<cluster::LockMachine>(

@@ -264,6 +264,25 @@ TEST(ConfigurationE2e, APortInUseExitsOne) {
       << outcome.output;
 }
 
+// A cluster member's own port too: libraft alone said "start: I/O error".
+TEST(ConfigurationE2e, AClusterPortInUseExitsOneWithTheReason) {
+  ServerProcess holder;  // its cache port is the cluster port taken
+  ASSERT_TRUE(holder.start());
+  TempDir dir;
+  fs::path secret = dir.path() / "secret";
+  write_file(secret, "sixteen bytes or more\n");
+  std::string taken = "127.0.0.1:" + std::to_string(holder.port());
+  std::vector<uint16_t> others = e2e::free_ports(2);
+  Outcome outcome = run_server(
+      {"--port=0", "--lock_port=-1", "--repl_port=" + std::to_string(others[0]),
+       "--cluster=1@" + taken + ",2@127.0.0.1:" + std::to_string(others[1]), "--node_id=1",
+       "--data_dir=" + dir.path().string(), "--cluster_secret_file=" + secret.string()});
+  EXPECT_TRUE(outcome.exited_with(1)) << e2e::describe_wait_status(outcome.wait_status);
+  EXPECT_NE(outcome.output.find("cannot start: --cluster: " + taken + ": Address already in use"),
+            std::string::npos)
+      << outcome.output;
+}
+
 // Where the server may never listen, the configuration is at fault: exit
 // 64 (lockcached.service does not restart) with the kernel's own reason.
 TEST(ConfigurationE2e, AnAddressNotOnThisHostExits64) {

@@ -97,7 +97,7 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // is served.
   bool start_replication(std::string* error);
   // With --cluster: joins the Raft cluster; its leader serves the lock service.
-  bool start_cluster(std::string* error);
+  bool start_cluster(std::string* error, bool* configuration_error);
   // The flags both ways of replicating the cache share.
   replication::NodeSettings replication_settings() const;
   // A demoted master's clients go (or only the lock service's, from a
