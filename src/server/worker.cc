@@ -212,10 +212,8 @@ void Worker::close_connections(bool lock_service_only) {
   for (Connection* connection : connections_) {
     if (lock_service_only && connection->kind() != PortKind::kLockService) continue;
     // Its `cluster transfer` made this node stop leading: it closes once
-    // it has told its client so. The reply may be queued already, the
-    // connection draining: on io_uring its send is in flight, and closing
-    // now lost it (the CLI saw the connection closed without a reply).
-    if (connection->awaits_cluster_change() || connection->draining()) continue;
+    // it has told its client so.
+    if (connection->awaits_cluster_change()) continue;
     connection->close(core::CloseReason::kShutdown);
   }
   // Not freed here: a posted task runs inside the poller's dispatch, and

@@ -66,8 +66,6 @@ class Connection final : public net::EventHandler {
   }
   PortKind kind() const { return kind_; }
   bool awaits_cluster_change() const { return protocol_ && protocol_->awaits_cluster_change(); }
-  // Reads nothing more and closes by itself once its last replies are sent.
-  bool draining() const { return io_ == IoState::kDraining; }
   // Safe from any thread while the worker's registry keeps the connection.
   ConnectionStatus status() const;
 
