@@ -23,6 +23,7 @@ constexpr std::string_view kMacLabel = "lockcached-cluster-1";
 // (ThreadSanitizer reported the race). A server runs one member, which never
 // waits for this lock.
 std::mutex address_parser_mutex;
+
 // A peer that does not finish the exchange within this is cut off: a
 // stranger must not hold a half-open connection for long.
 constexpr uint64_t kExchangeTimeoutMs = 5000;
