@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -64,7 +65,11 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
   constexpr std::string_view kNotLeader = "503 not leader: ";
   constexpr auto kElectionPause = std::chrono::milliseconds(100);
   Deadline give_up = deadline_after(timeout_);
+  // The node whose answer `reply` is: asked again during an election.
+  std::string answered_host = host_;
+  uint16_t answered_port = port_;
   std::string reply = call(request, extra_wait);
+  std::optional<Failure> failed;  // why the last node asked did not answer
   while (reply.starts_with(kNotLeader) && !holds_ && Clock::now() < give_up) {
     std::string_view where = std::string_view(reply).substr(kNotLeader.size());
     size_t colon = where.rfind(':');
@@ -76,8 +81,8 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
       // a member closes its lock-service connections once a leader is
       // known (the old one may be gone by now).
       std::this_thread::sleep_for(kElectionPause);
-      host = host_;
-      port = port_;
+      host = answered_host;
+      port = answered_port;
     } else if (colon != std::string_view::npos && parse_number(where.substr(colon + 1), &port)) {
       host = where.substr(0, colon);
     } else {
@@ -85,15 +90,25 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     }
     try {
       reply = ask_anew(host, port, request, extra_wait);
+      answered_host = host;
+      answered_port = port;
+      failed.reset();
     } catch (const Failure& failure) {
-      // The leader may be elected while this client asks: the member then
-      // closes the connection it just opened too. Nothing was changed on
-      // it (only a leader changes anything), so that is reason to ask
-      // again, not to give up.
-      if (!election || failure.exit_code() != EX_UNAVAILABLE) throw;
+      // The node asked closed the new connection before answering, or
+      // could not be reached. A leader may be elected while this client
+      // asks: a member then closes the connection it just opened too. Or
+      // the leader named a moment ago stopped leading since, and closed
+      // its lock-service connections as it did (test/ha/raft_faults.py
+      // caught a `cluster transfer` so), or its machine is gone. Nothing
+      // was answered: a cluster change is always answered once made, and
+      // a lock granted just then ends with its session. So ask again, as
+      // in an election: the node that answered last, in a while.
+      if (failure.exit_code() != EX_UNAVAILABLE) throw;
+      failed = failure;
       reply = std::string(kNotLeader) + "election";
     }
   }
+  if (failed) throw *failed;  // the timeout passed: the last node's reason
   return reply;
 }
 

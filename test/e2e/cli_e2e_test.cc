@@ -241,21 +241,24 @@ class RefusingPort {
   std::string port_;
 };
 
-// A lock service that plays one cluster member through its first election:
-// the first connection is answered "503 not leader: election", the second
-// is reset (as a member resets its lock-service connections once a leader
-// is elected, one opened a moment before included), and the third serves
+// A lock service that plays a cluster member by a script, one step per
+// connection: the first line a connection sends is answered with the step's
+// line, or the connection is reset (kReset: as a member resets its
+// lock-service connections once a leader is elected, or as it stops
+// leading, one opened a moment before included). Past the script it serves
 // as a leader would: every change answered 200, lock with token 42. Counts
 // the connections it took.
-class ElectingLockService {
+class ScriptedLockService {
  public:
-  ElectingLockService() = default;
-  ~ElectingLockService() {
+  static constexpr std::string_view kReset = "";
+
+  explicit ScriptedLockService(std::vector<std::string> script) : script_(std::move(script)) {}
+  ~ScriptedLockService() {
     stop();
     if (fd_ >= 0) close(fd_);
   }
-  ElectingLockService(const ElectingLockService&) = delete;
-  ElectingLockService& operator=(const ElectingLockService&) = delete;
+  ScriptedLockService(const ScriptedLockService&) = delete;
+  ScriptedLockService& operator=(const ScriptedLockService&) = delete;
 
   ::testing::AssertionResult start() {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -285,11 +288,11 @@ class ElectingLockService {
  private:
   void serve() {
     for (int client; (client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; close(client)) {
-      ++connections_;
+      size_t step = static_cast<size_t>(connections_++);
       std::string line = read_line(client);
-      if (connections_ == 1) {
-        reply(client, "503 not leader: election");
-      } else if (connections_ == 2) {
+      if (step < script_.size() && script_[step] != kReset) {
+        reply(client, script_[step]);
+      } else if (step < script_.size()) {
         linger reset = {1, 0};  // close with a reset, as a member does
         setsockopt(client, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
       } else {
@@ -314,6 +317,7 @@ class ElectingLockService {
     (void)ignored;
   }
 
+  const std::vector<std::string> script_;
   int fd_ = -1;
   std::string port_;
   std::thread thread_;
@@ -691,13 +695,45 @@ TEST_F(CliE2e, AnUnreachableServerExitsUnavailable) {
 // A leader elected while the CLI asks again after "election" resets the
 // connection it just opened; the CLI asks once more and runs the command.
 TEST_F(CliE2e, RunAsksAgainWhenAnElectionResetsItsConnection) {
-  ElectingLockService service;
+  ScriptedLockService service({"503 not leader: election", std::string(ScriptedLockService::kReset)});
   ASSERT_TRUE(service.start());
   CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "run", "job", "--",
                        "sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
   EXPECT_EQ(service.stop(), 3);
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
+}
+
+// The leader a follower named stops leading as the CLI connects, and closes
+// the connection (test/ha/raft_faults.py caught a `cluster transfer` so):
+// the CLI asks the follower again, which names the leader again, which by
+// then answers.
+TEST_F(CliE2e, AChangeIsAskedAgainWhenTheLeaderNamedClosesItsConnection) {
+  ScriptedLockService leader({std::string(ScriptedLockService::kReset)});
+  ASSERT_TRUE(leader.start());
+  std::string named = "503 not leader: 127.0.0.1:" + leader.port();
+  ScriptedLockService follower({named, named});
+  ASSERT_TRUE(follower.start());
+  CliResult transfer = run({"--host", "127.0.0.1", "--lock-port", follower.port(), "cluster",
+                            "transfer", "2"});
+  EXPECT_EQ(follower.stop(), 2);
+  EXPECT_EQ(leader.stop(), 2);
+  EXPECT_EQ(transfer.status, 0) << ::testing::PrintToString(transfer);
+}
+
+// A leader named that cannot be reached at all is asked for until the
+// timeout, through the node that named it; then the CLI says why it gave up.
+TEST_F(CliE2e, ALeaderNamedThatCannotBeReachedEndsUnavailableAtTheTimeout) {
+  RefusingPort leader;
+  ASSERT_TRUE(leader.open());
+  ScriptedLockService follower(std::vector<std::string>(1000, "503 not leader: 127.0.0.1:" +
+                                                                   leader.port()));
+  ASSERT_TRUE(follower.start());
+  CliResult transfer = run({"--host", "127.0.0.1", "--lock-port", follower.port(), "--timeout",
+                            "0.5", "cluster", "transfer", "2"});
+  EXPECT_GE(follower.stop(), 2) << "asked again after the refusal";
+  EXPECT_EQ(transfer.status, kExitUnavailable) << ::testing::PrintToString(transfer);
+  EXPECT_NE(transfer.err.find("127.0.0.1:" + leader.port()), std::string::npos) << transfer.err;
 }
 
 TEST_F(CliE2e, KillingTheCliReleasesItsLockAtOnce) {
