@@ -37,6 +37,30 @@ std::vector<std::string_view> split(std::string_view line) {
   return words;
 }
 
+constexpr std::string_view kNotLeader = "503 not leader: ";
+
+// What `ask` answers; or, when the node asked closed the connection before
+// answering or could not be reached, an election's 503, with the reason in
+// `failed`. A leader may be elected while this client asks: a member then
+// closes its lock-service connections, one just opened too. Or the leader
+// named a moment ago stopped leading since, and closed them as it did
+// (test/ha/raft_faults.py caught a `cluster transfer` so), or its machine
+// is gone. Nothing was answered: a cluster change is always answered once
+// made, and a lock granted just then ends with its session. So the caller
+// asks again, as in an election.
+template <typename Ask>
+std::string answer_or_election(Ask ask, std::optional<Failure>& failed) {
+  try {
+    std::string reply = ask();
+    failed.reset();
+    return reply;
+  } catch (const Failure& failure) {
+    if (failure.exit_code() != EX_UNAVAILABLE) throw;
+    failed = failure;
+    return std::string(kNotLeader) + "election";
+  }
+}
+
 }  // namespace
 
 bool valid_lock_name(std::string_view name) {
@@ -62,14 +86,13 @@ void LockServiceClient::connect(const std::string& host, uint16_t port) {
 }
 
 std::string LockServiceClient::change(const std::string& request, double extra_wait) {
-  constexpr std::string_view kNotLeader = "503 not leader: ";
   constexpr auto kElectionPause = std::chrono::milliseconds(100);
   Deadline give_up = deadline_after(timeout_);
   // The node whose answer `reply` is: asked again during an election.
   std::string answered_host = host_;
   uint16_t answered_port = port_;
-  std::string reply = call(request, extra_wait);
   std::optional<Failure> failed;  // why the last node asked did not answer
+  std::string reply = answer_or_election([&] { return call(request, extra_wait); }, failed);
   while (reply.starts_with(kNotLeader) && !holds_ && Clock::now() < give_up) {
     std::string_view where = std::string_view(reply).substr(kNotLeader.size());
     size_t colon = where.rfind(':');
@@ -88,24 +111,10 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     } else {
       break;
     }
-    try {
-      reply = ask_anew(host, port, request, extra_wait);
+    reply = answer_or_election([&] { return ask_anew(host, port, request, extra_wait); }, failed);
+    if (!failed) {
       answered_host = host;
       answered_port = port;
-      failed.reset();
-    } catch (const Failure& failure) {
-      // The node asked closed the new connection before answering, or
-      // could not be reached. A leader may be elected while this client
-      // asks: a member then closes the connection it just opened too. Or
-      // the leader named a moment ago stopped leading since, and closed
-      // its lock-service connections as it did (test/ha/raft_faults.py
-      // caught a `cluster transfer` so), or its machine is gone. Nothing
-      // was answered: a cluster change is always answered once made, and
-      // a lock granted just then ends with its session. So ask again, as
-      // in an election: the node that answered last, in a while.
-      if (failure.exit_code() != EX_UNAVAILABLE) throw;
-      failed = failure;
-      reply = std::string(kNotLeader) + "election";
     }
   }
   if (failed) throw *failed;  // the timeout passed: the last node's reason

@@ -721,6 +721,18 @@ TEST_F(CliE2e, AChangeIsAskedAgainWhenTheLeaderNamedClosesItsConnection) {
   EXPECT_EQ(transfer.status, 0) << ::testing::PrintToString(transfer);
 }
 
+// The node asked first closes the connection unanswered (it learnt of a new
+// leader, and closed its lock-service connections): asked again, it
+// answers.
+TEST_F(CliE2e, AChangeIsAskedAgainWhenTheFirstNodeClosesItsConnection) {
+  ScriptedLockService node({std::string(ScriptedLockService::kReset)});
+  ASSERT_TRUE(node.start());
+  CliResult transfer =
+      run({"--host", "127.0.0.1", "--lock-port", node.port(), "cluster", "transfer", "2"});
+  EXPECT_EQ(node.stop(), 2);
+  EXPECT_EQ(transfer.status, 0) << ::testing::PrintToString(transfer);
+}
+
 // A leader named that cannot be reached at all is asked for until the
 // timeout, through the node that named it; then the CLI says why it gave up.
 TEST_F(CliE2e, ALeaderNamedThatCannotBeReachedEndsUnavailableAtTheTimeout) {
