@@ -22,6 +22,8 @@
 
 #include <gtest/gtest.h>
 
+#include "free_ports.h"
+
 namespace e2e {
 
 // How long any single reply may take. Generous: CI machines are slow and
@@ -225,15 +227,10 @@ bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds(5),
                 std::chrono::milliseconds interval = std::chrono::milliseconds(100));
 
-// `count` TCP ports free on 127.0.0.1 now, all different: each is held
-// until every one is chosen, so that the kernel cannot hand one out twice.
-// For the ports a test must name itself (a cluster's, a replication port).
-std::vector<uint16_t> free_ports(size_t count);
-inline uint16_t free_port() {
-  return free_ports(1)[0];
-}
-// Whether `port` on 127.0.0.1 can be bound now.
-bool port_is_free(uint16_t port);
+// Ports a test must name itself (test/common/free_ports.h).
+using test_ports::free_port;
+using test_ports::free_ports;
+using test_ports::port_is_free;
 
 // A fresh directory for one test (under gtest's TempDir()), removed with
 // all it holds afterwards.

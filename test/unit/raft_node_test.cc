@@ -6,8 +6,6 @@
 // event a member reports (an apply, a role), with a deadline.
 #include "lockcached/consensus/raft_node.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -27,6 +25,8 @@
 
 #include <gtest/gtest.h>
 
+#include "free_ports.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,20 +36,9 @@ using lockcached::consensus::RaftSettings;
 using lockcached::consensus::RaftStatus;
 using lockcached::consensus::Role;
 using namespace std::chrono_literals;
+using test_ports::free_port;
 
 constexpr auto kDeadline = 20s;
-
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // What the members report, for a test to wait on: every recorder
 // notifies it.
