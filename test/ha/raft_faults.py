@@ -90,6 +90,7 @@ DEFAULT_ELECTION_MS = 1000  # the server's own
 GRACE_MS = 3000       # every client session's grace (set_timeout)
 NAMES = ["alpha", "beta", "gamma"]
 WAIT_S = 0.5          # lock NAME WAIT_S
+TOKEN_SHIFT = 20      # a token is its grant's entry index << 20, plus one per grant (lock_machine.h)
 # A client gives a silent server up after this, well within its grace, as a
 # client must: a leader cut off or frozen cannot tell it anything, and its
 # session must be resumed on the new leader before its grace runs out there.
@@ -814,14 +815,22 @@ def check(history):
                                   "from %.3f" % (name, c1, t1, s1, e1, c2, t2, s2))
     grants = sorted((g for g in history.grants if not g[5]), key=lambda g: g[1])
     by_request = sorted(grants, key=lambda g: g[0])
-    highest, seen = 0, 0
+    highest, seen = None, 0
     for requested, replied, token, client, name, _ in by_request:
         while seen < len(grants) and grants[seen][1] < requested:
-            highest = max(highest, grants[seen][2])
+            if highest is None or grants[seen][2] > highest[2]:
+                highest = grants[seen]
             seen += 1
-        if token <= highest:
-            violations.append("token %d (%s, %s) is not above %d, seen before it was asked for"
-                              % (token, client, name, highest))
+        if highest is not None and token <= highest[2]:
+            # Both grants whole (times on the run's clock, tokens as entry
+            # index and grant), for whoever looks for the cause.
+            violations.append(
+                "token %d (%s, %s) is not above %d, seen before it was asked for: "
+                "%s asked %.3f, answered %.3f, entry %d; the higher: %s %s asked %.3f, "
+                "answered %.3f, entry %d"
+                % (token, client, name, highest[2], client, requested, replied,
+                   token >> TOKEN_SHIFT, highest[3], highest[4], highest[0], highest[1],
+                   highest[2] >> TOKEN_SHIFT))
     return violations
 
 
