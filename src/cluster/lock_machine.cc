@@ -197,7 +197,7 @@ void LockMachine::apply_change(const LoggedChange& logged) {
       arm_expiry(change.serial, outcome.detachment, outcome.grace_ms);
     }
     if (mine && outcome.status == locks::OutcomeStatus::kQueued) {
-      arm_timeout(change.serial, request, change.wait_ms);
+      arm_timeout(change.serial, change.detachment, request, change.wait_ms);
     }
     if (mine && change.kind == locks::ChangeKind::kTermStart) {
       for (const locks::LockService::Adopted& in_grace : outcome.in_grace) {
@@ -276,14 +276,16 @@ void LockMachine::arm_expiry(const std::string& serial, uint64_t detachment, int
   timers_.insert(*id);
 }
 
-void LockMachine::arm_timeout(const std::string& serial, uint64_t request, int64_t wait_ms) {
+void LockMachine::arm_timeout(const std::string& serial, uint64_t attachment, uint64_t request,
+                              int64_t wait_ms) {
   auto id = std::make_shared<timing::Scheduler::TimerId>();
-  *id = node()->scheduler().after(wait_ms, [this, serial, request, id] {
+  *id = node()->scheduler().after(wait_ms, [this, serial, attachment, request, id] {
     timers_.erase(*id);
     wait_timers_.erase(request);
     locks::Change cancel;
     cancel.kind = locks::ChangeKind::kCancelWait;
     cancel.serial = serial;
+    cancel.detachment = attachment;  // not a wait of the session on a later connection
     cancel.timed_out = true;
     propose(cancel, request);
   });

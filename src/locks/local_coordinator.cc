@@ -45,12 +45,14 @@ Outcome LocalCoordinator::wait(Change& change, Answer answer) {
   });
   if (outcome.status != OutcomeStatus::kQueued) return outcome;
   std::weak_ptr<LockService> service = service_;
-  end->timer = timers_.after(change.wait_ms, [end, service, session = change.session] {
+  end->timer = timers_.after(change.wait_ms, [end, service, session = change.session,
+                                               attachment = change.detachment] {
     std::shared_ptr<LockService> alive = service.lock();
     if (!alive || end->over.load()) return;
     Change cancel;
     cancel.kind = ChangeKind::kCancelWait;
     cancel.session = session;
+    cancel.detachment = attachment;  // not a wait of the session on a later connection
     cancel.timed_out = true;
     if (alive->apply(cancel).status != OutcomeStatus::kDone) return;  // granted meanwhile
     Outcome timed_out;

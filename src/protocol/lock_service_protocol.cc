@@ -266,6 +266,9 @@ void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
   acquire.session = session_;
   acquire.name.assign(name);
   acquire.wait_ms = static_cast<int64_t>(std::ceil(seconds * 1000));
+  // Its timeout ends this connection's wait only: the session may wait
+  // again on another connection by then (coordinators' wait timers).
+  acquire.detachment = attachment_;
   submit(std::move(acquire), out);
 }
 
@@ -499,7 +502,10 @@ void LockServiceProtocol::stats(const Words& words, OutputQueue& out) {
 void LockServiceProtocol::connection_closed(core::CloseReason reason) {
   closed_ = true;
   self_.reset();  // answers still on their way undo what they bring
-  bool was_waiting = waiting_;
+  // A wait not answered yet may be queued when its change is made (a
+  // cluster makes it later): cancelled too, after it in the log, so that a
+  // grant never reaches a session whose client no longer waits for it.
+  bool was_waiting = waiting_ || (pending_ == locks::ChangeKind::kAcquire && pending_wait_ms_ > 0);
   pending_.reset();
   waiting_ = false;
   if (!session_) return;

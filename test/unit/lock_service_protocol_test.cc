@@ -1,16 +1,20 @@
 // The lock-service protocol's parts that depend on where the node stands: a
 // service the node no longer serves (after a role change) confirms nothing,
-// and a cluster member's `cluster` commands.
+// a cluster member's `cluster` commands; and how a wait ends with its
+// connection, on a single server and in a cluster.
 #include "lockcached/protocol/lock_service_protocol.h"
 
 #include "lockcached/net/reactor_scheduler.h"
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "manual_scheduler.h"
 
 namespace lockcached::protocol {
 namespace {
@@ -137,6 +141,132 @@ TEST(ClusterCommandsSingleServerTest, ASingleServerHasNoMembers) {
   std::string input = "cluster remove 2\r\n";
   protocol.consume(input, out);
   EXPECT_EQ(out.take_all(), "400 Not a cluster member\r\n");
+}
+
+
+// ---------------------------------------------------------------------------
+// A wait ends with its connection, and its timeout ends that wait only.
+
+// One connection's protocol, fed by hand, and its replies.
+struct Connection {
+  Connection(std::shared_ptr<locks::Coordinator> coordinator, net::Reactor& reactor)
+      : protocol(LockServiceContext{std::move(coordinator), reactor, out, [] {}}) {}
+  std::string send(std::string_view request) {
+    input.append(request);
+    input.erase(0, protocol.consume(input, out));
+    return out.take_all();
+  }
+  std::string replies() { return out.take_all(); }
+
+  OutputQueue out;  // before the protocol, whose context names it
+  LockServiceProtocol protocol;
+  std::string input;
+};
+
+// Changes made as a cluster member makes them (cluster::LockMachine):
+// submit() only logs them; commit() makes them in the log's order and
+// answers each, a queued wait first with kQueued and then with its grant.
+class LoggedCoordinator final : public locks::Coordinator {
+ public:
+  using Coordinator::Coordinator;
+  std::optional<locks::Outcome> submit(locks::Change change, locks::Answer answer) override {
+    log_.emplace_back(std::move(change), std::move(answer));
+    return std::nullopt;
+  }
+  bool answers_at_once() const override { return false; }
+  void commit() {
+    while (!log_.empty()) {
+      auto [change, answer] = std::move(log_.front());
+      log_.pop_front();
+      locks::Outcome outcome = service_->apply(change, [answer](uint64_t token) {
+        locks::Outcome granted;
+        granted.token = token;
+        answer(granted);
+      });
+      if (answer) answer(outcome);
+    }
+  }
+
+ private:
+  std::deque<std::pair<locks::Change, locks::Answer>> log_;
+};
+
+class WaitEndTest : public ::testing::Test {
+ protected:
+  // What was posted to the connections' reactor: answers that hop there.
+  void run_posted() {
+    for (int turn = 0; turn < 3; ++turn)
+      reactor_.run_once(0);
+  }
+  std::vector<locks::LockInfo> locks() { return service_->list(""); }
+
+  testing::ManualScheduler timers_;
+  std::shared_ptr<locks::LockService> service_ =
+      std::make_shared<locks::LockService>(locks::LockLimits{}, 0, timers_);
+  net::Reactor reactor_;
+};
+
+// A cluster makes a wait after its connection asked for it: the connection
+// may be gone by then. Its client resumed the session elsewhere, and must
+// not be handed a lock it no longer waits for when the holder lets go
+// (raft_faults caught a resumed session answered a token from before).
+TEST_F(WaitEndTest, AClusterWaitWhoseConnectionWentBeforeItWasMadeIsNeverGranted) {
+  auto coordinator = std::make_shared<LoggedCoordinator>(service_);
+  auto commit = [&] {
+    coordinator->commit();
+    run_posted();
+  };
+  Connection holder(coordinator, reactor_);
+  auto waiter = std::make_unique<Connection>(coordinator, reactor_);
+  commit();  // both sessions open
+  holder.send("lock x\r\n");
+  commit();
+  ASSERT_EQ(holder.replies().substr(0, 13), "200 Acquired ");
+  std::string id = waiter->send("conn_id\r\n");
+  ASSERT_EQ(id.substr(0, 4), "200 ");
+  id = id.substr(4, id.size() - 6);
+  waiter->send("set_timeout 60000\r\n");
+  commit();
+  ASSERT_EQ(waiter->replies(), "200 Timeout set\r\n");
+  EXPECT_EQ(waiter->send("lock x 30\r\n"), "");
+  waiter.reset();  // gone before the wait is made
+  commit();
+  Connection resumed(coordinator, reactor_);
+  commit();
+  resumed.send("conn_id " + id + "\r\n");
+  commit();
+  ASSERT_EQ(resumed.replies(), "200 Resumed\r\n");
+
+  holder.send("unlock x\r\n");
+  commit();
+  ASSERT_EQ(holder.replies(), "200 Released\r\n");
+  EXPECT_TRUE(locks().empty()) << "x went to " << locks()[0].session;
+  EXPECT_EQ(service_->stats().waiters, 0u);
+}
+
+// A connection that waited is gone, its session resumed on another, which
+// waits for the same lock: the first wait's timeout leaves the second
+// alone, which is granted when the holder lets go.
+TEST_F(WaitEndTest, AWaitsTimeoutEndsNoWaitOfTheSessionOnALaterConnection) {
+  auto coordinator = std::make_shared<locks::LocalCoordinator>(service_, timers_);
+  Connection holder(coordinator, reactor_);
+  auto waiter = std::make_unique<Connection>(coordinator, reactor_);
+  ASSERT_EQ(holder.send("lock x\r\n").substr(0, 13), "200 Acquired ");
+  std::string id = waiter->send("conn_id\r\n");
+  id = id.substr(4, id.size() - 6);
+  ASSERT_EQ(waiter->send("set_timeout 60000\r\n"), "200 Timeout set\r\n");
+  EXPECT_EQ(waiter->send("lock x 0.5\r\n"), "");  // queued
+  waiter.reset();
+  Connection resumed(coordinator, reactor_);
+  ASSERT_EQ(resumed.send("conn_id " + id + "\r\n"), "200 Resumed\r\n");
+  EXPECT_EQ(resumed.send("lock x 5\r\n"), "");  // queued
+
+  timers_.advance(500);  // the first wait's timeout
+  run_posted();
+  EXPECT_EQ(resumed.replies(), "");
+  ASSERT_EQ(holder.send("unlock x\r\n"), "200 Released\r\n");
+  run_posted();
+  EXPECT_EQ(resumed.replies().substr(0, 13), "200 Acquired ");
 }
 
 }  // namespace

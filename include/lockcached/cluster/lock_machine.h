@@ -110,7 +110,8 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   // The leader's own change (a timer's, its first), answered to `request`.
   void propose(const locks::Change& change, uint64_t request = 0);
   void arm_expiry(const std::string& serial, uint64_t detachment, int64_t grace_ms);
-  void arm_timeout(const std::string& serial, uint64_t request, int64_t wait_ms);
+  void arm_timeout(const std::string& serial, uint64_t attachment, uint64_t request,
+                   int64_t wait_ms);
   void cancel_timers();
   void fail_pending();
 
