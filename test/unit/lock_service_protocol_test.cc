@@ -176,7 +176,8 @@ class LoggedCoordinator final : public locks::Coordinator {
   bool answers_at_once() const override { return false; }
   void commit() {
     while (!log_.empty()) {
-      auto [change, answer] = std::move(log_.front());
+      locks::Change change = std::move(log_.front().first);
+      locks::Answer answer = std::move(log_.front().second);
       log_.pop_front();
       locks::Outcome outcome = service_->apply(change, [answer](uint64_t token) {
         locks::Outcome granted;
