@@ -249,7 +249,7 @@ struct RaftNode::Impl final : timing::Scheduler {
   mutable uv_loop_t loop{};
   struct raft_uv_transport transport{};
   struct raft_io io{};
-  RaftIoGuard io_guard;  // libraft 0.15's stale answers (raft_io_guard.h)
+  RaftIoGuard io_guard;  // two bugs of libraft 0.15 (raft_io_guard.h)
   struct raft_fsm fsm{};
   struct raft raft{};
   uv_async_t wake{};
@@ -528,6 +528,10 @@ void RaftNode::Impl::start_change(MembershipRequest* request) {
         rv = RAFT_NOTLEADER;
         break;
       }
+      // What was proposed before goes into the log first: a new leader's
+      // first entry (the term start) must be on its disk before followers'
+      // answers count (RaftIoGuard), and the target must have it.
+      drain();
       transfer.data = request;
       rv = raft_transfer(&raft, &transfer, change.id, on_transferred);
       break;

@@ -1,7 +1,8 @@
 // consensus::RaftIoGuard over a fake libraft I/O: an AppendEntries result
 // sent from the callback of a write that began in an earlier term is
 // dropped (libraft 0.15 sent it), one of a write of the current term goes
-// out, and nothing is sent to a null address.
+// out, and nothing is sent to a null address; a leader's libraft hears no
+// AppendEntries result until an entry of its term is on disk.
 #include "lockcached/consensus/raft_io_guard.h"
 
 #include <string>
@@ -19,6 +20,12 @@ struct FakeIo {
   static inline std::vector<struct raft_io_append*> writes;
   static inline std::vector<raft_io_append_cb> callbacks;
   static inline std::vector<int> sent;  // message types
+  static inline raft_io_recv_cb deliver = nullptr;  // what the network calls
+
+  static int start(struct raft_io*, unsigned, raft_io_tick_cb, raft_io_recv_cb recv) {
+    deliver = recv;
+    return 0;
+  }
 
   static int append(struct raft_io*, struct raft_io_append* request, const struct raft_entry*,
                     unsigned, raft_io_append_cb callback) {
@@ -43,6 +50,12 @@ struct Follower {
 
 Follower* follower = nullptr;
 
+// libraft's receiving end.
+std::vector<int> heard;  // message types
+void hear(struct raft_io*, struct raft_message* message) {
+  heard.push_back(message->type);
+}
+
 void answer_leader(struct raft_io_append*, int) {
   struct raft_message message {};
   message.type = RAFT_IO_APPEND_ENTRIES_RESULT;
@@ -58,22 +71,34 @@ class RaftIoGuardTest : public ::testing::Test {
     FakeIo::writes.clear();
     FakeIo::callbacks.clear();
     FakeIo::sent.clear();
+    heard.clear();
+    io_.start = FakeIo::start;
     io_.append = FakeIo::append;
     io_.send = FakeIo::send;
     io_.data = &raft_;  // as raft_init does
     raft_.current_term = 5;
     guard_.install(&io_);
+    ASSERT_EQ(io_.start(&io_, 100, nullptr, hear), 0);
     follower_.io = &io_;
     follower = &follower_;
   }
 
   // A write of one entry through the guarded I/O; true if it started.
-  bool write(struct raft_io_append* request) {
+  bool write(struct raft_io_append* request, raft_term term = 5) {
     struct raft_entry entry {};
+    entry.term = term;
     return io_.append(&io_, request, &entry, 1, answer_leader) == 0;
   }
   // The fake disk finishes write `i`.
   void finish(size_t i) { FakeIo::callbacks.at(i)(FakeIo::writes.at(i), 0); }
+  // A follower's answer reaches this node.
+  void answer_arrives() {
+    struct raft_message message {};
+    message.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+    message.server_id = 2;
+    message.server_address = "127.0.0.1:7002";
+    FakeIo::deliver(&io_, &message);
+  }
 
   struct raft raft_ {};
   struct raft_io io_ {};
@@ -87,7 +112,7 @@ TEST_F(RaftIoGuardTest, AWriteOfTheCurrentTermIsAnswered) {
   finish(0);
   EXPECT_EQ(follower_.answer_rv, 0);
   EXPECT_EQ(FakeIo::sent, std::vector<int>{RAFT_IO_APPEND_ENTRIES_RESULT});
-  EXPECT_EQ(guard_.dropped(), 0u);
+  EXPECT_EQ(guard_.stale_answers_dropped(), 0u);
 }
 
 TEST_F(RaftIoGuardTest, AWriteOfAnEndedTermIsNotAnswered) {
@@ -97,7 +122,7 @@ TEST_F(RaftIoGuardTest, AWriteOfAnEndedTermIsNotAnswered) {
   finish(0);
   EXPECT_NE(follower_.answer_rv, 0);  // libraft then frees the request
   EXPECT_TRUE(FakeIo::sent.empty());
-  EXPECT_EQ(guard_.dropped(), 1u);
+  EXPECT_EQ(guard_.stale_answers_dropped(), 1u);
 }
 
 TEST_F(RaftIoGuardTest, OnlyTheStaleWriteIsSilenced) {
@@ -109,7 +134,7 @@ TEST_F(RaftIoGuardTest, OnlyTheStaleWriteIsSilenced) {
   finish(0);
   finish(1);
   EXPECT_EQ(FakeIo::sent, std::vector<int>{RAFT_IO_APPEND_ENTRIES_RESULT});
-  EXPECT_EQ(guard_.dropped(), 1u);
+  EXPECT_EQ(guard_.stale_answers_dropped(), 1u);
   // Outside a write's callback, results and other messages go out.
   struct raft_message vote {};
   vote.type = RAFT_IO_REQUEST_VOTE_RESULT;
@@ -126,6 +151,38 @@ TEST_F(RaftIoGuardTest, NothingIsSentToANullAddress) {
   finish(0);
   EXPECT_NE(follower_.answer_rv, 0);
   EXPECT_TRUE(FakeIo::sent.empty());
+}
+
+TEST_F(RaftIoGuardTest, ANewLeaderHearsNoResultBeforeAnEntryOfItsTermIsOnDisk) {
+  raft_.state = RAFT_LEADER;
+  // Its last entry on disk is of term 4 (written as a follower).
+  struct raft_io_append old_entry {};
+  ASSERT_TRUE(write(&old_entry, 4));
+  finish(0);
+  answer_arrives();
+  EXPECT_TRUE(heard.empty()) << "libraft 0.15 would count it towards the term 4 entry";
+  EXPECT_EQ(guard_.early_results_dropped(), 1u);
+  // Its first entry of term 5, written but not yet on disk.
+  struct raft_io_append first_entry {};
+  ASSERT_TRUE(write(&first_entry, 5));
+  answer_arrives();
+  EXPECT_TRUE(heard.empty());
+  finish(1);
+  answer_arrives();
+  EXPECT_EQ(heard, std::vector<int>{RAFT_IO_APPEND_ENTRIES_RESULT});
+  EXPECT_EQ(guard_.early_results_dropped(), 2u);
+}
+
+TEST_F(RaftIoGuardTest, OnlyALeadersResultsAreHeldBack) {
+  raft_.state = RAFT_FOLLOWER;  // a result comes from a term it left
+  answer_arrives();
+  raft_.state = RAFT_LEADER;
+  struct raft_message vote {};
+  vote.type = RAFT_IO_REQUEST_VOTE;
+  vote.server_address = "127.0.0.1:7002";
+  FakeIo::deliver(&io_, &vote);
+  EXPECT_EQ(heard, (std::vector<int>{RAFT_IO_APPEND_ENTRIES_RESULT, RAFT_IO_REQUEST_VOTE}));
+  EXPECT_EQ(guard_.early_results_dropped(), 0u);
 }
 
 }  // namespace
