@@ -223,7 +223,9 @@ class LockHarness {
     c.pending.append(bytes);
     offer(c);
     if (header_.extra) pump(net::fake::Pump::kAll);
-    if (Conn* c = conns_[slot].get()) drain_some(c->out, slot, c->replies, c->protocol, header_, rng_);
+    if (Conn* open = conns_[slot].get()) {
+      drain_some(open->out, slot, open->replies, open->protocol, header_, rng_);
+    }
     settle();
   }
 

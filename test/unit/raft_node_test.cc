@@ -36,7 +36,7 @@ using lockcached::consensus::RaftSettings;
 using lockcached::consensus::RaftStatus;
 using lockcached::consensus::Role;
 using namespace std::chrono_literals;
-using test_ports::free_port;
+using test_ports::free_ports;
 
 constexpr auto kDeadline = 20s;
 
@@ -122,8 +122,9 @@ class RaftNodeTest : public ::testing::Test {
     setenv("TZ", ":/etc/localtime", /*overwrite=*/0);
     root_ = fs::temp_directory_path() / ("raft_node_test." + std::to_string(getpid()));
     fs::remove_all(root_);
+    std::vector<uint16_t> ports = free_ports(3);  // three different ones
     for (uint64_t id = 1; id <= 3; ++id) {
-      members_.push_back({id, "127.0.0.1:" + std::to_string(free_port())});
+      members_.push_back({id, "127.0.0.1:" + std::to_string(ports[id - 1])});
       fs::create_directories(dir(id));
       recorders_.push_back(std::make_unique<Recorder>(events_));
     }
