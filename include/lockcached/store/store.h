@@ -470,9 +470,12 @@ class Store {
   const bool evictions_;
   unsigned shard_bits_;
   std::vector<std::unique_ptr<Shard>> shards_;  // each its own allocation: no false sharing
-  std::atomic<uint64_t> next_cas_{0};
+  // Every linked item writes it: on a line of its own, so that the sets of
+  // other threads do not take away the lines every lookup reads (shards_
+  // above, the flush_all state below).
+  alignas(64) std::atomic<uint64_t> next_cas_{0};
   // flush_all state, read on every lookup.
-  std::atomic<RelTime> flush_time_{0};  // a delayed flush_all's moment; 0: none pending
+  alignas(64) std::atomic<RelTime> flush_time_{0};  // a delayed flush_all's moment; 0: none pending
   std::atomic<uint64_t> flush_cas_{0};  // items with a smaller cas are gone
   // Read under the shard lock of the change it reports: a change either
   // sees a listener set before a walk took that lock, or the walk sees it.
