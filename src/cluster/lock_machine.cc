@@ -267,10 +267,8 @@ void LockMachine::arm_expiry(const std::string& serial, uint64_t detachment, int
   auto id = std::make_shared<timing::Scheduler::TimerId>();
   *id = node()->scheduler().after(grace_ms, [this, serial, detachment, id] {
     timers_.erase(*id);
-    locks::Change expire;
-    expire.kind = locks::ChangeKind::kExpire;
+    locks::Change expire = locks::Change::grace_over(detachment);
     expire.serial = serial;
-    expire.detachment = detachment;
     propose(expire);
   });
   timers_.insert(*id);
@@ -282,11 +280,8 @@ void LockMachine::arm_timeout(const std::string& serial, uint64_t attachment, ui
   *id = node()->scheduler().after(wait_ms, [this, serial, attachment, request, id] {
     timers_.erase(*id);
     wait_timers_.erase(request);
-    locks::Change cancel;
-    cancel.kind = locks::ChangeKind::kCancelWait;
+    locks::Change cancel = locks::Change::wait_timed_out(attachment);
     cancel.serial = serial;
-    cancel.detachment = attachment;  // not a wait of the session on a later connection
-    cancel.timed_out = true;
     propose(cancel, request);
   });
   timers_.insert(*id);

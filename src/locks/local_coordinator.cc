@@ -49,11 +49,8 @@ Outcome LocalCoordinator::wait(Change& change, Answer answer) {
                                                attachment = change.detachment] {
     std::shared_ptr<LockService> alive = service.lock();
     if (!alive || end->over.load()) return;
-    Change cancel;
-    cancel.kind = ChangeKind::kCancelWait;
+    Change cancel = Change::wait_timed_out(attachment);
     cancel.session = session;
-    cancel.detachment = attachment;  // not a wait of the session on a later connection
-    cancel.timed_out = true;
     if (alive->apply(cancel).status != OutcomeStatus::kDone) return;  // granted meanwhile
     Outcome timed_out;
     timed_out.status = OutcomeStatus::kBusy;
@@ -69,10 +66,8 @@ void LocalCoordinator::start_grace(const std::shared_ptr<Session>& session, uint
   timers_.after(grace_ms, [service, session, detachment, answer = std::move(answer)] {
     std::shared_ptr<LockService> alive = service.lock();
     if (!alive) return;
-    Change expire;
-    expire.kind = ChangeKind::kExpire;
+    Change expire = Change::grace_over(detachment);
     expire.session = session;
-    expire.detachment = detachment;
     Outcome outcome = alive->apply(expire);
     if (answer && !outcome.released.empty()) answer(outcome);
   });

@@ -54,6 +54,24 @@ struct Change {
   uint64_t detachment = 0;
   bool timed_out = false;  // kCancelWait
   net::ClientInfo client;  // kOpen, kResume: the connection (reported only)
+
+  // What a coordinator's timers propose; the caller names the session
+  // (`session` or `serial`). A wait's timeout ends only the wait of the
+  // connection that asked (`attachment`), not one the session made on a
+  // later connection.
+  static Change wait_timed_out(uint64_t attachment) {
+    Change cancel;
+    cancel.kind = ChangeKind::kCancelWait;
+    cancel.detachment = attachment;
+    cancel.timed_out = true;
+    return cancel;
+  }
+  static Change grace_over(uint64_t detachment) {
+    Change expire;
+    expire.kind = ChangeKind::kExpire;
+    expire.detachment = detachment;
+    return expire;
+  }
 };
 
 enum class OutcomeStatus : uint8_t {
