@@ -19,6 +19,7 @@ Names carry the creating process's pid, so parallel runs do not collide.
 """
 
 import os
+import signal
 import subprocess
 import time
 
@@ -82,6 +83,13 @@ class Cluster:
                 process.kill()
                 process.wait()
         self._processes.clear()
+        # What those started in turn (keepalived's VRRP and checker
+        # children) would outlive them in their namespace.
+        for node in range(len(self.names)):
+            try:
+                self.signal_all(node, signal.SIGKILL)
+            except subprocess.CalledProcessError:  # a namespace never made
+                pass
         # Deleting a namespace deletes its veth end, and with it the peer.
         for name in self.names + [self.bridge_ns]:
             _ip("netns", "del", name, check=False)

@@ -57,6 +57,9 @@ root, with iproute2 and keepalived:
     LOCKCACHED_BINARY=build/lockcached LOCKCACHED_CLI=build/src/cli/lockcached-cli \\
         python3 test/ha/raft_faults.py [RUN ...]
 
+(LOCKCACHED_HA_SERVER_FLAGS="-vv" adds flags to every node's command line;
+each node's log is kept when a run fails.)
+
 `--expect-violations` inverts the verdict: CI runs the suite once against
 the test-only server that answers before the log commits
 (`cmake --build build --target lockcached-early-answer`)
@@ -82,6 +85,9 @@ import netns  # noqa: E402
 
 BINARY = os.path.abspath(os.environ.get("LOCKCACHED_BINARY", "build/lockcached"))
 CLI = os.path.abspath(os.environ.get("LOCKCACHED_CLI", "build/src/cli/lockcached-cli"))
+# More flags for every node, to debug a run: "-vv" logs every request and
+# every change each member applies.
+SERVER_FLAGS = os.environ.get("LOCKCACHED_HA_SERVER_FLAGS", "").split()
 CLUSTER_PORT = 11500
 LOCK_PORT = haclient.LOCK_PORT
 CACHE_PORT = haclient.CACHE_PORT
@@ -96,6 +102,10 @@ TOKEN_SHIFT = 20      # a token is its grant's entry index << 20, plus one per g
 # session must be resumed on the new leader before its grace runs out there.
 REPLY_TIMEOUT = WAIT_S + 1
 SETTLE_S = 3          # clients run this long before a fault and after it heals
+# For a fault's own step (the client that vanishes opening its session): it
+# is no client under test, so a slow commit (an fsync behind a loaded disk)
+# only delays it; no reply at all fails the run.
+STEP_TIMEOUT = 10
 # A client that lost its leader (it died, was cut off or frozen) gets a grant
 # again within: a new election (up to 2 election timeouts after the old
 # leader was last heard, plus one for the pre-vote), the new leader's first
@@ -474,7 +484,7 @@ class RaftCluster:
             "--port=%d" % CACHE_PORT, "--lock_port=%d" % LOCK_PORT, "--threads=2",
             "--memory_limit_mb=128", "--tcp_keepalive=2", "--logtostderr"] +
             (["--election_timeout_ms=%d" % self.election_ms] if self.election_ms else []) +
-            (["--cluster_join"] if join else []),
+            (["--cluster_join"] if join else []) + SERVER_FLAGS,
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
@@ -602,12 +612,16 @@ def client_vanishes(cluster, note):
     holder = haclient.TextClient(haclient.connect(cluster.net, cluster.nodes, address, LOCK_PORT))
     waiter = haclient.TextClient(haclient.connect(cluster.net, leader, address, LOCK_PORT))
     try:
-        holder.sock.settimeout(REPLY_TIMEOUT)
+        holder.sock.settimeout(STEP_TIMEOUT)
         waiter.sock.settimeout(VANISHED_BOUND_S + 5)
-        if not holder.call("conn_id").startswith("200 ") or \
-                holder.call("set_timeout %d" % GRACE_MS) != "200 Timeout set":
+        try:
+            opened = holder.call("conn_id").startswith("200 ") and \
+                holder.call("set_timeout %d" % GRACE_MS) == "200 Timeout set"
+            taken = holder.call("lock vanish") if opened else ""
+        except OSError as error:  # no reply in STEP_TIMEOUT, or the connection dropped
+            raise FaultFailed("the vanishing client's session on node %d: %s" % (leader, error))
+        if not opened:
             raise NoLeader("the vanishing client could not open its session")
-        taken = holder.call("lock vanish")
         if not taken.startswith("200 Acquired"):
             raise NoLeader("the vanishing client was not granted its lock: %r" % taken)
         cluster.net.take_down(cluster.nodes)
