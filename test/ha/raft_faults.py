@@ -430,7 +430,8 @@ class CacheWriter(threading.Thread):
 
     def finish(self):
         self.stop.set()
-        self.join(3)
+        if self.ident is not None:  # not started when the cluster never came up
+            self.join(3)
         self.close()
 
     def lost(self, cluster):
