@@ -108,6 +108,17 @@ std::string_view role_name(Role role) {
   return "unavailable";
 }
 
+uint64_t member_after(const std::vector<Member>& members, uint64_t id, uint64_t self) {
+  uint64_t next = 0;   // the smallest id above `id`
+  uint64_t first = 0;  // the smallest id of all: where the order starts again
+  for (const Member& member : members) {
+    if (member.id == self) continue;
+    if (member.id > id && (next == 0 || member.id < next)) next = member.id;
+    if (first == 0 || member.id < first) first = member.id;
+  }
+  return next != 0 ? next : first;
+}
+
 std::vector<Member> parse_members(std::string_view text, std::string* error) {
   std::vector<Member> members;
   std::set<uint64_t> ids;

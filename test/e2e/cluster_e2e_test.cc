@@ -436,6 +436,50 @@ TEST_F(ClusterE2e, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
             << "; node " << next << " leads\n";
 }
 
+// Two members restarted cold, and the third the master with the data:
+// a cold one made leader hands leadership on, in the order of ids, until
+// the member with the data leads (Server::cache_may_lead). Left to libraft,
+// a new leader, which knows no follower's progress yet, picks the last
+// voter: the two cold ones handed leadership to each other until one of
+// them served its cold cache, and every replica emptied for its snapshot.
+TEST_F(ClusterE2e, ColdMembersHandLeadershipOnUntilTheOneWithTheDataLeads) {
+  start_all();
+  ASSERT_TRUE(eventually(
+      [&] {
+        int lead = leader();
+        if (lead == 1 || lead == 0) return lead == 1;
+        Client admin = lock_client(lead);
+        admin.request("cluster transfer 1");
+        return false;
+      },
+      kElection));
+  Client writer = cache_client(1);
+  ASSERT_EQ(writer.store("set", "greeting", "hello"), "STORED");
+  writer.close();
+  // 2 and 3 come back cold while 1 is paused: one of them is elected.
+  ASSERT_TRUE(nodes_[1]->stop(SIGKILL).has_value());
+  ASSERT_TRUE(nodes_[2]->stop(SIGKILL).has_value());
+  ASSERT_EQ(::kill(nodes_[0]->pid(), SIGSTOP), 0);
+  start(2);
+  start(3);
+  bool cold_leader = eventually(
+      [&] { return node_stats(2)["role"] == "leader" || node_stats(3)["role"] == "leader"; },
+      kElection);
+  ASSERT_EQ(::kill(nodes_[0]->pid(), SIGCONT), 0);
+  ASSERT_TRUE(cold_leader);
+
+  // Whoever leads once leadership has settled takes writes and has the data.
+  int next = 0;
+  Client reader;
+  EXPECT_TRUE(eventually([&] {
+    next = leader();
+    reader = Client();
+    return next != 0 && reader.connect(nodes_[next - 1]->port()) &&
+           reader.store("set", "after", "1") == "STORED";
+  }));
+  EXPECT_EQ(reader.get("greeting").value_or("(missing)"), "hello") << "node " << next << " leads";
+}
+
 TEST_F(ClusterE2e, AWaitTimesOutOnTheLeadersClock) {
   start_all();
   int lead = leader();

@@ -200,6 +200,31 @@ TEST(ParseMembers, TakesIdAtIpv4AndPortAndRefusesTheRest) {
   }
 }
 
+// A leader whose cache is cold asks the members in turn (Server::
+// cache_may_lead): with 2 and 3 restarted cold and 1 holding the data,
+// 2 asks 3, and 3 asks 1, rather than each asking the other again.
+TEST(MemberAfter, GoesRoundTheOtherMembersInTheOrderOfIds) {
+  using lockcached::consensus::Member;
+  using lockcached::consensus::member_after;
+  std::vector<Member> members = {{3, "192.0.2.3:11500"}, {1, "192.0.2.1:11500"},
+                                 {2, "192.0.2.2:11500"}};
+  EXPECT_EQ(member_after(members, 2, 2), 3u);
+  EXPECT_EQ(member_after(members, 3, 3), 1u);
+  EXPECT_EQ(member_after(members, 1, 1), 2u);
+  // Asked before, by the member that leads again: the next one after it.
+  EXPECT_EQ(member_after(members, 3, 2), 1u);
+  EXPECT_EQ(member_after(members, 1, 2), 3u);
+  // Ids with gaps (members removed and added).
+  std::vector<Member> sparse = {{2, "192.0.2.2:11500"}, {7, "192.0.2.7:11500"},
+                                {4, "192.0.2.4:11500"}};
+  EXPECT_EQ(member_after(sparse, 4, 4), 7u);
+  EXPECT_EQ(member_after(sparse, 7, 7), 2u);
+  EXPECT_EQ(member_after(sparse, 7, 4), 2u);
+  // Nobody else.
+  EXPECT_EQ(member_after({{5, "192.0.2.5:11500"}}, 5, 5), 0u);
+  EXPECT_EQ(member_after({}, 1, 1), 0u);
+}
+
 TEST_F(RaftNodeTest, EveryMemberAppliesTheLeadersCommandsInOneOrder) {
   uint64_t first = start_all();
   ASSERT_NE(first, 0u);

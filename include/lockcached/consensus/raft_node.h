@@ -41,6 +41,11 @@ struct Member {
 // IPv4 addresses: no name service decides who is a member).
 std::vector<Member> parse_members(std::string_view text, std::string* error);
 
+// The id of the member after `id` in the order of ids, from the first again
+// past the last, never `self`; 0 when there is no other member. Asking
+// members in this order reaches every other one in turn.
+uint64_t member_after(const std::vector<Member>& members, uint64_t id, uint64_t self);
+
 struct RaftSettings {
   uint64_t id = 0;
   std::vector<Member> members;  // the initial voters, this node among them
