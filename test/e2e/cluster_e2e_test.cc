@@ -180,6 +180,20 @@ class ClusterE2e : public ::testing::Test {
     return client;
   }
 
+  // A cache connection to whoever leads once leadership has settled (a
+  // step-down closes the connections of the master that was): the node
+  // that takes a write, which *id names.
+  Client settled_leader_cache(int* id) {
+    Client client;
+    EXPECT_TRUE(eventually([&] {
+      *id = leader();
+      client = Client();
+      return *id != 0 && client.connect(nodes_[*id - 1]->port()) &&
+             client.store("set", "after", "1") == "STORED";
+    }));
+    return client;
+  }
+
   fs::path root_;
   std::string cluster_;
   std::unique_ptr<ServerProcess> nodes_[kMaxNodes];
@@ -418,16 +432,9 @@ TEST_F(ClusterE2e, ARestartedMemberMadeLeaderNeverEmptiesTheCache) {
       },
       kElection));
 
-  // Whoever leads once leadership has settled (a step-down closes the
-  // connections of the master that was) takes writes and has the data.
+  // Whoever leads once leadership has settled takes writes and has the data.
   int next = 0;
-  Client reader;
-  EXPECT_TRUE(eventually([&] {
-    next = leader();
-    reader = Client();
-    return next != 0 && reader.connect(nodes_[next - 1]->port()) &&
-           reader.store("set", "after", "1") == "STORED";
-  }));
+  Client reader = settled_leader_cache(&next);
   EXPECT_EQ(reader.get("greeting"), "hello");
   std::string log = nodes_[cold - 1]->log();
   bool handed_over = log.find("handing leadership to a member that has it") != std::string::npos;
@@ -470,13 +477,7 @@ TEST_F(ClusterE2e, ColdMembersHandLeadershipOnUntilTheOneWithTheDataLeads) {
 
   // Whoever leads once leadership has settled takes writes and has the data.
   int next = 0;
-  Client reader;
-  EXPECT_TRUE(eventually([&] {
-    next = leader();
-    reader = Client();
-    return next != 0 && reader.connect(nodes_[next - 1]->port()) &&
-           reader.store("set", "after", "1") == "STORED";
-  }));
+  Client reader = settled_leader_cache(&next);
   EXPECT_EQ(reader.get("greeting").value_or("(missing)"), "hello") << "node " << next << " leads";
 }
 
