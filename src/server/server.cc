@@ -354,11 +354,11 @@ bool Server::cache_may_lead() {
     // Asked in this term (the status may still say "leader" for a moment
     // after leadership went), or an answer is on its way.
     if (hand_over_term_ == status.term || hand_over_pending_) return false;
+    if (status.members.empty()) return false;  // not known yet: ask on the next tick
     target = consensus::member_after(status.members,
                                      hand_over_target_ != 0 ? hand_over_target_ : status.id,
                                      status.id);
-    if (status.members.empty()) return false;  // not known yet: ask on the next tick
-    if (target == 0) return true;              // a cluster of one: nobody else has it
+    if (target == 0) return true;  // a cluster of one: nobody else has it
     hand_over_term_ = status.term;
     hand_over_pending_ = true;
     hand_over_target_ = target;

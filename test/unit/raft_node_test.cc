@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using lockcached::consensus::Member;
+using lockcached::consensus::member_after;
 using lockcached::consensus::RaftNode;
 using lockcached::consensus::RaftSettings;
 using lockcached::consensus::RaftStatus;
@@ -204,8 +205,6 @@ TEST(ParseMembers, TakesIdAtIpv4AndPortAndRefusesTheRest) {
 // cache_may_lead): with 2 and 3 restarted cold and 1 holding the data,
 // 2 asks 3, and 3 asks 1, rather than each asking the other again.
 TEST(MemberAfter, GoesRoundTheOtherMembersInTheOrderOfIds) {
-  using lockcached::consensus::Member;
-  using lockcached::consensus::member_after;
   std::vector<Member> members = {{3, "192.0.2.3:11500"}, {1, "192.0.2.1:11500"},
                                  {2, "192.0.2.2:11500"}};
   EXPECT_EQ(member_after(members, 2, 2), 3u);
