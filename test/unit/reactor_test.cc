@@ -1,11 +1,17 @@
 // The reactor's ordering promise: a task posted from another thread runs
 // after every event of the batch it woke up with, so that a task which
 // frees handlers (closing every client of a worker, as a Raft step-down
-// does) never frees one that a later event of that batch still names.
+// does) never frees one that a later event of that batch still names. And
+// a task posted from the reactor's own turn, which wakes nothing, still
+// runs before the loop sleeps.
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -84,6 +90,61 @@ TEST_P(ReactorTest, APostedTaskMayFreeAHandlerWhoseEventIsInTheSameBatch) {
     reactor.run_once(1000);
 
   EXPECT_EQ(log, (std::vector<std::string>{"doomed", "freed"}));
+}
+
+// Wakes `reactor` from another thread if the test has not ended within a
+// few seconds: a loop that went to sleep with a task queued (the bug this
+// catches) then logs "watchdog" instead of hanging the test.
+class Watchdog {
+ public:
+  Watchdog(Reactor& reactor, std::vector<std::string>& log)
+      : thread_([this, &reactor, &log] {
+          std::unique_lock lock(mutex_);
+          if (!ended_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; }))
+            reactor.post([&log] { log.push_back("watchdog"); });
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    ended_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ended_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// A post from the reactor's own turn writes no wake-up: the loop must still
+// run it before it sleeps, and after what was posted before it.
+TEST_P(ReactorTest, ATaskPostedFromItsOwnTurnRunsBeforeTheLoopSleeps) {
+  Reactor reactor(GetParam(), {});
+  std::vector<std::string> log;
+  std::thread([&] { reactor.post([&log] { log.push_back("from another thread"); }); }).join();
+  PipeReader reader("event", log);
+  ASSERT_TRUE(reactor.add(reader.fd(), EPOLLIN, &reader));
+  reader.make_readable();
+  reactor.run_once(-1);  // the event, then the other thread's task
+  ASSERT_EQ(log, (std::vector<std::string>{"event", "from another thread"}));
+
+  reactor.call_soon([&] {
+    reactor.post([&] {
+      log.push_back("first");
+      reactor.post([&log] { log.push_back("posted by a posted task"); });
+    });
+    reactor.post([&log] { log.push_back("second"); });
+  });
+  reactor.run_once(-1);  // runs the call_soon task, which posts
+  Watchdog watchdog(reactor, log);
+  while (log.size() < 5)
+    reactor.run_once(-1);  // nothing else wakes it
+
+  EXPECT_EQ(log, (std::vector<std::string>{"event", "from another thread", "first", "second",
+                                           "posted by a posted task"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ReactorTest,

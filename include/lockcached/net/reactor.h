@@ -95,7 +95,9 @@ class Reactor {
   TimerId add_timer(int64_t delay_ms, Task task);
   void cancel_timer(TimerId id);
 
-  // Thread-safe: runs `task` on this reactor's thread soon.
+  // Thread-safe: runs `task` on this reactor's thread soon, after the
+  // tasks posted before it. From a task or handler of this reactor, it only
+  // queues (no wake-up system call).
   void post(Task task);
   // This thread only: runs `task` after the events of this turn, and the
   // loop does not sleep before it ran.
@@ -131,6 +133,7 @@ class Reactor {
   bool completes_io_ = false;
   int wake_fd_;  // eventfd: post() and stop() write, the loop reads
   bool woken_ = false;  // the wake-up eventfd was readable in this batch
+  bool posted_here_ = false;  // post() from this reactor's own turn queued a task
   std::unique_ptr<Waker> waker_;
   bool stopping_ = false;
   std::mutex posted_mutex_;
