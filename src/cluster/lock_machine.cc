@@ -97,7 +97,7 @@ LockMachine::Addresses LockMachine::leader_addresses() const {
   return announced_addresses_;
 }
 
-std::optional<locks::Outcome> LockMachine::submit(locks::Change change, locks::Answer answer) {
+std::optional<locks::Outcome> LockMachine::submit(locks::Change&& change, locks::Answer answer) {
   LoggedChange logged{{node_id_, incarnation_, 0}, change};
   if (change.session) logged.change.serial = std::string(change.session->public_id());
   logged.change.session.reset();

@@ -18,7 +18,7 @@ LocalCoordinator::LocalCoordinator(std::shared_ptr<LockService> service,
                                    timing::Scheduler& timers)
     : Coordinator(std::move(service)), timers_(timers) {}
 
-std::optional<Outcome> LocalCoordinator::submit(Change change, Answer answer) {
+std::optional<Outcome> LocalCoordinator::submit(Change&& change, Answer answer) {
   if (change.kind == ChangeKind::kAcquire && change.wait_ms > 0) {
     return wait(change, std::move(answer));
   }

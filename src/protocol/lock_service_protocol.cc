@@ -1,5 +1,7 @@
 #include "lockcached/protocol/lock_service_protocol.h"
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -35,8 +37,15 @@ std::string token_field(uint64_t token) {
   return "token=" + std::to_string(token);
 }
 
-std::string acquired_reply(uint64_t token) {
-  return "200 Acquired " + std::to_string(token) + "\r\n";
+// "200 Acquired TOKEN\r\n" in `buffer`, without a heap string: every grant
+// writes one.
+std::string_view acquired_reply(uint64_t token, std::array<char, 40>& buffer) {
+  constexpr std::string_view kHead = "200 Acquired ";
+  char* end = std::copy(kHead.begin(), kHead.end(), buffer.data());
+  end = std::to_chars(end, buffer.data() + buffer.size() - 2, token).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  return {buffer.data(), static_cast<size_t>(end - buffer.data())};
 }
 
 // The request as -vv logs it: without a session id's secret, which would
@@ -272,7 +281,7 @@ void LockServiceProtocol::lock(const Words& words, OutputQueue& out) {
   submit(std::move(acquire), out);
 }
 
-void LockServiceProtocol::submit(locks::Change change, OutputQueue& out) {
+void LockServiceProtocol::submit(locks::Change&& change, OutputQueue& out) {
   pending_ = change.kind;
   pending_name_ = change.name;
   pending_wait_ms_ = change.wait_ms;
@@ -374,7 +383,7 @@ void LockServiceProtocol::finish_acquire(const locks::Outcome& outcome, OutputQu
   switch (outcome.status) {
     case locks::OutcomeStatus::kQueued:
       waiting_ = true;  // the grant or the timeout answers
-      report("lock_wait", name, "timeout_ms=" + std::to_string(pending_wait_ms_));
+      if (watched()) report("lock_wait", name, "timeout_ms=" + std::to_string(pending_wait_ms_));
       return;
     case locks::OutcomeStatus::kLimited:
       report("lock_refused", name, limit_name(outcome.limit));
@@ -385,10 +394,11 @@ void LockServiceProtocol::finish_acquire(const locks::Outcome& outcome, OutputQu
       out.append("409 Unavailable\r\n");
       break;
     default:
-      report("lock_grant", name, token_field(outcome.token));
+      if (watched()) report("lock_grant", name, token_field(outcome.token));
       pending_.reset();
       waiting_ = false;
-      confirm(acquired_reply(outcome.token), out);
+      std::array<char, 40> reply;
+      confirm(acquired_reply(outcome.token, reply), out);
       return;
   }
   pending_.reset();

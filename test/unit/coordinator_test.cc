@@ -22,7 +22,7 @@ class LocalCoordinatorTest : public ::testing::Test {
   std::shared_ptr<Session> open() {
     Change change;
     change.kind = ChangeKind::kOpen;
-    std::optional<Outcome> outcome = coordinator_.submit(change, nullptr);
+    std::optional<Outcome> outcome = coordinator_.submit(std::move(change), nullptr);
     EXPECT_TRUE(outcome && outcome->session);
     return outcome ? outcome->session : nullptr;
   }
@@ -33,7 +33,7 @@ class LocalCoordinatorTest : public ::testing::Test {
     change.session = session;
     change.name = name;
     change.wait_ms = wait_ms;
-    std::optional<Outcome> outcome = coordinator_.submit(change, std::move(answer));
+    std::optional<Outcome> outcome = coordinator_.submit(std::move(change), std::move(answer));
     EXPECT_TRUE(outcome);
     return outcome.value_or(Outcome{});
   }
@@ -41,7 +41,7 @@ class LocalCoordinatorTest : public ::testing::Test {
     Change change;
     change.kind = kind;
     change.session = session;
-    return coordinator_.submit(change, std::move(answer)).value_or(Outcome{});
+    return coordinator_.submit(std::move(change), std::move(answer)).value_or(Outcome{});
   }
 
   testing::ManualScheduler timers_;
@@ -105,7 +105,7 @@ TEST_F(LocalCoordinatorTest, ADetachedSessionsLocksEndWithItsGraceUnlessResumed)
   resume.kind = ChangeKind::kResume;
   resume.session = replacement;
   resume.id = id;
-  std::optional<Outcome> resumed = coordinator_.submit(resume, nullptr);
+  std::optional<Outcome> resumed = coordinator_.submit(std::move(resume), nullptr);
   ASSERT_TRUE(resumed);
   EXPECT_EQ(resumed->status, OutcomeStatus::kDone);
   EXPECT_EQ(resumed->session, kept);

@@ -226,7 +226,7 @@ TEST(LockMachine, ChangesSubmittedWhileTheNodeIsDetachedAreRefused) {
     detach.kind = ChangeKind::kRelease;
     detach.serial = "1";
     detach.name = "n";
-    refused = member.submit(detach, [](const locks::Outcome&) {});
+    refused = member.submit(std::move(detach), [](const locks::Outcome&) {});
   });
   while (!submitting.load())
     std::this_thread::yield();

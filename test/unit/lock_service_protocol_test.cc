@@ -169,7 +169,7 @@ struct Connection {
 class LoggedCoordinator final : public locks::Coordinator {
  public:
   using Coordinator::Coordinator;
-  std::optional<locks::Outcome> submit(locks::Change change, locks::Answer answer) override {
+  std::optional<locks::Outcome> submit(locks::Change&& change, locks::Answer answer) override {
     log_.emplace_back(std::move(change), std::move(answer));
     return std::nullopt;
   }

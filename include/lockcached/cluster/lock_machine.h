@@ -63,7 +63,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   void attach(consensus::RaftNode* node) { node_.store(node, std::memory_order_release); }
 
   // ---- locks::Coordinator, from any thread ----
-  std::optional<locks::Outcome> submit(locks::Change change, locks::Answer answer) override;
+  std::optional<locks::Outcome> submit(locks::Change&& change, locks::Answer answer) override;
   bool answers_at_once() const override { return false; }
 
   // ---- consensus::StateMachine, on the Raft thread ----

@@ -35,7 +35,7 @@ class Coordinator {
   virtual ~Coordinator() = default;
   // The outcome when it is known at once, else nullopt (it comes through
   // `answer`). A wait's later end always comes through `answer`.
-  virtual std::optional<Outcome> submit(Change change, Answer answer) = 0;
+  virtual std::optional<Outcome> submit(Change&& change, Answer answer) = 0;
   // True when submit always answers at once (then `answer` matters only for
   // a wait's end and a grace's).
   virtual bool answers_at_once() const = 0;
@@ -53,7 +53,7 @@ class LocalCoordinator final : public Coordinator {
   // `timers` must be callable from any thread.
   LocalCoordinator(std::shared_ptr<LockService> service, timing::Scheduler& timers);
 
-  std::optional<Outcome> submit(Change change, Answer answer) override;
+  std::optional<Outcome> submit(Change&& change, Answer answer) override;
   bool answers_at_once() const override { return true; }
 
  private:

@@ -82,7 +82,7 @@ class LockServiceProtocol final : public ProtocolHandler {
                           const consensus::MembershipResult& result);
   // Hands `change` to the coordinator; its outcome is finished now or,
   // once it comes, on the reactor thread (the protocol blocked till then).
-  void submit(locks::Change change, OutputQueue& out);
+  void submit(locks::Change&& change, OutputQueue& out);
   // Where outcomes come in that were not returned at once.
   locks::Answer answer();
   void on_answer(const locks::Outcome& outcome);
