@@ -236,13 +236,11 @@ bool Server::start_cluster(std::string* error, bool* configuration_error) {
   const Settings& settings = state_.settings;
   // Clients reach the leader's lock service, and its replicas its cache, on
   // its cluster address's host.
-  std::string host;
-  std::optional<net::Endpoint> own;
+  std::optional<net::Endpoint> own;  // --cluster's addresses are IPv4:PORT
   for (const consensus::Member& member : settings.cluster) {
-    if (member.id != settings.node_id) continue;
-    host = net::host_of(member.address);
-    own = net::parse_endpoint(member.address);
+    if (member.id == settings.node_id) own = net::parse_endpoint(member.address);
   }
+  const std::string host = own ? net::host_text(*own) : "";
   // libraft reports a cluster port it cannot bind as a bare "I/O error":
   // the bind's own reason first, as for the other ports.
   if (net::ListenError failure; own && !net::can_bind(net::ip_text(*own), own->port, &failure)) {

@@ -19,6 +19,15 @@
 namespace lockcached::protocol {
 namespace {
 
+// Offers `bytes` to `protocol` after what it left unconsumed in `pending`,
+// and returns the replies it queued.
+std::string feed(LockServiceProtocol& protocol, std::string& pending, OutputQueue& out,
+                 std::string_view bytes) {
+  pending.append(bytes);
+  pending.erase(0, protocol.consume(pending, out));
+  return out.take_all();
+}
+
 // A protocol fed by hand, its reactor run by hand.
 class ProtocolTest : public ::testing::Test {
  protected:
@@ -26,9 +35,7 @@ class ProtocolTest : public ::testing::Test {
 
   // Offers `bytes` (after what was left unconsumed) and returns the replies.
   std::string feed(std::string_view bytes) {
-    pending_.append(bytes);
-    pending_.erase(0, protocol().consume(pending_, out_));
-    return out_.take_all();
+    return protocol::feed(protocol(), pending_, out_, bytes);
   }
   // Runs what was posted to the connection's reactor (an answer that came
   // later hops there) and returns the replies it queued. Once per test: a
@@ -151,11 +158,7 @@ TEST(ClusterCommandsSingleServerTest, ASingleServerHasNoMembers) {
 struct Connection {
   Connection(std::shared_ptr<locks::Coordinator> coordinator, net::Reactor& reactor)
       : protocol(LockServiceContext{std::move(coordinator), reactor, out, [] {}}) {}
-  std::string send(std::string_view request) {
-    input.append(request);
-    input.erase(0, protocol.consume(input, out));
-    return out.take_all();
-  }
+  std::string send(std::string_view request) { return feed(protocol, input, out, request); }
   std::string replies() { return out.take_all(); }
 
   OutputQueue out;  // before the protocol, whose context names it
