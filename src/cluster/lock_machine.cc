@@ -98,20 +98,22 @@ LockMachine::Addresses LockMachine::leader_addresses() const {
 }
 
 std::optional<locks::Outcome> LockMachine::submit(locks::Change&& change, locks::Answer answer) {
-  LoggedChange logged{{node_id_, incarnation_, 0}, change};
-  if (change.session) logged.change.serial = std::string(change.session->public_id());
-  logged.change.session.reset();
+  LoggedChange logged{{node_id_, incarnation_, 0}, std::move(change)};
+  locks::Change& logged_change = logged.change;
+  // The log names a session by its serial: every member has its own object.
+  if (logged_change.session) logged_change.serial = logged_change.session->public_id();
+  logged_change.session.reset();
   // Drawn here, once: every member must give the session the same id.
-  if (change.kind == locks::ChangeKind::kOpen && logged.change.id.empty()) {
-    logged.change.id = locks::make_session_secret();
+  if (logged_change.kind == locks::ChangeKind::kOpen && logged_change.id.empty()) {
+    logged_change.id = locks::make_session_secret();
   }
   // A detach is answered only when its grace runs out (grace_ends_).
-  bool detach = change.kind == locks::ChangeKind::kDetach;
+  bool detach = logged_change.kind == locks::ChangeKind::kDetach;
   bool answered = answer && !detach;
   if (answered) {
     logged.origin.request = next_request_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mutex_);
-    pending_[logged.origin.request] = {std::move(answer), change.wait_ms > 0};
+    pending_[logged.origin.request] = {std::move(answer), logged_change.wait_ms > 0};
   } else if (answer) {
     std::lock_guard lock(mutex_);
     grace_ends_[logged.change.serial] = std::move(answer);
