@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,26 @@ TEST(FlagTableTest, EveryFlagDefinedWithTheTableHasARow) {
     EXPECT_NE(find_flag(info.name), nullptr) << info.name;
   }
   EXPECT_GT(ours, 50);
+}
+
+// The README says the shipped flagfile lists every flag: each of ours is
+// there, set (`--name=...`) or as a commented example (`#--name...`).
+TEST(FlagTableTest, TheShippedFlagfileListsEveryFlagOfOurs) {
+  std::ifstream file(LOCKCACHED_SOURCE_DIR "/etc/lockcached.conf");
+  ASSERT_TRUE(file) << "etc/lockcached.conf";
+  std::stringstream text;
+  text << file.rdbuf();
+  std::set<std::string> listed;
+  const std::regex line(R"(^#?--([a-z0-9_]+)(=|$))", std::regex::multiline);
+  const std::string conf = text.str();
+  for (std::sregex_iterator it(conf.begin(), conf.end(), line), end; it != end; ++it)
+    listed.insert((*it)[1]);
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  for (const gflags::CommandLineFlagInfo& info : all) {
+    if (!info.filename.ends_with("config/flags.cc")) continue;
+    EXPECT_TRUE(listed.contains(info.name)) << "--" << info.name << " is not in etc/lockcached.conf";
+  }
 }
 
 TEST(FlagTableTest, EachHelpGroupIsOneRun) {
