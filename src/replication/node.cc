@@ -101,8 +101,9 @@ MasterPlace Node::locate() const {
 
 void Node::tick() {
   // Before locate(): a Raft leader asks whether its cache has the data. A
-  // link empties the store when it connects (on this thread, so no locate()
-  // comes between): until its snapshot is whole the store holds a part.
+  // link empties the store when the master's first bytes come (on this
+  // thread, so no locate() comes between): until its snapshot is whole the
+  // store holds a part.
   {
     std::lock_guard lock(mutex_);
     if (link_) {

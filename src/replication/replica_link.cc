@@ -59,10 +59,6 @@ void ReplicaLink::on_event(uint32_t events) {
 }
 
 void ReplicaLink::on_connected() {
-  // Whatever this node held came from an earlier master or its own time as
-  // master: the snapshot must land in an empty store.
-  store_.flush_all(0);
-  store_emptied_.store(true, std::memory_order_relaxed);
   applier_ = std::make_unique<Applier>(store_);
   chunk_ = std::make_unique<char[]>(kChunkSize);
   heard_ms_ = net::monotonic_ms();
@@ -80,6 +76,14 @@ void ReplicaLink::read_stream() {
     return end(std::string("read: ") + std::strerror(errno));
   }
   heard_ms_ = net::monotonic_ms();
+  // Whatever this node held came from an earlier master or its own time as
+  // master: the snapshot must land in an empty store. Emptied at its first
+  // byte, not at connect: a master that goes before it sends anything
+  // leaves this node the data it had (docs/high-availability.md).
+  if (!store_emptied_.load(std::memory_order_relaxed)) {
+    store_.flush_all(0);
+    store_emptied_.store(true, std::memory_order_relaxed);
+  }
   if (!applier_->feed({chunk_.get(), static_cast<size_t>(n)})) {
     return end("bad replication stream: " + std::string(applier_->error()));
   }

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -118,10 +119,10 @@ class ReplicationNodeTest : public ::testing::Test {
   std::unique_ptr<Node> node_;
 };
 
-// A replica empties its store when it connects to a new master. If that
-// master dies before its snapshot is whole, the store holds a part of the
-// data, whatever the node held before: made the Raft leader, it must not
-// become the cache's master, whose snapshot would empty every replica.
+// A replica empties its store when a new master's snapshot starts to come.
+// If that master dies before its snapshot is whole, the store holds a part
+// of the data, whatever the node held before: made the Raft leader, it must
+// not become the cache's master, whose snapshot would empty every replica.
 TEST_F(ReplicationNodeTest, AStoreEmptiedForASnapshotThatNeverCameWholeHoldsAPart) {
   FakeMaster first;
   master_at(first.port());
@@ -139,6 +140,7 @@ TEST_F(ReplicationNodeTest, AStoreEmptiedForASnapshotThatNeverCameWholeHoldsAPar
   FakeMaster second;
   master_at(second.port());
   ASSERT_TRUE(second.accept_replica());
+  second.send(whole.substr(0, whole.size() - 1));
   second.hang_up();
   EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
   EXPECT_FALSE(node_->holds_data());
@@ -150,6 +152,38 @@ TEST_F(ReplicationNodeTest, AStoreEmptiedForASnapshotThatNeverCameWholeHoldsAPar
   third.send(whole);
   EXPECT_TRUE(eventually([&] { return node_->holds_data(); }));
   EXPECT_FALSE(node_->holds_part());
+  node_->stop();
+}
+
+// A master that goes before it sent anything (killed just after the
+// replicas connected) takes nothing with it: a replica empties its store
+// only when the snapshot starts to come, so it keeps the data it had. A
+// leader-changes run lost 4,201 acknowledged writes when replicas emptied
+// themselves on connecting (docs/high-availability.md).
+TEST_F(ReplicationNodeTest, AMasterThatGoesBeforeSendingAnythingLeavesTheDataWhole) {
+  FakeMaster first;
+  master_at(first.port());
+  start_node();
+  ASSERT_TRUE(first.accept_replica());
+  std::string whole;
+  append_snapshot_end(whole);
+  first.send(whole);
+  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  store::ItemRef item = store_.allocate("kept", 0, 0, 1);  // as if the snapshot brought it
+  item->value()[0] = 'v';
+  std::memcpy(item->value() + 1, "\r\n", 2);
+  ASSERT_EQ(store_.store(store::StoreCommand::kSet, item, 0, store::kNoOwner).status,
+            store::StoreStatus::kStored);
+
+  FakeMaster second;
+  master_at(second.port());
+  ASSERT_TRUE(second.accept_replica());
+  second.hang_up();
+  ASSERT_TRUE(second.accept_replica());  // the node saw the hang-up and asks again
+
+  EXPECT_TRUE(node_->holds_data());
+  EXPECT_FALSE(node_->holds_part());
+  EXPECT_TRUE(store_.get("kept"));
   node_->stop();
 }
 
