@@ -17,6 +17,7 @@ test/ci/25-high-availability.sh.
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -95,6 +96,8 @@ class AddressFollowsTheLeader(unittest.TestCase):
         if log_root:
             os.makedirs(log_root, exist_ok=True)
         self.work = tempfile.mkdtemp(dir=log_root, prefix=self.id() + ".")
+        if not log_root:  # added first, so it runs last: after every process is gone
+            self.addCleanup(shutil.rmtree, self.work, ignore_errors=True)
         self.cluster = raft_faults.RaftCluster(NODES, self.work, election_ms=None)
         self.addCleanup(self.cluster.close)
         for node in range(NODES):
