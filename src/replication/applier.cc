@@ -130,6 +130,10 @@ void Applier::apply(std::string_view frame) {
   std::string_view extras = body.substr(0, h.extras_length);
   std::string_view key = body.substr(h.extras_length, h.key_length);
   std::string_view value = body.substr(h.extras_length + h.key_length);
+  bool is_delete = h.opcode == wire::kDeleteQ;
+  if (!memory_file_ && !snapshot_started_ && h.opcode != wire::kNoop) {
+    start_snapshot(is_delete && key == kSnapshotBeginKey);
+  }
   switch (h.opcode) {
     case wire::kSetQ:
       apply_set(h, extras, key, value);
@@ -146,10 +150,27 @@ void Applier::apply(std::string_view frame) {
   }
   if (*error_) return;
   ++frames_applied_;
-  if (h.opcode == wire::kDeleteQ && key == kSnapshotEndKey) snapshot_received_ = true;
+  if (is_delete && key == kSnapshotEndKey) {
+    snapshot_received_ = true;
+    if (snapshot_first_cas_ != 0) store_.flush_stored_before(snapshot_first_cas_);
+    snapshot_first_cas_ = 0;
+  }
   // A Noop is the master's keep-alive, sent beside the buffered stream
   // (Master::heartbeat): the position an ack names counts the stream only.
   if (h.opcode != wire::kNoop) bytes_applied_ += frame.size();
+}
+
+// A delayed flush_all the old stream left pending would, at its moment,
+// take the new master's items with the old ones: then the store is emptied
+// at once, as for an unmarked stream.
+void Applier::start_snapshot(bool marked) {
+  snapshot_started_ = true;
+  if (marked && store_.pending_flush() == 0) {
+    snapshot_first_cas_ = store_.cas_counter() + 1;
+    return;
+  }
+  store_.flush_all(0);
+  store_emptied_ = true;
 }
 
 // The master's exptime is a unix time (Encoder::wire_time); a relative one

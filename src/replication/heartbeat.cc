@@ -14,16 +14,24 @@ using namespace protocol::binary;
 // not a replica answering us.
 constexpr uint32_t kMaxResponseBody = 4096;
 
+// A snapshot's mark: a DeleteQ of `key`.
+void append_mark(std::string_view key, std::string& out) {
+  wire::append_request_header(wire::kDeleteQ, key.size(), 0, key.size(), out);
+  out.append(key);
+}
+
 }  // namespace
 
 void append_noop_request(std::string& out) {
   wire::append_request_header(wire::kNoop, 0, 0, 0, out);
 }
 
+void append_snapshot_begin(std::string& out) {
+  append_mark(kSnapshotBeginKey, out);
+}
+
 void append_snapshot_end(std::string& out) {
-  wire::append_request_header(wire::kDeleteQ, kSnapshotEndKey.size(), 0, kSnapshotEndKey.size(),
-                              out);
-  out.append(kSnapshotEndKey);
+  append_mark(kSnapshotEndKey, out);
 }
 
 // The ack: a Noop response whose CAS field carries the position applied.

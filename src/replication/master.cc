@@ -76,6 +76,7 @@ class Master::Follower final : public net::EventHandler {
         snapshot_(master.store_, buffer_),
         connected_ms_(net::monotonic_ms()),
         heard_ms_(connected_ms_) {
+    buffer_.on_snapshot_begin();  // first: the store reports nothing here yet
   }
   ~Follower() override { close_socket(); }
 

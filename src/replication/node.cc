@@ -87,6 +87,21 @@ void Node::recheck() {
   reactor_.post([this] { tick(); });
 }
 
+// A marked snapshot comes beside what the store held: until it is whole,
+// the store holds the data if it held it before, else a part. An unmarked
+// stream emptied the store first: a part until it is whole.
+void Node::note_what_the_store_holds(const LinkStatus& link) {
+  if (link.snapshot_received) {
+    holds_data_.store(true, std::memory_order_release);
+    holds_part_.store(false, std::memory_order_release);
+  } else if (link.store_emptied) {
+    holds_data_.store(false, std::memory_order_release);
+    holds_part_.store(true, std::memory_order_release);
+  } else if (link.snapshot_started && !holds_data()) {
+    holds_part_.store(true, std::memory_order_release);
+  }
+}
+
 MasterPlace Node::locate() const {
   if (settings_.locate) return settings_.locate();
   std::string error;
@@ -100,19 +115,12 @@ MasterPlace Node::locate() const {
 }
 
 void Node::tick() {
-  // Before locate(): a Raft leader asks whether its cache has the data. A
-  // link empties the store when the master's first bytes come (on this
-  // thread, so no locate() comes between): until its snapshot is whole the
-  // store holds a part.
+  // Before locate(): a Raft leader asks whether its cache has the data. The
+  // link's applier changes the store on this thread, so no locate() comes
+  // between.
   {
     std::lock_guard lock(mutex_);
-    if (link_) {
-      LinkStatus link = link_->status();
-      if (link.snapshot_received || link.store_emptied) {
-        holds_data_.store(link.snapshot_received, std::memory_order_release);
-        holds_part_.store(!link.snapshot_received, std::memory_order_release);
-      }
-    }
+    if (link_) note_what_the_store_holds(link_->status());
   }
   MasterPlace place = locate();
   // A virtual IP nobody can check changes nothing; a Raft cluster without a

@@ -31,6 +31,11 @@ void ReplicaBuffer::on_flush(store::RelTime moment) {
       [&](std::string& out) { encoder_.append_flush(moment, out); });
 }
 
+void ReplicaBuffer::on_snapshot_begin() {
+  add(wire::kHeaderSize + kSnapshotBeginKey.size(),
+      [](std::string& out) { append_snapshot_begin(out); });
+}
+
 void ReplicaBuffer::on_snapshot_end() {
   add(wire::kHeaderSize + kSnapshotEndKey.size(),
       [](std::string& out) { append_snapshot_end(out); });

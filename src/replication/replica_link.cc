@@ -76,20 +76,17 @@ void ReplicaLink::read_stream() {
     return end(std::string("read: ") + std::strerror(errno));
   }
   heard_ms_ = net::monotonic_ms();
-  // Whatever this node held came from an earlier master or its own time as
-  // master: the snapshot must land in an empty store. Emptied at its first
-  // byte, not at connect: a master that goes before it sends anything
-  // leaves this node the data it had (docs/high-availability.md).
-  if (!store_emptied_.load(std::memory_order_relaxed)) {
-    store_.flush_all(0);
-    store_emptied_.store(true, std::memory_order_relaxed);
-  }
   if (!applier_->feed({chunk_.get(), static_cast<size_t>(n)})) {
     return end("bad replication stream: " + std::string(applier_->error()));
   }
   bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
-  if (applier_->snapshot_received()) snapshot_received_.store(true, std::memory_order_relaxed);
+  // What the store holds now (Applier): a master that goes before its
+  // snapshot is whole leaves this node the data it had, unless the stream
+  // was an unmarked one's.
+  snapshot_started_.store(applier_->snapshot_started(), std::memory_order_relaxed);
+  store_emptied_.store(applier_->store_emptied(), std::memory_order_relaxed);
+  snapshot_received_.store(applier_->snapshot_received(), std::memory_order_relaxed);
   if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
     ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
       ack_timer_ = 0;
@@ -143,6 +140,7 @@ LinkStatus ReplicaLink::status() const {
   LinkStatus status;
   status.connected = connected_.load(std::memory_order_relaxed);
   status.snapshot_received = snapshot_received_.load(std::memory_order_relaxed);
+  status.snapshot_started = snapshot_started_.load(std::memory_order_relaxed);
   status.store_emptied = store_emptied_.load(std::memory_order_relaxed);
   status.bytes_applied = bytes_applied_.load(std::memory_order_relaxed);
   status.frames_applied = frames_applied_.load(std::memory_order_relaxed);

@@ -326,8 +326,8 @@ void Server::change_members(const consensus::MembershipChange& change, const net
 }
 
 // A member that restarted has an empty cache. As the cache's master it
-// would send that emptiness to every replica, which empties its store for a
-// new master's snapshot: the whole cache lost. So a leader whose cache has
+// would send that emptiness to every replica, which at the snapshot's end
+// drops what the snapshot did not bring: the whole cache lost. So a leader whose cache has
 // not the data yet hands leadership to the member after the one it last
 // asked, in the order of ids (once a term, kMaxHandOvers times at most),
 // and meanwhile is nobody's master: its cache refuses writes. Not libraft's

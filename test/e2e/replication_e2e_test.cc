@@ -79,8 +79,9 @@ class RawReplica {
   Client client_;
 };
 
-// The stream is memcached binary requests (yrmcds's design): the data as
-// SetQ, the snapshot's end, then each change, with Noops to answer.
+// The stream is memcached binary requests (yrmcds's design): the
+// snapshot's beginning, the data as SetQ, the snapshot's end, then each
+// change, with Noops to answer.
 TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   uint16_t repl_port = free_port();
   ServerProcess server;
@@ -94,6 +95,13 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
 
   RawReplica replica;
   ASSERT_TRUE(replica.connect(repl_port));
+  // Marked as a delete of a key no text client can write: a lockcached
+  // replica applies the snapshot beside what it holds (any other empties
+  // its store first, and deletes nothing with it).
+  std::optional<Frame> begin = replica.next();
+  ASSERT_TRUE(begin);
+  EXPECT_EQ(begin->opcode, 0x14);
+  EXPECT_EQ(begin->key, std::string("\0lockcached snapshot begin\0", 27));
   std::optional<Frame> set = replica.next();
   ASSERT_TRUE(set);
   EXPECT_EQ(set->opcode, 0x11);  // SetQ
@@ -101,8 +109,8 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   EXPECT_EQ(set->value, "value");
   EXPECT_EQ(set->extras.substr(0, 4), std::string("\0\0\0\5", 4));  // the flags
   EXPECT_TRUE(e2e::eventually([&] { return client.stats("replication")["replicas"] == "1"; }));
-  // The snapshot's end, marked as a delete of a key no text client can
-  // write (a Raft member may lead only once its cache saw one).
+  // The snapshot's end, marked the same way (a Raft member may lead only
+  // once its cache saw one).
   std::optional<Frame> end = replica.next();
   ASSERT_TRUE(end);
   EXPECT_EQ(end->opcode, 0x14);
@@ -129,8 +137,11 @@ TEST(ReplicationE2e, AMastersLockServiceIsNotInTheStream) {
   ASSERT_EQ(client.stats("replication")["role"], "master");
   RawReplica replica;  // never acks
   ASSERT_TRUE(replica.connect(repl_port));
-  // The (empty) snapshot's end first: the master counts the replica before
-  // it takes the snapshot, and a change made before then is in it.
+  // The (empty) snapshot first: the master counts the replica before it
+  // takes the snapshot, and a change made before then is in it.
+  std::optional<Frame> begin = replica.next();
+  ASSERT_TRUE(begin);
+  EXPECT_EQ(begin->key, std::string("\0lockcached snapshot begin\0", 27));
   std::optional<Frame> end = replica.next();
   ASSERT_TRUE(end);
   EXPECT_EQ(end->key, std::string("\0lockcached snapshot end\0", 25));

@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lockcached/replication/encoder.h"
 #include "lockcached/replication/heartbeat.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
@@ -111,6 +112,22 @@ class ReplicationNodeTest : public ::testing::Test {
     master_port_ = port;
   }
 
+  // A master's SetQ of `key`, never expiring.
+  std::string set_frame(const std::string& key, const std::string& value) {
+    store::ManualClock clock;
+    store::Store source(config(), clock);
+    store::ItemRef item = source.allocate(key, 0, 0, value.size());
+    std::memcpy(item->value(), value.data(), value.size());
+    std::string frame;
+    Encoder(clock).append_set(*item, frame);
+    return frame;
+  }
+  // The value the store holds for `key`; "" when none.
+  std::string value_of(const std::string& key) {
+    store::ItemRef item = store_.get(key);
+    return item ? std::string(item->value_view()) : "";
+  }
+
   store::ManualClock clock_;
   store::Store store_;
   std::atomic<bool> read_only_{true};
@@ -119,20 +136,27 @@ class ReplicationNodeTest : public ::testing::Test {
   std::unique_ptr<Node> node_;
 };
 
-// A replica empties its store when a new master's snapshot starts to come.
-// If that master dies before its snapshot is whole, the store holds a part
-// of the data, whatever the node held before: made the Raft leader, it must
-// not become the cache's master, whose snapshot would empty every replica.
-TEST_F(ReplicationNodeTest, AStoreEmptiedForASnapshotThatNeverCameWholeHoldsAPart) {
+// A master's snapshot begins with a mark, then comes beside what the
+// store holds. A node that had nothing holds a part of the data while it
+// comes: made the Raft leader, it must not become the cache's master. Once
+// whole, the store has the data; a later master that dies half-way through
+// its snapshot leaves the node the data it had, with what came of the new
+// one beside it.
+TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDataItHad) {
   FakeMaster first;
   master_at(first.port());
   start_node();
   EXPECT_FALSE(node_->holds_data());  // it never had a master
   EXPECT_FALSE(node_->holds_part());
   ASSERT_TRUE(first.accept_replica());
-  std::string whole;
-  append_snapshot_end(whole);  // an empty master's whole snapshot
-  first.send(whole);
+  std::string begin;
+  append_snapshot_begin(begin);
+  first.send(begin + set_frame("a", "1"));
+  EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
+  EXPECT_FALSE(node_->holds_data());
+  std::string end;
+  append_snapshot_end(end);
+  first.send(set_frame("b", "1") + end);
   ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
   EXPECT_FALSE(node_->holds_part());
 
@@ -140,18 +164,50 @@ TEST_F(ReplicationNodeTest, AStoreEmptiedForASnapshotThatNeverCameWholeHoldsAPar
   FakeMaster second;
   master_at(second.port());
   ASSERT_TRUE(second.accept_replica());
-  second.send(whole.substr(0, whole.size() - 1));
+  second.send(begin + set_frame("a", "2") + set_frame("c", "2"));
+  EXPECT_TRUE(eventually([&] { return value_of("c") == "2"; }));
   second.hang_up();
-  EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
-  EXPECT_FALSE(node_->holds_data());
+  ASSERT_TRUE(second.accept_replica());  // the node saw the hang-up and asks again
+  EXPECT_TRUE(node_->holds_data());
+  EXPECT_FALSE(node_->holds_part());
+  EXPECT_EQ(value_of("a"), "2");
+  EXPECT_EQ(value_of("b"), "1");  // not sent again, and kept
 
-  // A later master's whole snapshot makes the data whole again.
+  // A later master's whole snapshot replaces all of it.
   FakeMaster third;
   master_at(third.port());
   ASSERT_TRUE(third.accept_replica());
-  third.send(whole);
-  EXPECT_TRUE(eventually([&] { return node_->holds_data(); }));
-  EXPECT_FALSE(node_->holds_part());
+  third.send(begin + set_frame("d", "3") + end);
+  EXPECT_TRUE(eventually([&] { return !store_.get("b"); }));
+  EXPECT_EQ(value_of("d"), "3");
+  EXPECT_FALSE(store_.get("a"));
+  EXPECT_FALSE(store_.get("c"));
+  EXPECT_TRUE(node_->holds_data());
+  node_->stop();
+}
+
+// An older master marks no beginning: the store is emptied at its first
+// frame, so a master that goes before its snapshot is whole leaves a part,
+// whatever the node held before.
+TEST_F(ReplicationNodeTest, AnUnmarkedSnapshotThatNeverCameWholeLeavesAPart) {
+  FakeMaster first;
+  master_at(first.port());
+  start_node();
+  ASSERT_TRUE(first.accept_replica());
+  std::string whole;
+  append_snapshot_end(whole);  // an empty master's whole snapshot
+  first.send(set_frame("a", "1") + whole);
+  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+
+  FakeMaster second;
+  master_at(second.port());
+  ASSERT_TRUE(second.accept_replica());
+  second.send(set_frame("b", "2"));
+  second.hang_up();
+  EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
+  EXPECT_FALSE(node_->holds_data());
+  EXPECT_FALSE(store_.get("a"));
+  EXPECT_EQ(value_of("b"), "2");
   node_->stop();
 }
 

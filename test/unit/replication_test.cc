@@ -416,6 +416,72 @@ TEST_F(ReplicationApplierTest, DelayedFlushKeepsItsMoment) {
   EXPECT_FALSE(replica_.get("a"));
 }
 
+std::string snapshot_begin() {
+  std::string mark;
+  append_snapshot_begin(mark);
+  return mark;
+}
+
+std::string snapshot_end() {
+  std::string mark;
+  append_snapshot_end(mark);
+  return mark;
+}
+
+// A lockcached master marks its snapshot's beginning: the replica keeps
+// what it held beside the snapshot, and drops at the snapshot's end what
+// the snapshot did not bring again. A master that dies half-way leaves the
+// replica its data.
+TEST_F(ReplicationApplierTest, AMarkedSnapshotComesBesideTheOldItemsWhichGoAtItsEnd) {
+  ASSERT_EQ(put(replica_, StoreCommand::kSet, "both", "old"), StoreStatus::kStored);
+  ASSERT_EQ(put(replica_, StoreCommand::kSet, "old only", "old"), StoreStatus::kStored);
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(snapshot_begin() + set_frame("both", "new") + set_frame("new", "1")))
+      << applier.error();
+  EXPECT_TRUE(applier.snapshot_started());
+  EXPECT_FALSE(applier.store_emptied());
+  EXPECT_EQ(contents(replica_)["old only"].value, "old");  // kept while it comes
+  EXPECT_EQ(contents(replica_)["both"].value, "new");
+
+  ASSERT_TRUE(applier.feed(snapshot_end() + set_frame("after", "2"))) << applier.error();
+  EXPECT_TRUE(applier.snapshot_received());
+  EXPECT_FALSE(replica_.get("old only"));
+  EXPECT_EQ(contents(replica_), contents(master_));
+  EXPECT_EQ(contents(replica_).size(), 3u);  // both, new, after
+}
+
+// An older master (or another kind) marks nothing: the store is emptied
+// before its first frame, as the snapshot's rule requires. A Noop, sent
+// beside the stream, is not that frame.
+TEST_F(ReplicationApplierTest, AnUnmarkedStreamEmptiesTheStoreAtItsFirstFrame) {
+  ASSERT_EQ(put(replica_, StoreCommand::kSet, "old", "old"), StoreStatus::kStored);
+  std::string keepalive;
+  append_noop_request(keepalive);
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(keepalive)) << applier.error();
+  EXPECT_FALSE(applier.snapshot_started());
+  EXPECT_TRUE(replica_.get("old"));
+  ASSERT_TRUE(applier.feed(set_frame("new", "1"))) << applier.error();
+  EXPECT_TRUE(applier.snapshot_started());
+  EXPECT_TRUE(applier.store_emptied());
+  EXPECT_FALSE(replica_.get("old"));
+  EXPECT_EQ(contents(replica_), contents(master_));
+}
+
+// A delayed flush_all the old stream left pending would take the new
+// master's items at its moment: the store is emptied instead, marked
+// snapshot or not, and the new items outlive that moment.
+TEST_F(ReplicationApplierTest, ADelayedFlushPendingEmptiesTheStoreForAMarkedSnapshotToo) {
+  ASSERT_EQ(put(replica_, StoreCommand::kSet, "old", "old"), StoreStatus::kStored);
+  replica_.flush_all(10);
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(snapshot_begin() + set_frame("new", "1"))) << applier.error();
+  EXPECT_TRUE(applier.store_emptied());
+  EXPECT_FALSE(replica_.get("old"));
+  clock_.advance(11);
+  EXPECT_TRUE(replica_.get("new"));
+}
+
 // ---- Master -> stream -> replica ----
 
 // Random changes of every kind the stream carries, on a small key space so
@@ -648,6 +714,40 @@ TEST_P(ReplicationStreamTest, SnapshotWithoutTheStreamMissesChanges) {
   }
   deliver(buffer_, applier_);
   EXPECT_NE(contents(replica_), contents(master));
+}
+
+// A replica that held other data (an earlier master's) follows a new
+// master's marked snapshot while the master changes things: equal once the
+// snapshot's end came. (Until then the old items stay, unless the master
+// flushed meanwhile: AMarkedSnapshotComesBesideTheOldItemsWhichGoAtItsEnd.)
+TEST_P(ReplicationStreamTest, AMarkedSnapshotOverOldDataYieldsTheMaster) {
+  Store master(config(2), clock_);
+  RandomChanges changes(master, GetParam(), 3000);
+  fill(master, changes);
+  RandomChanges history(replica_, GetParam() + 1000, 6000);  // other keys too
+  for (int i = 0; i < 4000; ++i)
+    history.step(nullptr);
+  for (int i = 0; i < 500; ++i)
+    put(replica_, StoreCommand::kSet, "old" + std::to_string(i), "gone at the end");
+  ASSERT_GT(contents(replica_).size(), 500u);  // some of the history survived its flushes
+  buffer_.on_snapshot_begin();
+  master.set_change_listener(&buffer_);
+  Snapshot snapshot(master, buffer_);
+  int pieces = 0;
+  while (snapshot.send_piece(7)) {
+    for (int i = 0; i < 5; ++i)
+      changes.step(nullptr);
+    if (++pieces % 10 == 0) deliver(buffer_, applier_);
+  }
+  deliver(buffer_, applier_);
+  EXPECT_FALSE(applier_.store_emptied());
+  buffer_.on_snapshot_end();
+  for (int i = 0; i < 200; ++i)
+    changes.step(nullptr);
+  deliver(buffer_, applier_);
+  master.set_change_listener(nullptr);
+  EXPECT_TRUE(applier_.snapshot_received());
+  EXPECT_EQ(contents(replica_), contents(master));
 }
 
 INSTANTIATE_TEST_SUITE_P(Replication, ReplicationStreamTest, ::testing::Values(1u, 2u, 3u, 42u));

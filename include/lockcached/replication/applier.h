@@ -2,6 +2,12 @@
 // and Flush(Q) requests (and Noop, for keep-alives) from a byte stream cut
 // anywhere, and applies them to a Store. The lock-service frames an older
 // master sends (opcodes 0xe0..0xe4) are skipped: see applier.cc.
+//
+// What the store held before a master's stream: a lockcached master begins
+// with a mark (heartbeat.h: kSnapshotBeginKey), and its snapshot is then
+// applied beside the old items, which go only at the snapshot's end (those
+// the snapshot did not bring again). Any other first frame empties the
+// store before it is applied, as the stream's snapshot.h requires.
 #pragma once
 
 #include <cstddef>
@@ -33,7 +39,7 @@ class Applier {
   // Applies every complete frame in `bytes` and keeps an incomplete one for
   // the next call. Returns false once a frame is malformed (error() says
   // how); the applier then refuses everything, and the caller must drop the
-  // connection and resync from an empty store: the stream's position is lost.
+  // connection and resync (a new snapshot): the stream's position is lost.
   // At most one frame is ever buffered, and a header that declares a body
   // larger than any valid frame's is refused before its body is read.
   bool feed(std::string_view bytes);
@@ -45,6 +51,11 @@ class Applier {
   // meanwhile, or no room).
   uint64_t items_restored() const { return items_restored_; }
   uint64_t items_dropped() const { return items_dropped_; }
+  // A master's stream: its first frame (not a Noop) came.
+  bool snapshot_started() const { return snapshot_started_; }
+  // That frame was not a snapshot's beginning, so the store was emptied
+  // before it; or a delayed flush_all was pending (start_snapshot).
+  bool store_emptied() const { return store_emptied_; }
   // The master said its snapshot is whole (heartbeat.h: kSnapshotEndKey).
   bool snapshot_received() const { return snapshot_received_; }
   // Stream bytes of the frames applied so far, Noops (keep-alives) not
@@ -68,6 +79,9 @@ class Applier {
                  std::string_view key, std::string_view value);
   void restore(const protocol::binary::Header& header, store::ItemRef item);
   void apply_flush(std::string_view extras);
+  // At a master's first frame: `marked`, it begins a snapshot that comes
+  // beside the store's items; else the store is emptied.
+  void start_snapshot(bool marked);
   void fail(const char* why) { error_ = why; }
   size_t reject(const char* why) {
     fail(why);
@@ -81,6 +95,11 @@ class Applier {
   const char* error_ = "";
   uint64_t frames_applied_ = 0;
   uint64_t bytes_applied_ = 0;
+  bool snapshot_started_ = false;
+  bool store_emptied_ = false;
+  // A marked snapshot's: the first CAS the store gave it. Items with a
+  // smaller one go at its end. 0: none.
+  uint64_t snapshot_first_cas_ = 0;
   bool snapshot_received_ = false;
   uint64_t items_restored_ = 0;
   uint64_t items_dropped_ = 0;

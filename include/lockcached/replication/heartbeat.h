@@ -15,6 +15,15 @@
 namespace lockcached::replication {
 
 void append_noop_request(std::string& out);
+// What a lockcached master puts first in a new replica's stream: the
+// snapshot that follows comes beside what the replica holds. The replica
+// keeps that until the snapshot's end, and drops then what the snapshot did
+// not bring (Applier), so a master that dies half-way through its snapshot
+// leaves the replica what it had. A DeleteQ, as the end's mark is, for the
+// same reasons. A replica that sees another first frame (an older master's)
+// empties its store before applying it.
+constexpr std::string_view kSnapshotBeginKey{"\0lockcached snapshot begin\0", 27};
+void append_snapshot_begin(std::string& out);
 // What a lockcached master puts in the stream after a new replica's
 // snapshot: from there on the replica's cache has the master's data (a
 // Raft member then may lead, Server::cache_may_lead). A DeleteQ of a key no

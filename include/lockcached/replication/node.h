@@ -54,7 +54,7 @@ struct NodeStatus {
   std::vector<FollowerStatus> replicas;  // a master's
   uint64_t promotions = 0;
   uint64_t demotions = 0;
-  uint64_t resyncs = 0;  // connections to a master, each starting from empty
+  uint64_t resyncs = 0;  // connections to a master, each with a new snapshot
   uint64_t replicas_dropped = 0;
 };
 
@@ -90,13 +90,13 @@ class Node {
   // Thread-safe: this node's cache has the data: it has been the master,
   // or a replica that applied a master's whole snapshot (heartbeat.h:
   // kSnapshotEndKey), and no link has emptied it since for a snapshot that
-  // did not come whole. A Raft member that restarted has not, and must not
-  // become the master whose snapshot empties every replica
-  // (Server::cache_may_lead).
+  // did not come whole (an unmarked one, Applier). A Raft member that
+  // restarted has not, and must not become the master whose snapshot would
+  // replace every replica's data (Server::cache_may_lead).
   bool holds_data() const { return holds_data_.load(std::memory_order_acquire); }
-  // Thread-safe: a link emptied the store for a master's snapshot that has
-  // not come whole (the master died first): the store holds a part of the
-  // data, whatever this node held before.
+  // Thread-safe: the store has a part of a master's snapshot that has not
+  // come whole (the master died first), and not the data: it did not hold
+  // it before, or the snapshot's stream emptied it.
   bool holds_part() const { return holds_part_.load(std::memory_order_acquire); }
   const NodeSettings& settings() const { return settings_; }
 
@@ -106,6 +106,7 @@ class Node {
   static constexpr int64_t kSendIntervalMs = 1;
   void tick();
   MasterPlace locate() const;
+  void note_what_the_store_holds(const LinkStatus& link);
   void promote();
   void demote(const MasterPlace& place);
   // A replica without a link (or linked to a master that is no longer the

@@ -32,7 +32,9 @@ class ReplicaBuffer final : public store::ChangeListener {
   void on_store(const store::Item& item) override;
   void on_delete(std::string_view key) override;
   void on_flush(store::RelTime moment) override;
-  // The snapshot that went into this buffer is whole (heartbeat.h).
+  // The snapshot's marks (heartbeat.h): its beginning, before the store
+  // reports anything to this buffer, and its end, once it went in whole.
+  void on_snapshot_begin();
   void on_snapshot_end();
 
   // Replaces `out` with the waiting bytes, leaving none; false (and no

@@ -1,7 +1,7 @@
-// A replica's connection to its master: connects to the virtual IP's
-// replication port, empties the store once connected (a replica must start
-// empty, replication/snapshot.h), then applies the stream as it comes, and
-// acks what it applied within kAckDelayMs.
+// A replica's connection to its master: connects to the master's
+// replication port, applies the stream as it comes (Applier: a lockcached
+// master's snapshot beside what the store holds, another's into an emptied
+// store), and acks what it applied within kAckDelayMs.
 // Runs on the replication thread (replication::Node), which polls ended()
 // once a tick and decides what follows: promotion or a resync.
 #pragma once
@@ -26,8 +26,9 @@ struct LinkSettings {
 
 struct LinkStatus {
   bool connected = false;
+  bool snapshot_started = false;   // the master's first frame came
+  bool store_emptied = false;      // and emptied the store (an unmarked stream)
   bool snapshot_received = false;  // the master's whole snapshot is applied
-  bool store_emptied = false;      // it emptied the store for that snapshot
   uint64_t bytes_applied = 0;
   uint64_t frames_applied = 0;
 };
@@ -76,8 +77,9 @@ class ReplicaLink final : public net::EventHandler {
   std::string out_;  // acks the socket has not taken yet
   std::string end_reason_;
   std::atomic<bool> connected_{false};
-  std::atomic<bool> snapshot_received_{false};
+  std::atomic<bool> snapshot_started_{false};  // the applier's, for status()
   std::atomic<bool> store_emptied_{false};
+  std::atomic<bool> snapshot_received_{false};
   std::atomic<uint64_t> bytes_applied_{0};  // the applier's, for status()
   std::atomic<uint64_t> frames_applied_{0};
 };

@@ -10,7 +10,9 @@
 // later, with the same or a newer state), which is harmless because the
 // replica applies frames in order and the last one for a key wins; a change
 // after the walk passed the key arrives only through the stream; a key
-// nobody changes arrives through the walk. The replica must start empty.
+// nobody changes arrives through the walk. The replica must start empty,
+// or drop at the snapshot's end every item it held before the snapshot
+// began (Applier, for a master that marks the beginning: heartbeat.h).
 #pragma once
 
 #include <cstddef>

@@ -337,6 +337,12 @@ class Store {
 
   // Invalidates every unlocked item stored before now + delay_seconds.
   void flush_all(int64_t delay_seconds);
+  // Invalidates every unlocked item stored before the CAS counter passed
+  // `cas`, as a flush_all then would have. For a store without a change
+  // listener (a replica's, which reports nothing): a replica that applied a
+  // master's whole snapshot beside what it held drops what the snapshot did
+  // not bring (replication::Applier).
+  void flush_stored_before(uint64_t cas) { raise_flush_cas(cas); }
   // A delayed flush_all's moment that has not come yet; 0: none.
   RelTime pending_flush() const { return flush_time_.load(std::memory_order_relaxed); }
 
