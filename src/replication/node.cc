@@ -87,19 +87,15 @@ void Node::recheck() {
   reactor_.post([this] { tick(); });
 }
 
-// A marked snapshot comes beside what the store held: until it is whole,
-// the store holds the data if it held it before, else a part. An unmarked
-// stream emptied the store first: a part until it is whole.
+// From a master's first frame until its snapshot is whole the store holds
+// a part: what it held before stays beside what came (a marked snapshot,
+// Applier), but that master's own writes are not all there, and a member
+// whose snapshot from it came whole may have them. So such a node, made
+// the Raft leader, first hands leadership on (Server::cache_may_lead).
 void Node::note_what_the_store_holds(const LinkStatus& link) {
-  if (link.snapshot_received) {
-    holds_data_.store(true, std::memory_order_release);
-    holds_part_.store(false, std::memory_order_release);
-  } else if (link.store_emptied) {
-    holds_data_.store(false, std::memory_order_release);
-    holds_part_.store(true, std::memory_order_release);
-  } else if (link.snapshot_started && !holds_data()) {
-    holds_part_.store(true, std::memory_order_release);
-  }
+  if (!link.snapshot_started) return;
+  holds_data_.store(link.snapshot_received, std::memory_order_release);
+  holds_part_.store(!link.snapshot_received, std::memory_order_release);
 }
 
 MasterPlace Node::locate() const {

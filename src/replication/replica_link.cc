@@ -81,11 +81,13 @@ void ReplicaLink::read_stream() {
   }
   bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
-  // What the store holds now (Applier): a master that goes before its
-  // snapshot is whole leaves this node the data it had, unless the stream
-  // was an unmarked one's.
-  snapshot_started_.store(applier_->snapshot_started(), std::memory_order_relaxed);
-  store_emptied_.store(applier_->store_emptied(), std::memory_order_relaxed);
+  if (applier_->snapshot_started() && !snapshot_started_.load(std::memory_order_relaxed)) {
+    snapshot_started_.store(true, std::memory_order_relaxed);
+    LOG(INFO) << "replication: "
+              << (applier_->store_emptied()
+                      ? "store emptied for the snapshot"
+                      : "the snapshot comes beside what the store holds, until it is whole");
+  }
   snapshot_received_.store(applier_->snapshot_received(), std::memory_order_relaxed);
   if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
     ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
@@ -141,7 +143,6 @@ LinkStatus ReplicaLink::status() const {
   status.connected = connected_.load(std::memory_order_relaxed);
   status.snapshot_received = snapshot_received_.load(std::memory_order_relaxed);
   status.snapshot_started = snapshot_started_.load(std::memory_order_relaxed);
-  status.store_emptied = store_emptied_.load(std::memory_order_relaxed);
   status.bytes_applied = bytes_applied_.load(std::memory_order_relaxed);
   status.frames_applied = frames_applied_.load(std::memory_order_relaxed);
   return status;

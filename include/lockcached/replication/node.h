@@ -89,14 +89,15 @@ class Node {
   NodeStatus status() const;
   // Thread-safe: this node's cache has the data: it has been the master,
   // or a replica that applied a master's whole snapshot (heartbeat.h:
-  // kSnapshotEndKey), and no link has emptied it since for a snapshot that
-  // did not come whole (an unmarked one, Applier). A Raft member that
-  // restarted has not, and must not become the master whose snapshot would
-  // replace every replica's data (Server::cache_may_lead).
+  // kSnapshotEndKey), and no snapshot has begun since that did not come
+  // whole. A Raft member that restarted has not, and must not become the
+  // master whose snapshot would replace every replica's data
+  // (Server::cache_may_lead).
   bool holds_data() const { return holds_data_.load(std::memory_order_acquire); }
-  // Thread-safe: the store has a part of a master's snapshot that has not
-  // come whole (the master died first), and not the data: it did not hold
-  // it before, or the snapshot's stream emptied it.
+  // Thread-safe: a master's snapshot began here and did not come whole (the
+  // master died first). The store has what it held before beside what came
+  // (unless the stream emptied it, Applier), but not all of that master's
+  // writes.
   bool holds_part() const { return holds_part_.load(std::memory_order_acquire); }
   const NodeSettings& settings() const { return settings_; }
 

@@ -27,7 +27,6 @@ struct LinkSettings {
 struct LinkStatus {
   bool connected = false;
   bool snapshot_started = false;   // the master's first frame came
-  bool store_emptied = false;      // and emptied the store (an unmarked stream)
   bool snapshot_received = false;  // the master's whole snapshot is applied
   uint64_t bytes_applied = 0;
   uint64_t frames_applied = 0;
@@ -78,7 +77,6 @@ class ReplicaLink final : public net::EventHandler {
   std::string end_reason_;
   std::atomic<bool> connected_{false};
   std::atomic<bool> snapshot_started_{false};  // the applier's, for status()
-  std::atomic<bool> store_emptied_{false};
   std::atomic<bool> snapshot_received_{false};
   std::atomic<uint64_t> bytes_applied_{0};  // the applier's, for status()
   std::atomic<uint64_t> frames_applied_{0};
