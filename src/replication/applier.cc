@@ -64,6 +64,11 @@ Applier::Applier(store::Store& store) : Applier(store, std::nullopt) {}
 Applier::Applier(store::Store& store, MemoryFileFrames memory_file)
     : Applier(store, std::optional<MemoryFileFrames>(memory_file)) {}
 
+// A snapshot that never came whole leaves the old items as they are.
+Applier::~Applier() {
+  end_snapshot_beside();
+}
+
 Applier::Applier(store::Store& store, std::optional<MemoryFileFrames> memory_file)
     : store_(store),
       memory_file_(memory_file),
@@ -153,7 +158,7 @@ void Applier::apply(std::string_view frame) {
   if (is_delete && key == kSnapshotEndKey) {
     snapshot_received_ = true;
     if (snapshot_first_cas_ != 0) store_.flush_stored_before(snapshot_first_cas_);
-    snapshot_first_cas_ = 0;
+    end_snapshot_beside();
   }
   // A Noop is the master's keep-alive, sent beside the buffered stream
   // (Master::heartbeat): the position an ack names counts the stream only.
@@ -163,14 +168,23 @@ void Applier::apply(std::string_view frame) {
 // A delayed flush_all the old stream left pending would, at its moment,
 // take the new master's items with the old ones: then the store is emptied
 // at once, as for an unmarked stream.
+// While the snapshot comes beside the old items, those are the ones to
+// evict when it needs room: the new master has its own.
 void Applier::start_snapshot(bool marked) {
   snapshot_started_ = true;
   if (marked && store_.pending_flush() == 0) {
     snapshot_first_cas_ = store_.cas_counter() + 1;
+    store_.evict_first_stored_before(snapshot_first_cas_);
     return;
   }
   store_.flush_all(0);
   store_emptied_ = true;
+}
+
+void Applier::end_snapshot_beside() {
+  if (snapshot_first_cas_ == 0) return;
+  store_.evict_first_stored_before(0);
+  snapshot_first_cas_ = 0;
 }
 
 // The master's exptime is a unix time (Encoder::wire_time); a relative one

@@ -35,6 +35,9 @@ class Applier {
   explicit Applier(store::Store& store);
   // Frames of a memory file instead of a master's stream.
   Applier(store::Store& store, MemoryFileFrames memory_file);
+  ~Applier();
+  Applier(const Applier&) = delete;
+  Applier& operator=(const Applier&) = delete;
 
   // Applies every complete frame in `bytes` and keeps an incomplete one for
   // the next call. Returns false once a frame is malformed (error() says
@@ -82,6 +85,8 @@ class Applier {
   // At a master's first frame: `marked`, it begins a snapshot that comes
   // beside the store's items; else the store is emptied.
   void start_snapshot(bool marked);
+  // The old items evicted like any others again (Store::evict_first_stored_before).
+  void end_snapshot_beside();
   void fail(const char* why) { error_ = why; }
   size_t reject(const char* why) {
     fail(why);
@@ -98,7 +103,8 @@ class Applier {
   bool snapshot_started_ = false;
   bool store_emptied_ = false;
   // A marked snapshot's: the first CAS the store gave it. Items with a
-  // smaller one go at its end. 0: none.
+  // smaller one are evicted first while it comes, and go at its end. 0:
+  // none, or it ended.
   uint64_t snapshot_first_cas_ = 0;
   bool snapshot_received_ = false;
   uint64_t items_restored_ = 0;

@@ -343,6 +343,13 @@ class Store {
   // master's whole snapshot beside what it held drops what the snapshot did
   // not bring (replication::Applier).
   void flush_stored_before(uint64_t cas) { raise_flush_cas(cas); }
+  // Items stored before the CAS counter passed `cas` lose the second chance
+  // CLOCK gives a used item: a replica applying a snapshot beside its old
+  // items evicts those before the snapshot's, which start with their bit
+  // set (replication::Applier). 0: none.
+  void evict_first_stored_before(uint64_t cas) {
+    evict_first_below_.store(cas, std::memory_order_relaxed);
+  }
   // A delayed flush_all's moment that has not come yet; 0: none.
   RelTime pending_flush() const { return flush_time_.load(std::memory_order_relaxed); }
 
@@ -483,6 +490,7 @@ class Store {
   // flush_all state, read on every lookup.
   alignas(64) std::atomic<RelTime> flush_time_{0};  // a delayed flush_all's moment; 0: none pending
   std::atomic<uint64_t> flush_cas_{0};  // items with a smaller cas are gone
+  std::atomic<uint64_t> evict_first_below_{0};  // evict_first_stored_before
   // Read under the shard lock of the change it reports: a change either
   // sees a listener set before a walk took that lock, or the walk sees it.
   std::atomic<ChangeListener*> listener_{nullptr};
