@@ -5,12 +5,14 @@
 // need several hosts: test/ha/replication_test.py (CI stage 25).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
@@ -188,6 +190,120 @@ TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {
   ASSERT_TRUE(locks.connect(*lock_port));
   EXPECT_EQ(locks.request("lock name"), "503 read-only replica: writes go to the master");
   EXPECT_EQ(locks.request("conn_id"), "503 read-only replica: writes go to the master");
+}
+
+
+// A master this test plays on the virtual IP 127.0.0.2, for a real replica:
+// what it sends is exactly what the test writes.
+class PlayedMaster {
+ public:
+  explicit PlayedMaster(uint16_t port) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.2", &address.sin_addr);
+    bound_ = bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+             listen(listener_, 4) == 0;
+  }
+  ~PlayedMaster() {
+    hang_up();
+    close(listener_);
+  }
+  bool bound() const { return bound_; }
+  // The replica's next connection (false after 10 s: it waits --repl_timeout
+  // for the virtual IP before it resyncs).
+  bool accept_replica() {
+    hang_up();
+    pollfd ready{listener_, POLLIN, 0};
+    if (poll(&ready, 1, 10000) != 1) return false;
+    replica_ = accept(listener_, nullptr, nullptr);
+    return replica_ >= 0;
+  }
+  bool send(const std::string& bytes) {
+    return ::send(replica_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  void hang_up() {
+    if (replica_ >= 0) close(replica_);
+    replica_ = -1;
+  }
+
+ private:
+  int listener_ = -1;
+  int replica_ = -1;
+  bool bound_ = false;
+};
+
+// A binary request header: magic, opcode, lengths; CAS and opaque 0.
+std::string request(uint8_t opcode, std::string_view extras, std::string_view key,
+                    std::string_view value) {
+  std::string frame(24, '\0');
+  frame[0] = static_cast<char>(0x80);
+  frame[1] = static_cast<char>(opcode);
+  frame[2] = static_cast<char>(key.size() >> 8);
+  frame[3] = static_cast<char>(key.size() & 0xff);
+  frame[4] = static_cast<char>(extras.size());
+  uint32_t body = static_cast<uint32_t>(extras.size() + key.size() + value.size());
+  for (int i = 0; i < 4; ++i)
+    frame[8 + i] = static_cast<char>(body >> (24 - 8 * i));
+  return frame.append(extras).append(key).append(value);
+}
+
+std::string set_q(std::string_view key, std::string_view value) {
+  return request(0x11, std::string(8, '\0'), key, value);  // flags 0, never expires
+}
+
+const std::string kSnapshotBegin =
+    request(0x14, "", std::string("\0lockcached snapshot begin\0", 27), "");
+const std::string kSnapshotEnd =
+    request(0x14, "", std::string("\0lockcached snapshot end\0", 25), "");
+
+// A master that dies before its snapshot's end leaves a replica the data it
+// had: a lockcached master marks its snapshot's beginning, and the replica
+// applies it beside its items, dropping those the snapshot did not bring
+// only at the end. A master that marks nothing (an older lockcached) makes
+// the replica empty its store at the first frame, as before.
+TEST(ReplicationE2e, AMasterThatDiesMidSnapshotLeavesTheReplicaItsData) {
+  uint16_t repl_port = free_port();
+  PlayedMaster master(repl_port);
+  ASSERT_TRUE(master.bound());
+  ServerProcess server;
+  ASSERT_TRUE(server.start({kElsewhere, kEveryAddress, "--repl_port=" + std::to_string(repl_port),
+                            "--repl_timeout=2", "--lock_port=-1"}));
+  Client reader;
+  ASSERT_TRUE(reader.connect(server.port()));
+  auto has = [&reader](const char* key, const char* value) {
+    return e2e::eventually([&] { return reader.get(key) == std::optional<std::string>(value); });
+  };
+
+  ASSERT_TRUE(master.accept_replica());
+  ASSERT_TRUE(master.send(kSnapshotBegin + set_q("a", "1") + set_q("b", "1") + kSnapshotEnd));
+  ASSERT_TRUE(has("b", "1"));
+
+  // The next master goes half-way through its snapshot.
+  ASSERT_TRUE(master.accept_replica());
+  ASSERT_TRUE(master.send(kSnapshotBegin + set_q("a", "2") + set_q("c", "2")));
+  ASSERT_TRUE(has("c", "2"));
+  master.hang_up();
+  EXPECT_EQ(reader.get("a"), "2");
+  EXPECT_EQ(reader.get("b"), "1");  // not sent again, and kept
+
+  // One that marks nothing: emptied at its first frame.
+  ASSERT_TRUE(master.accept_replica());
+  ASSERT_TRUE(master.send(set_q("d", "3")));
+  ASSERT_TRUE(has("d", "3"));
+  EXPECT_EQ(reader.get("b"), std::nullopt);
+  EXPECT_EQ(reader.get("a"), std::nullopt);
+
+  // A whole snapshot over what is there: only what it brought is left.
+  ASSERT_TRUE(master.accept_replica());
+  ASSERT_TRUE(master.send(kSnapshotBegin + set_q("e", "4") + kSnapshotEnd));
+  EXPECT_TRUE(e2e::eventually([&] { return !reader.get("d"); }));
+  EXPECT_EQ(reader.get("e"), "4");
+  EXPECT_EQ(reader.stats("replication")["resyncs"], "4");
 }
 
 }  // namespace
