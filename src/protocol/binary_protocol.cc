@@ -342,8 +342,10 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     if (rest.size() < needed) break;
     Request request{header, rest.substr(kHeaderSize, header.extras_length),
                     rest.substr(kHeaderSize + header.extras_length, header.key_length),
-                    rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed)};
-    if (looked_ahead) read_ahead.running(pos);
+                    rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed), {}};
+    if (looked_ahead) {
+      if (const ReadAhead::Get* noted = read_ahead.running(pos)) request.key_hash = noted->hash;
+    }
     pos += needed;
     if (has_value) {
       start_value(request, out);
@@ -416,8 +418,10 @@ void BinaryProtocol::get(const Request& request, OutputQueue& out) {
   bool with_key = info.with_key;
   // Answered under the store's lock: no reference to the item is taken
   // unless its value is large enough to be sent from the item.
-  bool hit = core_.read(
-      request.key, [&](const store::Item& item) { respond_item(out, h, item, with_key, true); });
+  uint64_t hash = request.key_hash ? *request.key_hash : core_.key_hash(request.key);
+  bool hit = core_.read_hashed(request.key, hash, [&](const store::Item& item) {
+    respond_item(out, h, item, with_key, true);
+  });
   if (!hit && !info.quiet) respond_miss(out, request);
 }
 

@@ -151,8 +151,12 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
         break;
       }
       case State::kLine: {
+        // A get the look-ahead noted: its line's end is known.
+        const ReadAhead::Get* noted = looked_ahead ? read_ahead.running(pos) : nullptr;
         const char* newline =
-            static_cast<const char*>(std::memchr(input.data() + pos, '\n', input.size() - pos));
+            noted ? input.data() + pos + noted->line_length
+                  : static_cast<const char*>(
+                        std::memchr(input.data() + pos, '\n', input.size() - pos));
         if (newline == nullptr) {
           check_partial_line(input.substr(pos), out);
           return close_ ? input.size() : pos;
@@ -166,10 +170,12 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
             get_keys_start(input.substr(pos, end - pos)) > 0) {
           looked_ahead = true;
           note_gets(input, next, read_ahead);
+          read_ahead.running(pos);  // fetches the first noted get's item
         }
-        if (looked_ahead) read_ahead.running(pos);
         if (end - pos > 1 && input[end - 1] == '\r') --end;
+        running_get_ = noted;
         execute(input.substr(pos, end - pos), out);
+        running_get_ = nullptr;
         pos = next;
         break;
       }
@@ -181,8 +187,8 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
 void TextProtocol::note_gets(std::string_view input, size_t from, ReadAhead& read_ahead) {
   // Twice ReadAhead's gets: room for the sets and data blocks between them.
   constexpr size_t kMaxLines = 2 * ReadAhead::kMaxGets;
-  auto note = [&read_ahead, from](size_t offset, std::string_view key) {
-    read_ahead.note(from + offset, key);
+  auto note = [&read_ahead, from](size_t offset, size_t length, std::string_view key) {
+    read_ahead.note(from + offset, key, length);
   };
   for_each_get_line(input.substr(from), kMaxLines, note);
 }
@@ -386,8 +392,13 @@ void TextProtocol::answer_key(std::string_view key, const GetOptions& options, O
     if (item) append_value(*item, options.with_cas, out);
     return;
   }
+  // The key the look-ahead hashed, when this is its get: the same bytes.
+  bool noted = running_get_ && running_get_->key_data == key.data() &&
+               running_get_->key_size == key.size();
+  uint64_t hash = noted ? running_get_->hash : core_.key_hash(key);
   // Under the store's lock: a small value is copied, a large one referenced.
-  core_.read(key, [&](store::Item& item) { append_value(item, options.with_cas, out); });
+  core_.read_hashed(key, hash,
+                    [&](store::Item& item) { append_value(item, options.with_cas, out); });
 }
 
 // A multi-get's keys, looked up in one call to the store (CommandCore::read_each).

@@ -1475,12 +1475,27 @@ TEST(TextProtocolPipelineTest, PipelinedGetsSeeEveryChangeBeforeThem) {
   EXPECT_EQ(server.connection.out.take_all(), expected);
 }
 
+// A noted get hands its key's hash to the lookup (ReadAhead::running), but
+// only the line's own key: one the look-ahead read differently (a trailing
+// or a doubled space, several keys) is hashed as the get reads it.
+TEST(TextProtocolPipelineTest, APipelinedGetIsLookedUpByTheKeyItReads) {
+  Server server;
+  ASSERT_EQ(server.feed(set_command("a", "1") + set_command("b", "2")), "STORED\r\nSTORED\r\n");
+  std::string a = value_reply("a", 0, "1");
+  std::string b = value_reply("b", 0, "2");
+  EXPECT_EQ(server.feed("get b\r\nget a \r\nget  a\r\nget a b\r\nget a\r\ngets\r\nget b\r\n"),
+            b + "END\r\n" + a + "END\r\n" + a + "END\r\n" + a + b + "END\r\n" + a +
+                "END\r\nERROR\r\n" + b + "END\r\n");
+}
+
 TEST(GetLinesTest, FindsTheKeysOfEachGetLineWhereItsLineStarts) {
   std::string_view lines =
       "get a\r\nset b 0 0 1\r\nx\r\ngets c d\r\nget\r\nget \r\nGET e\r\nget f\nget g";
   std::vector<std::pair<size_t, std::string>> found;
-  for_each_get_line(lines, 100, [&](size_t offset, std::string_view key) {
+  for_each_get_line(lines, 100, [&](size_t offset, size_t length, std::string_view key) {
     found.emplace_back(offset, std::string(key));
+    EXPECT_EQ(lines.substr(offset + length, 1), "\n") << key;  // where the line ends
+    EXPECT_EQ(lines.substr(offset, length).find('\n'), std::string_view::npos) << key;
   });
   // "get" and "get " have no key; "GET" is no command; "get g" is incomplete.
   // Several keys come as one (ReadAhead's pipelined gets have one each).
@@ -1492,7 +1507,7 @@ TEST(GetLinesTest, FindsTheKeysOfEachGetLineWhereItsLineStarts) {
 TEST(GetLinesTest, LooksAtNoMoreLinesThanAsked) {
   std::vector<std::string> keys;
   for_each_get_line("get a\r\nget b\r\nget c\r\n", 2,
-                    [&](size_t, std::string_view key) { keys.emplace_back(key); });
+                    [&](size_t, size_t, std::string_view key) { keys.emplace_back(key); });
   EXPECT_EQ(keys, (std::vector<std::string>{"a", "b"}));
 }
 

@@ -78,10 +78,15 @@ class CommandCore {
   // A get: calls reader(item) under the store's lock (see Store::read).
   template <typename Reader>
   bool read(std::string_view key, Reader&& reader) {
+    return read_hashed(key, key_hash(key), std::forward<Reader>(reader));
+  }
+  // read() of a key whose key_hash() the caller has (ReadAhead).
+  template <typename Reader>
+  bool read_hashed(std::string_view key, uint64_t hash, Reader&& reader) {
     if (watching(kWatchFetchers)) [[unlikely]] {
       return read_watched(key, [&reader](store::Item& item) { reader(item); });
     }
-    bool hit = store_.read(key, std::forward<Reader>(reader));
+    bool hit = store_.read_hashed(key, hash, std::forward<Reader>(reader));
     count_get(key, hit);
     return hit;
   }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "lockcached/core/command_core.h"
@@ -42,6 +43,8 @@ class BinaryProtocol final : public ProtocolHandler {
     std::string_view extras;
     std::string_view key;
     std::string_view value;  // empty for the opcodes whose value goes into an item
+    // The key's hash, when the look-ahead noted this get (ReadAhead).
+    std::optional<uint64_t> key_hash;
   };
 
 

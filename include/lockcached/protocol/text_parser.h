@@ -60,9 +60,10 @@ inline size_t get_keys_start(std::string_view line) {
   return 0;
 }
 
-// Calls on_get(offset, key) for each `get` or `gets` line among the first
-// `max_lines` complete lines of `lines`, offset being where the line
-// starts and key what follows the command (a pipelined get has one key; a
+// Calls on_get(offset, length, key) for each `get` or `gets` line among the
+// first `max_lines` complete lines of `lines`, offset being where the line
+// starts, length its length without the '\n', and key what follows the
+// command (a pipelined get has one key; a
 // line of several keys gives them all, as one). The lines of a data block
 // are looked at too. A wrong key only costs a prefetch in vain
 // (protocol::ReadAhead, its one user).
@@ -79,7 +80,8 @@ void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get)
     if (size_t key = get_keys_start({line, length}); key > 0) {
       size_t key_end = length - (line[length - 1] == '\r' ? 1 : 0);
       if (key_end > key)
-        on_get(static_cast<size_t>(line - begin), std::string_view(line + key, key_end - key));
+        on_get(static_cast<size_t>(line - begin), length,
+               std::string_view(line + key, key_end - key));
     }
     line = newline + 1;
   }

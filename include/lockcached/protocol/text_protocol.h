@@ -129,6 +129,9 @@ class TextProtocol final : public ProtocolHandler {
   TurnBudget budget_;
   State state_ = State::kLine;
   bool noreply_ = false;
+  // The look-ahead's note of the request now running, if it has one: a
+  // pipelined get's key is then not hashed again (answer_key).
+  const ReadAhead::Get* running_get_ = nullptr;
   // This request writes and this server is a replica: its data block is
   // skipped, then the request refused (update()).
   bool refuse_data_block_ = false;

@@ -222,9 +222,15 @@ class Store {
   // ItemRef. `reader` must be short and must not call into the store.
   template <typename Reader>
   bool read(std::string_view key, Reader&& reader) {
+    return read_hashed(key, key_hash(key), std::forward<Reader>(reader));
+  }
+  // read() of a key whose key_hash() the caller has: a pipelined get,
+  // hashed once when its read was looked ahead (protocol::ReadAhead).
+  template <typename Reader>
+  bool read_hashed(std::string_view key, uint64_t hash, Reader&& reader) {
     using Callable = std::remove_reference_t<Reader>;
     return read_with(
-        key, [](void* callable, Item& item) { (*static_cast<Callable*>(callable))(item); },
+        key, hash, [](void* callable, Item& item) { (*static_cast<Callable*>(callable))(item); },
         &reader);
   }
   // read() for `count` keys (key_at(i) gives the i-th) in their order: a
@@ -399,10 +405,10 @@ class Store {
   struct Lookup;
 
   Shard& shard_for(uint64_t hash) const;
-  bool read_with(std::string_view key, void (*call)(void*, Item&), void* reader) {
+  bool read_with(std::string_view key, uint64_t hash, void (*call)(void*, Item&), void* reader) {
     const RelTime now = clock_.now();
     apply_due_flush(now);
-    return read_at(now, key, hash_key(key, hash_seed_), call, reader);
+    return read_at(now, key, hash, call, reader);
   }
   // read_with at `now`, once apply_due_flush(now) ran (read_each); `hash`
   // is the key's.
