@@ -496,9 +496,14 @@ class RaftCluster:
             self.net, node, haclient.keepalived_config(self.net, node, CLI), self.work)
 
     def kill(self, node, sig=signal.SIGKILL):
+        """Signals `node`'s lockcached and waits until it has exited;
+        returns when the signal went (the fault's moment: the exit can take
+        most of a second on a loaded machine)."""
         process = self.processes.pop(node)
         process.send_signal(sig)
+        sent = time.monotonic()
         process.wait()
+        return sent
 
     def lose_machine(self, node):
         """`node`'s machine dies with its disk: off the network, every
@@ -564,8 +569,7 @@ class RaftCluster:
 
 def kill_leader(cluster, note):
     leader = cluster.leader()
-    cluster.kill(leader)
-    note("SIGKILL node %d (leader)" % leader)
+    note("SIGKILL node %d (leader)" % leader, at=cluster.kill(leader))
     time.sleep(SETTLE_S)
     cluster.start(leader)
 
@@ -774,8 +778,7 @@ def probe_grant(cluster, node):
 def leader_changes(cluster, note):
     for _ in range(3):
         leader = cluster.leader()
-        cluster.kill(leader)
-        note("SIGKILL node %d (leader), restarted at once" % leader)
+        note("SIGKILL node %d (leader), restarted at once" % leader, at=cluster.kill(leader))
         cluster.start(leader)
         cluster.leader()
         time.sleep(1)
@@ -870,8 +873,9 @@ def run_one(name, work_root, seed):
     writer = CacheWriter(cluster, "w")
     cache = {"acked": 0, "lost": [], "checked": name not in MEMORY_ONLY_RUNS}
 
-    def note(text):
-        notes.append((time.monotonic(), text))
+    def note(text, at=None):
+        """`at`: when the fault struck, if before now."""
+        notes.append((time.monotonic() if at is None else at, text))
 
     try:
         for node in range(nodes):
