@@ -169,12 +169,12 @@ void Node::keep_linked(int64_t now_ms, const MasterPlace& place) {
     link_.reset();
     link_was_streaming_ = false;
   }
+  // The new master's snapshot replaces this node's data once it is whole
+  // (Applier): until then the data stays, should that master go too.
   if (lost_master_ms_ >= 0) {
     if (now_ms - lost_master_ms_ < settings_.timeout_ms) return;
-    LOG(WARNING) << "replication: the virtual IP went elsewhere; dropping this node's data "
-                    "to resync from the new master";
+    LOG(WARNING) << "replication: the virtual IP went elsewhere; resyncing from the new master";
     lost_master_ms_ = -1;
-    store_.flush_all(0);
   }
   if (place.where != MasterPlace::kElsewhere) return;  // no master known yet
   LinkSettings link_settings{place.host, place.port ? place.port : settings_.repl_port,
