@@ -32,7 +32,7 @@ bool Node::start(std::string* error) {
     role_ = place.where == MasterPlace::kHere ? Role::kMaster : Role::kReplica;
   }
   read_only_.store(role_ == Role::kReplica, std::memory_order_relaxed);
-  if (role_ == Role::kMaster) holds_data_.store(true, std::memory_order_release);
+  if (role_ == Role::kMaster) note_holds_data(true);
   if (!settings_.locate) {
     LOG(INFO) << "replication: virtual IP " << settings_.virtual_ip
               << (role_ == Role::kMaster ? " is here: starting as master"
@@ -94,8 +94,14 @@ void Node::recheck() {
 // the Raft leader, first hands leadership on (Server::cache_may_lead).
 void Node::note_what_the_store_holds(const LinkStatus& link) {
   if (!link.snapshot_started) return;
-  holds_data_.store(link.snapshot_received, std::memory_order_release);
+  note_holds_data(link.snapshot_received);
   holds_part_.store(!link.snapshot_received, std::memory_order_release);
+}
+
+void Node::note_holds_data(bool holds) {
+  if (holds_data_.exchange(holds, std::memory_order_acq_rel) != holds && holds) {
+    times_data_came_.fetch_add(1, std::memory_order_release);
+  }
 }
 
 MasterPlace Node::locate() const {
@@ -198,7 +204,7 @@ void Node::promote() {
   lost_master_ms_ = -1;
   role_ = Role::kMaster;
   ++promotions_;
-  holds_data_.store(true, std::memory_order_release);  // what it has is the data now
+  note_holds_data(true);  // what it has is the data now
   holds_part_.store(false, std::memory_order_release);
   if (hooks_.promoted) hooks_.promoted();
   // Release: whoever sees writes allowed sees the replica's service retired.

@@ -327,10 +327,10 @@ void Server::change_members(const consensus::MembershipChange& change, const net
 
 // A member that restarted has an empty cache. As the cache's master it
 // would send that emptiness to every replica, which at the snapshot's end
-// drops what the snapshot did not bring: the whole cache lost. So a leader whose cache has
-// not the data yet hands leadership to the member after the one it last
-// asked, in the order of ids (once a term, kMaxHandOvers times at most),
-// and meanwhile is nobody's master: its cache refuses writes. Not libraft's
+// drops what the snapshot did not bring: the whole cache lost. So a leader
+// whose cache has not the data yet hands leadership to the member after
+// the one it last asked, in the order of ids (once a term, kMaxHandOvers
+// times at most since its cache last had the data), and meanwhile is nobody's master: its cache refuses writes. Not libraft's
 // choice (id 0): a new leader knows no follower's progress yet, so libraft
 // picks the last voter in the configuration, and two restarted members
 // then handed leadership to each other until one of them served its empty
@@ -348,6 +348,13 @@ bool Server::cache_may_lead() {
   uint64_t target;
   {
     std::lock_guard lock(hand_over_mutex_);
+    // Counted since the cache last had the data: a member that had it and
+    // lost it again (a snapshot cut off) may ask the others again.
+    if (uint64_t came = replication_->times_data_came(); came != hand_over_since_) {
+      hand_over_since_ = came;
+      hand_overs_ = 0;
+      hand_over_target_ = 0;
+    }
     if (hand_overs_ >= kMaxHandOvers) return true;
     // Asked in this term (the status may still say "leader" for a moment
     // after leadership went), or an answer is on its way.

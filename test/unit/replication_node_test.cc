@@ -160,6 +160,8 @@ TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDat
   ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
   EXPECT_FALSE(node_->holds_part());
 
+  EXPECT_EQ(node_->times_data_came(), 1u);
+
   // The leader moves; the new master goes before its snapshot's end.
   FakeMaster second;
   master_at(second.port());
@@ -184,6 +186,8 @@ TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDat
   EXPECT_FALSE(store_.get("c"));
   EXPECT_TRUE(eventually([&] { return node_->holds_data(); }));  // at the node's next tick
   EXPECT_FALSE(node_->holds_part());
+  // Had, lost, had again: a Raft leader's hand-overs count from here.
+  EXPECT_EQ(node_->times_data_came(), 2u);
   node_->stop();
 }
 

@@ -99,6 +99,9 @@ class Node {
   // (unless the stream emptied it, Applier), but not all of that master's
   // writes.
   bool holds_part() const { return holds_part_.load(std::memory_order_acquire); }
+  // Thread-safe: how often holds_data() became true. A Raft leader's
+  // hand-overs (Server::cache_may_lead) are counted from the last time.
+  uint64_t times_data_came() const { return times_data_came_.load(std::memory_order_acquire); }
   const NodeSettings& settings() const { return settings_; }
 
  private:
@@ -108,6 +111,7 @@ class Node {
   void tick();
   MasterPlace locate() const;
   void note_what_the_store_holds(const LinkStatus& link);
+  void note_holds_data(bool holds);
   void promote();
   void demote(const MasterPlace& place);
   // A replica without a link (or linked to a master that is no longer the
@@ -131,6 +135,7 @@ class Node {
   bool link_was_streaming_ = false;
   std::atomic<bool> holds_data_{false};
   std::atomic<bool> holds_part_{false};
+  std::atomic<uint64_t> times_data_came_{0};
   std::string link_host_;  // where link_ connects, "HOST:PORT"
   int64_t lost_master_ms_ = -1;  // >= 0: waiting for the virtual IP since
   uint64_t promotions_ = 0;

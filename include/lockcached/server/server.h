@@ -139,6 +139,7 @@ class Server final : public core::StatsSource, public core::ServerControl {
   bool hand_over_pending_ = false;
   int hand_overs_ = 0;
   uint64_t hand_over_target_ = 0;  // the member last asked to take over
+  uint64_t hand_over_since_ = 0;   // replication's times_data_came() then
   uint16_t port_ = 0;
   // The socket file --unix_socket made, removed at stop unless another file
   // took its path meanwhile.
