@@ -340,9 +340,11 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     bool has_value = info.carries_value();
     size_t needed = kHeaderSize + (has_value ? fixed : header.body_length);
     if (rest.size() < needed) break;
-    Request request{header, rest.substr(kHeaderSize, header.extras_length),
+    Request request{header,
+                    rest.substr(kHeaderSize, header.extras_length),
                     rest.substr(kHeaderSize + header.extras_length, header.key_length),
-                    rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed), {}};
+                    rest.substr(kHeaderSize + fixed, needed - kHeaderSize - fixed),
+                    {}};
     if (looked_ahead) {
       if (const ReadAhead::Get* noted = read_ahead.running(pos)) request.key_hash = noted->hash;
     }

@@ -153,10 +153,9 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
       case State::kLine: {
         // A get the look-ahead noted: its line's end is known.
         const ReadAhead::Get* noted = looked_ahead ? read_ahead.running(pos) : nullptr;
-        const char* newline =
-            noted ? input.data() + pos + noted->line_length
-                  : static_cast<const char*>(
-                        std::memchr(input.data() + pos, '\n', input.size() - pos));
+        const char* newline = noted ? input.data() + pos + noted->line_length
+                                    : static_cast<const char*>(std::memchr(input.data() + pos, '\n',
+                                                                           input.size() - pos));
         if (newline == nullptr) {
           check_partial_line(input.substr(pos), out);
           return close_ ? input.size() : pos;
@@ -393,8 +392,8 @@ void TextProtocol::answer_key(std::string_view key, const GetOptions& options, O
     return;
   }
   // The key the look-ahead hashed, when this is its get: the same bytes.
-  bool noted = running_get_ && running_get_->key_data == key.data() &&
-               running_get_->key_size == key.size();
+  bool noted =
+      running_get_ && running_get_->key_data == key.data() && running_get_->key_size == key.size();
   uint64_t hash = noted ? running_get_->hash : core_.key_hash(key);
   // Under the store's lock: a small value is copied, a large one referenced.
   core_.read_hashed(key, hash,

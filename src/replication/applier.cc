@@ -165,11 +165,11 @@ void Applier::apply(std::string_view frame) {
   if (h.opcode != wire::kNoop) bytes_applied_ += frame.size();
 }
 
-// A delayed flush_all the old stream left pending would, at its moment,
-// take the new master's items with the old ones: then the store is emptied
-// at once, as for an unmarked stream.
-// While the snapshot comes beside the old items, those are the ones to
-// evict when it needs room: the new master has its own.
+// While a marked snapshot comes beside the old items, those are the ones
+// to evict when it needs room: the new master has its own. A delayed
+// flush_all the old stream left pending would, at its moment, take the new
+// master's items with the old ones: then the store is emptied at once, as
+// for an unmarked stream.
 void Applier::start_snapshot(bool marked) {
   snapshot_started_ = true;
   if (marked && store_.pending_flush() == 0) {

@@ -330,7 +330,8 @@ void Server::change_members(const consensus::MembershipChange& change, const net
 // drops what the snapshot did not bring: the whole cache lost. So a leader
 // whose cache has not the data yet hands leadership to the member after
 // the one it last asked, in the order of ids (once a term, kMaxHandOvers
-// times at most since its cache last had the data), and meanwhile is nobody's master: its cache refuses writes. Not libraft's
+// times at most since its cache last had the data), and meanwhile is
+// nobody's master: its cache refuses writes. Not libraft's
 // choice (id 0): a new leader knows no follower's progress yet, so libraft
 // picks the last voter in the configuration, and two restarted members
 // then handed leadership to each other until one of them served its empty

@@ -288,7 +288,8 @@ bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, co
 // CLOCK: the hand walks the buckets and visits every item of a bucket once
 // per turn. An item used since the hand last passed loses its `accessed` bit
 // and stays; one that was not is evicted (without evictions, none is; expired
-// ones still go), and so is one stored before evict_first_stored_before's. Locked items and `keep` are passed over. Two turns clear
+// ones still go), and so is one stored before evict_first_stored_before's
+// mark, used or not. Locked items and `keep` are passed over. Two turns clear
 // every bit, so finding nothing to evict in two turns means nothing can go;
 // the search gives up after `lookahead` buckets without one.
 bool Store::evict_down_to(Shard& shard, size_t bytes, RelTime now, const Item* keep,

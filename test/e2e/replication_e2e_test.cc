@@ -192,7 +192,6 @@ TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {
   EXPECT_EQ(locks.request("conn_id"), "503 read-only replica: writes go to the master");
 }
 
-
 // A master this test plays on the virtual IP 127.0.0.2, for a real replica:
 // what it sends is exactly what the test writes.
 class PlayedMaster {

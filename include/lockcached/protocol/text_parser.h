@@ -63,10 +63,9 @@ inline size_t get_keys_start(std::string_view line) {
 // Calls on_get(offset, length, key) for each `get` or `gets` line among the
 // first `max_lines` complete lines of `lines`, offset being where the line
 // starts, length its length without the '\n', and key what follows the
-// command (a pipelined get has one key; a
-// line of several keys gives them all, as one). The lines of a data block
-// are looked at too. A wrong key only costs a prefetch in vain
-// (protocol::ReadAhead, its one user).
+// command (a pipelined get has one key; a line of several keys gives them
+// all, as one). The lines of a data block are looked at too. A wrong key
+// only costs a prefetch in vain (protocol::ReadAhead, its one user).
 template <typename OnGet>
 void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get) {
   const char* begin = lines.data();

@@ -54,7 +54,7 @@ struct NodeStatus {
   std::vector<FollowerStatus> replicas;  // a master's
   uint64_t promotions = 0;
   uint64_t demotions = 0;
-  uint64_t resyncs = 0;  // connections to a master, each with a new snapshot
+  uint64_t resyncs = 0;  // connections begun to a master (each that connects: a new snapshot)
   uint64_t replicas_dropped = 0;
 };
 
