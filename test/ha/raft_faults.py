@@ -239,6 +239,17 @@ class Client(threading.Thread):
                     first = ("conn_id " + self.session) if self.session else "conn_id"
                     answered = self.last_answer
                     reply = self.call(first)
+                    # The server may not have seen the old connection go
+                    # yet (its FIN held up by the cut): it refuses until
+                    # then, and a client may ask again within its grace
+                    # (docs/lock-service.md, "Sessions and the grace period").
+                    refused_after = None
+                    while (self.session and reply.startswith("403")
+                           and time.monotonic() - answered < GRACE_MS / 1000 - 0.2):
+                        if refused_after is None:
+                            refused_after = time.monotonic() - answered
+                        time.sleep(0.05)
+                        reply = self.call(first)
                 except (OSError, Gone):
                     self.silent[address] = time.monotonic() + 2 * REPLY_TIMEOUT
                     self.close()
@@ -263,7 +274,8 @@ class Client(threading.Thread):
                     self.sessions_lost += 1
                     # Its grace started on the new leader no sooner than the
                     # old one last answered: until then, it must come back.
-                    silent = time.monotonic() - answered
+                    silent = (refused_after if refused_after is not None
+                              else time.monotonic() - answered)
                     if silent < GRACE_MS / 1000 - 0.2:
                         self.history.violation("%s: session %s not resumed %.1f s after a server "
                                                "last answered it: %r"
