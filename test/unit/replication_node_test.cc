@@ -111,6 +111,17 @@ class ReplicationNodeTest : public ::testing::Test {
     std::lock_guard lock(mutex_);
     master_port_ = port;
   }
+  // Starts the node as a replica of `master`, which sends `frames` and its
+  // snapshot's end: the node then holds the data.
+  void start_with_data(FakeMaster& master, const std::string& frames) {
+    master_at(master.port());
+    start_node();
+    ASSERT_TRUE(master.accept_replica());
+    std::string end;
+    append_snapshot_end(end);
+    master.send(frames + end);
+    ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  }
 
   // A master's SetQ of `key`, never expiring.
   std::string set_frame(const std::string& key, const std::string& value) {
@@ -196,13 +207,7 @@ TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDat
 // whatever the node held before.
 TEST_F(ReplicationNodeTest, AnUnmarkedSnapshotThatNeverCameWholeLeavesAPart) {
   FakeMaster first;
-  master_at(first.port());
-  start_node();
-  ASSERT_TRUE(first.accept_replica());
-  std::string whole;
-  append_snapshot_end(whole);  // an empty master's whole snapshot
-  first.send(set_frame("a", "1") + whole);
-  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  start_with_data(first, set_frame("a", "1"));
 
   FakeMaster second;
   master_at(second.port());
@@ -217,19 +222,13 @@ TEST_F(ReplicationNodeTest, AnUnmarkedSnapshotThatNeverCameWholeLeavesAPart) {
 }
 
 // A master that goes before it sent anything (killed just after the
-// replicas connected) takes nothing with it: a replica empties its store
-// only when the snapshot starts to come, so it keeps the data it had. A
-// leader-changes run lost 4,201 acknowledged writes when replicas emptied
-// themselves on connecting (docs/high-availability.md).
+// replicas connected) takes nothing with it: a replica changes its store
+// only when the master's stream starts to come, so it keeps the data it
+// had. A leader-changes run lost 4,201 acknowledged writes when replicas
+// emptied themselves on connecting (docs/high-availability.md).
 TEST_F(ReplicationNodeTest, AMasterThatGoesBeforeSendingAnythingLeavesTheDataWhole) {
   FakeMaster first;
-  master_at(first.port());
-  start_node();
-  ASSERT_TRUE(first.accept_replica());
-  std::string whole;
-  append_snapshot_end(whole);
-  first.send(whole);
-  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  start_with_data(first, "");
   store::ItemRef item = store_.allocate("kept", 0, 0, 1);  // as if the snapshot brought it
   item->value()[0] = 'v';
   std::memcpy(item->value() + 1, "\r\n", 2);
