@@ -32,7 +32,9 @@ After every run, these must hold (each breach is a violation):
   held a lock resumes its session (within its grace) and finds the lock
   still its own, with the same token; and no acknowledged release is lost:
   it then holds nothing it had released;
-- every session resumes: `conn_id ID` within the grace answers 200.
+- every session resumes: `conn_id ID` within the grace answers 200 (asked
+  again while it is refused: the server may not have seen the old
+  connection go yet, docs/lock-service.md).
 
 A cache writer on the clients' machine sets keys on whichever node takes
 them (the leader) and records each `STORED`; after the run the leader must
