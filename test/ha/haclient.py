@@ -241,7 +241,7 @@ def start_keepalived(cluster, node, config, work):
             stdout=log, stderr=log)
 
 
-def eventually(condition, timeout, what, error=AssertionError):
+def eventually(condition, timeout, what, error=AssertionError, interval=0.05):
     """Polls a state only the servers can show (a role, a count) until it
     holds; raises `error` naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -251,7 +251,7 @@ def eventually(condition, timeout, what, error=AssertionError):
             return value
         if time.monotonic() > deadline:
             raise error("not within %.0f s: %s" % (timeout, what))
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 class ClusterTest(unittest.TestCase):

@@ -224,6 +224,43 @@ class ThreeNodes(ClusterTest):
         self.assertEqual(self.servers.replication(1)["replicas"], "1")
 
 
+class ThreeNodesWithData(ClusterTest):
+    NODES = 3
+    FLAGS = ["--memory_limit_mb=256"]
+    ITEMS = 40000
+    VALUE = b"v" * 2000  # 80 MB: a snapshot long enough to be caught in the act
+
+    def test_a_master_killed_during_its_snapshot_leaves_the_replica_its_data(self):
+        self.cluster.add_address(0, self.cluster.vip)
+        for node in range(3):
+            self.servers.start(node)
+        eventually(lambda: streaming(self.servers, 1) and streaming(self.servers, 2), 10,
+                   "both replicas stream")
+        writer = self.vip_client(2)
+        writer.send(b"".join(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(self.VALUE), self.VALUE)
+                             for i in range(self.ITEMS)))
+        self.assertTrue(writer.call("version").startswith("VERSION"))
+        eventually(lambda: items(self.servers, 1) == self.ITEMS
+                   and items(self.servers, 2) == self.ITEMS, 60, "both replicas have every item")
+        self.servers.kill(0)
+        self.move_vip(0, 2)
+        eventually(lambda: self.servers.replication(2)["role"] == "master", 5, "node 2 promotes")
+        # Node 1 resyncs from node 2, which dies as soon as its snapshot is
+        # seen under way.
+        eventually(lambda: self.servers.replication(2).get("replica:0:state") == "snapshot", 15,
+                   "node 2 sends node 1 its snapshot", interval=0.005)
+        self.servers.kill(2)
+        self.assertNotIn("items sent to " + self.cluster.addresses[1], self.servers.log(2),
+                         "the snapshot was whole before the kill: more items are needed")
+        # Node 1 kept what it had, beside the part that came.
+        reader = self.servers.client(1)
+        eventually(lambda: self.servers.replication(1)["state"] != "streaming", 5,
+                   "node 1 sees its master go")
+        self.assertEqual(items(self.servers, 1), self.ITEMS)
+        self.assertEqual(reader.get("k0"), self.VALUE.decode())
+        self.assertEqual(reader.get("k%d" % (self.ITEMS - 1)), self.VALUE.decode())
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         sys.exit("replication_test.py needs root (network namespaces)")
