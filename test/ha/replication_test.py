@@ -44,6 +44,15 @@ class ClusterTest(haclient.ClusterTest):
         self.cluster.remove_address(old, self.cluster.vip)
         self.cluster.add_address(new, self.cluster.vip)
 
+    def start_all(self):
+        """Node 0 holds the virtual IP; every node starts, and the others
+        stream from it."""
+        self.cluster.add_address(0, self.cluster.vip)
+        for node in range(self.NODES):
+            self.servers.start(node)
+        eventually(lambda: all(streaming(self.servers, n) for n in range(1, self.NODES)), 10,
+                   "every replica streams")
+
 
 class TwoNodes(ClusterTest):
     def start_pair(self):
@@ -201,11 +210,7 @@ class ThreeNodes(ClusterTest):
     NODES = 3
 
     def test_master_killed_one_replica_takes_over_the_other_follows(self):
-        self.cluster.add_address(0, self.cluster.vip)
-        for node in range(3):
-            self.servers.start(node)
-        eventually(lambda: streaming(self.servers, 1) and streaming(self.servers, 2), 10,
-                   "both replicas stream")
+        self.start_all()
         writer = self.vip_client(2)
         for i in range(500):
             self.assertEqual(writer.set("k%d" % i, "v%d" % i), "STORED")
@@ -231,11 +236,7 @@ class ThreeNodesWithData(ClusterTest):
     VALUE = b"v" * 2000  # 80 MB: a snapshot long enough to be caught in the act
 
     def test_a_master_killed_during_its_snapshot_leaves_the_replica_its_data(self):
-        self.cluster.add_address(0, self.cluster.vip)
-        for node in range(3):
-            self.servers.start(node)
-        eventually(lambda: streaming(self.servers, 1) and streaming(self.servers, 2), 10,
-                   "both replicas stream")
+        self.start_all()
         writer = self.vip_client(2)
         writer.send(b"".join(b"set k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(self.VALUE), self.VALUE)
                              for i in range(self.ITEMS)))
