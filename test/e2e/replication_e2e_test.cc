@@ -5,7 +5,6 @@
 // need several hosts: test/ha/replication_test.py (CI stage 25).
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "played_master.h"
 #include "server_process.h"
 
 namespace {
@@ -23,6 +23,7 @@ namespace {
 using e2e::Client;
 using e2e::free_port;
 using e2e::ServerProcess;
+using test_peers::PlayedMaster;
 
 // On loopback's network (127.0.0.0/8 stays on this host) but not an address
 // of any interface: a virtual IP held elsewhere, and nothing a replica's
@@ -192,68 +193,17 @@ TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {
   EXPECT_EQ(locks.request("conn_id"), "503 read-only replica: writes go to the master");
 }
 
-// A master this test plays on the virtual IP 127.0.0.2, for a real replica:
-// what it sends is exactly what the test writes.
-class PlayedMaster {
- public:
-  explicit PlayedMaster(uint16_t port) {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    inet_pton(AF_INET, "127.0.0.2", &address.sin_addr);
-    bound_ = bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-             listen(listener_, 4) == 0;
+// Reads the replica's acks (24-byte Noop responses) until `count` came
+// (false after 5 s without one). The replica acks what it applied within
+// 10 ms, and once a tick in any case: a second ack after the last frame
+// means a tick saw the link up, and so counts it as streaming.
+bool await_acks(PlayedMaster& master, int count) {
+  for (int seen = 0; seen < count; ++seen) {
+    std::optional<std::string> ack = master.read(24);
+    if (!ack || static_cast<uint8_t>((*ack)[0]) != 0x81 || (*ack)[1] != kNoop) return false;
   }
-  ~PlayedMaster() {
-    hang_up();
-    close(listener_);
-  }
-  bool bound() const { return bound_; }
-  // The replica's next connection (false after 10 s: it waits --repl_timeout
-  // for the virtual IP before it resyncs).
-  bool accept_replica() {
-    hang_up();
-    pollfd ready{listener_, POLLIN, 0};
-    if (poll(&ready, 1, 10000) != 1) return false;
-    replica_ = accept(listener_, nullptr, nullptr);
-    return replica_ >= 0;
-  }
-  bool send(const std::string& bytes) {
-    return ::send(replica_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  void hang_up() {
-    if (replica_ >= 0) close(replica_);
-    replica_ = -1;
-  }
-  // Reads the replica's acks (24-byte Noop responses) until `count` came
-  // (false after 5 s without one). The replica acks what it applied within
-  // 10 ms, and once a tick in any case: a second ack after the last frame
-  // means a tick saw the link up, and so counts it as streaming.
-  bool await_acks(int count) {
-    for (int seen = 0; seen < count; ++seen) {
-      char ack[24];
-      size_t got = 0;
-      while (got < sizeof ack) {
-        pollfd ready{replica_, POLLIN, 0};
-        if (poll(&ready, 1, 5000) != 1) return false;
-        ssize_t n = recv(replica_, ack + got, sizeof ack - got, 0);
-        if (n <= 0) return false;
-        got += static_cast<size_t>(n);
-      }
-      if (static_cast<uint8_t>(ack[0]) != 0x81 || ack[1] != kNoop) return false;
-    }
-    return true;
-  }
-
- private:
-  int listener_ = -1;
-  int replica_ = -1;
-  bool bound_ = false;
-};
+  return true;
+}
 
 // A binary request header: magic, opcode, lengths; CAS and opaque 0.
 std::string request(uint8_t opcode, std::string_view extras, std::string_view key,
@@ -287,7 +237,7 @@ const std::string kSnapshotEnd =
 // the replica empty its store at the first frame, as before.
 TEST(ReplicationE2e, AMasterThatDiesMidSnapshotLeavesTheReplicaItsData) {
   uint16_t repl_port = free_port();
-  PlayedMaster master(repl_port);
+  PlayedMaster master("127.0.0.2", repl_port);  // the virtual IP
   ASSERT_TRUE(master.bound());
   ServerProcess server;
   ASSERT_TRUE(server.start({kElsewhere, kEveryAddress, "--repl_port=" + std::to_string(repl_port),
@@ -306,7 +256,7 @@ TEST(ReplicationE2e, AMasterThatDiesMidSnapshotLeavesTheReplicaItsData) {
   ASSERT_TRUE(master.accept_replica());
   ASSERT_TRUE(master.send(kSnapshotBegin + set_q("a", "2") + set_q("c", "2")));
   ASSERT_TRUE(has("c", "2"));
-  ASSERT_TRUE(master.await_acks(2));  // streaming: its loss makes it wait for the address
+  ASSERT_TRUE(await_acks(master, 2));  // streaming: its loss makes it wait for the address
   master.hang_up();
   EXPECT_EQ(reader.get("a"), "2");
   EXPECT_EQ(reader.get("b"), "1");  // not sent again, and kept

@@ -5,12 +5,6 @@
 // would.
 #include "lockcached/replication/node.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -25,53 +19,13 @@
 #include "lockcached/replication/heartbeat.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
+#include "played_master.h"
 
 namespace lockcached::replication {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A master's replication port on loopback; accepts one replica at a time.
-class FakeMaster {
- public:
-  FakeMaster() {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&address), length), 0);
-    EXPECT_EQ(listen(listener_, 8), 0);
-    EXPECT_EQ(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length), 0);
-    port_ = ntohs(address.sin_port);
-  }
-  ~FakeMaster() {
-    if (replica_ >= 0) close(replica_);
-    close(listener_);
-  }
-  uint16_t port() const { return port_; }
-
-  // The replica's connection, once it came (false after 5 s).
-  bool accept_replica() {
-    pollfd ready{listener_, POLLIN, 0};
-    if (poll(&ready, 1, 5000) != 1) return false;
-    replica_ = accept(listener_, nullptr, nullptr);
-    return replica_ >= 0;
-  }
-  void send(const std::string& bytes) {
-    ASSERT_EQ(::send(replica_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(bytes.size()));
-  }
-  void hang_up() {
-    close(replica_);
-    replica_ = -1;
-  }
-
- private:
-  int listener_ = -1;
-  int replica_ = -1;
-  uint16_t port_ = 0;
-};
+using test_peers::PlayedMaster;
 
 bool eventually(const std::function<bool()>& condition) {
   auto deadline = std::chrono::steady_clock::now() + 5s;
@@ -113,13 +67,13 @@ class ReplicationNodeTest : public ::testing::Test {
   }
   // Starts the node as a replica of `master`, which sends `frames` and its
   // snapshot's end: the node then holds the data.
-  void start_with_data(FakeMaster& master, const std::string& frames) {
+  void start_with_data(PlayedMaster& master, const std::string& frames) {
     master_at(master.port());
     start_node();
     ASSERT_TRUE(master.accept_replica());
     std::string end;
     append_snapshot_end(end);
-    master.send(frames + end);
+    ASSERT_TRUE(master.send(frames + end));
     ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
   }
 
@@ -154,7 +108,7 @@ class ReplicationNodeTest : public ::testing::Test {
 // dies half-way through its snapshot leaves the node the data it had, with
 // what came of the new one beside it.
 TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDataItHad) {
-  FakeMaster first;
+  PlayedMaster first;
   master_at(first.port());
   start_node();
   EXPECT_FALSE(node_->holds_data());  // it never had a master
@@ -162,22 +116,22 @@ TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDat
   ASSERT_TRUE(first.accept_replica());
   std::string begin;
   append_snapshot_begin(begin);
-  first.send(begin + set_frame("a", "1"));
+  ASSERT_TRUE(first.send(begin + set_frame("a", "1")));
   EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
   EXPECT_FALSE(node_->holds_data());
   std::string end;
   append_snapshot_end(end);
-  first.send(set_frame("b", "1") + end);
+  ASSERT_TRUE(first.send(set_frame("b", "1") + end));
   ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
   EXPECT_FALSE(node_->holds_part());
 
   EXPECT_EQ(node_->times_data_came(), 1u);
 
   // The leader moves; the new master goes before its snapshot's end.
-  FakeMaster second;
+  PlayedMaster second;
   master_at(second.port());
   ASSERT_TRUE(second.accept_replica());
-  second.send(begin + set_frame("a", "2") + set_frame("c", "2"));
+  ASSERT_TRUE(second.send(begin + set_frame("a", "2") + set_frame("c", "2")));
   EXPECT_TRUE(eventually([&] { return value_of("c") == "2"; }));
   second.hang_up();
   ASSERT_TRUE(second.accept_replica());  // the node saw the hang-up and asks again
@@ -187,10 +141,10 @@ TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDat
   EXPECT_EQ(value_of("b"), "1");  // not sent again, and kept
 
   // A later master's whole snapshot replaces all of it.
-  FakeMaster third;
+  PlayedMaster third;
   master_at(third.port());
   ASSERT_TRUE(third.accept_replica());
-  third.send(begin + set_frame("d", "3") + end);
+  ASSERT_TRUE(third.send(begin + set_frame("d", "3") + end));
   EXPECT_TRUE(eventually([&] { return !store_.get("b"); }));
   EXPECT_EQ(value_of("d"), "3");
   EXPECT_FALSE(store_.get("a"));
@@ -206,13 +160,13 @@ TEST_F(ReplicationNodeTest, AMasterThatDiesHalfWayThroughItsSnapshotLeavesTheDat
 // frame, so a master that goes before its snapshot is whole leaves a part,
 // whatever the node held before.
 TEST_F(ReplicationNodeTest, AnUnmarkedSnapshotThatNeverCameWholeLeavesAPart) {
-  FakeMaster first;
+  PlayedMaster first;
   start_with_data(first, set_frame("a", "1"));
 
-  FakeMaster second;
+  PlayedMaster second;
   master_at(second.port());
   ASSERT_TRUE(second.accept_replica());
-  second.send(set_frame("b", "2"));
+  ASSERT_TRUE(second.send(set_frame("b", "2")));
   second.hang_up();
   EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
   EXPECT_FALSE(node_->holds_data());
@@ -227,7 +181,7 @@ TEST_F(ReplicationNodeTest, AnUnmarkedSnapshotThatNeverCameWholeLeavesAPart) {
 // had. A leader-changes run lost 4,201 acknowledged writes when replicas
 // emptied themselves on connecting (docs/high-availability.md).
 TEST_F(ReplicationNodeTest, AMasterThatGoesBeforeSendingAnythingLeavesTheDataWhole) {
-  FakeMaster first;
+  PlayedMaster first;
   start_with_data(first, "");
   store::ItemRef item = store_.allocate("kept", 0, 0, 1);  // as if the snapshot brought it
   item->value()[0] = 'v';
@@ -235,7 +189,7 @@ TEST_F(ReplicationNodeTest, AMasterThatGoesBeforeSendingAnythingLeavesTheDataWho
   ASSERT_EQ(store_.store(store::StoreCommand::kSet, item, 0, store::kNoOwner).status,
             store::StoreStatus::kStored);
 
-  FakeMaster second;
+  PlayedMaster second;
   master_at(second.port());
   ASSERT_TRUE(second.accept_replica());
   second.hang_up();
