@@ -1,6 +1,7 @@
 #include "lockcached/cluster/lock_machine.h"
 
 #include <chrono>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -63,6 +64,8 @@ const char* status_name(locks::OutcomeStatus status) {
       return "not leader";
     case Status::kLost:
       return "lost";
+    case Status::kLater:
+      return "later";
   }
   return "?";
 }
@@ -97,7 +100,7 @@ LockMachine::Addresses LockMachine::leader_addresses() const {
   return announced_addresses_;
 }
 
-std::optional<locks::Outcome> LockMachine::submit(locks::Change&& change, locks::Answer answer) {
+locks::Outcome LockMachine::submit(locks::Change&& change, locks::Answer answer) {
   LoggedChange logged{{node_id_, incarnation_, 0}, std::move(change)};
   locks::Change& logged_change = logged.change;
   // The log names a session by its serial: every member has its own object.
@@ -130,7 +133,9 @@ std::optional<locks::Outcome> LockMachine::submit(locks::Change&& change, locks:
     refused.leader = leader_lock_address();
     return refused;
   }
-  return std::nullopt;
+  locks::Outcome later;
+  later.status = locks::OutcomeStatus::kLater;
+  return later;
 }
 
 void LockMachine::apply(uint64_t index, uint64_t stamp_ms,

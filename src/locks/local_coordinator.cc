@@ -18,11 +18,11 @@ LocalCoordinator::LocalCoordinator(std::shared_ptr<LockService> service,
                                    timing::Scheduler& timers)
     : Coordinator(std::move(service)), timers_(timers) {}
 
-std::optional<Outcome> LocalCoordinator::submit(Change&& change, Answer answer) {
-  if (change.kind == ChangeKind::kAcquire && change.wait_ms > 0) {
-    return wait(change, std::move(answer));
-  }
-  Outcome outcome = service_->apply(change);
+Outcome LocalCoordinator::submit(Change&& change, Answer answer) {
+  // One named result and one return, so that the outcome is built where the
+  // caller reads it (a second return path would cost a move and a destructor).
+  bool waits = change.kind == ChangeKind::kAcquire && change.wait_ms > 0;
+  Outcome outcome = waits ? wait(change, std::move(answer)) : service_->apply(change);
   if (change.kind == ChangeKind::kDetach && outcome.grace_ms > 0) {
     start_grace(change.session, outcome.detachment, outcome.grace_ms, std::move(answer));
   }

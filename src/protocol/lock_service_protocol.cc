@@ -288,9 +288,8 @@ void LockServiceProtocol::submit(locks::Change&& change, OutputQueue& out) {
   locks::Coordinator& coordinator = *context_.coordinator;
   bool later = !coordinator.answers_at_once() ||
                (change.kind == locks::ChangeKind::kAcquire && change.wait_ms > 0);
-  std::optional<locks::Outcome> outcome =
-      coordinator.submit(std::move(change), later ? answer() : nullptr);
-  if (outcome) finish(*outcome, out);
+  locks::Outcome outcome = coordinator.submit(std::move(change), later ? answer() : nullptr);
+  if (outcome.status != locks::OutcomeStatus::kLater) finish(outcome, out);
 }
 
 // Runs on whichever thread decided: hop to the connection's own. If the
@@ -301,7 +300,9 @@ locks::Answer LockServiceProtocol::answer() {
   return [reactor = &context_.reactor, self = std::weak_ptr(self_),
           coordinator = context_.coordinator, session = session_, attachment = attachment_,
           name = pending_name_, waits = pending_wait_ms_ > 0](const locks::Outcome& outcome) {
-    reactor->post([self, coordinator, session, attachment, name, waits, outcome] {
+    // `outcome = outcome`: a plain copy (one captured by name would be a
+    // const member, copied again instead of moved into the task).
+    reactor->post([self, coordinator, session, attachment, name, waits, outcome = outcome] {
       if (auto alive = self.lock()) return (*alive)->on_answer(outcome);
       if (outcome.status != locks::OutcomeStatus::kDone) return;
       // Each names the attachment it undoes: the client may have resumed
@@ -556,12 +557,11 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
       }
     };
   }
-  std::optional<locks::Outcome> outcome =
-      context_.coordinator->submit(std::move(detach), std::move(expired));
+  locks::Outcome outcome = context_.coordinator->submit(std::move(detach), std::move(expired));
   // A cluster decides later; its grace is the session's, unless a limit ends it.
   int64_t grace_ms;
-  if (outcome) {
-    grace_ms = outcome->grace_ms;
+  if (outcome.status != locks::OutcomeStatus::kLater) {
+    grace_ms = outcome.grace_ms;
   } else {
     std::lock_guard lock(session_->mutex);
     grace_ms = session_->grace_ms;

@@ -172,9 +172,11 @@ struct Connection {
 class LoggedCoordinator final : public locks::Coordinator {
  public:
   using Coordinator::Coordinator;
-  std::optional<locks::Outcome> submit(locks::Change&& change, locks::Answer answer) override {
+  locks::Outcome submit(locks::Change&& change, locks::Answer answer) override {
     log_.emplace_back(std::move(change), std::move(answer));
-    return std::nullopt;
+    locks::Outcome later;
+    later.status = locks::OutcomeStatus::kLater;
+    return later;
   }
   bool answers_at_once() const override { return false; }
   void commit() {

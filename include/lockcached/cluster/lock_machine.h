@@ -27,7 +27,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -63,7 +62,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   void attach(consensus::RaftNode* node) { node_.store(node, std::memory_order_release); }
 
   // ---- locks::Coordinator, from any thread ----
-  std::optional<locks::Outcome> submit(locks::Change&& change, locks::Answer answer) override;
+  locks::Outcome submit(locks::Change&& change, locks::Answer answer) override;
   bool answers_at_once() const override { return false; }
 
   // ---- consensus::StateMachine, on the Raft thread ----

@@ -13,7 +13,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "lockcached/locks/lock_change.h"
@@ -33,9 +32,11 @@ class Coordinator {
  public:
   explicit Coordinator(std::shared_ptr<LockService> service) : service_(std::move(service)) {}
   virtual ~Coordinator() = default;
-  // The outcome when it is known at once, else nullopt (it comes through
-  // `answer`). A wait's later end always comes through `answer`.
-  virtual std::optional<Outcome> submit(Change&& change, Answer answer) = 0;
+  // The outcome when it is known at once, else one with status kLater (it
+  // comes through `answer`). A wait's later end always comes through
+  // `answer`. Returned by value, not as an optional: a lock and an unlock
+  // each make one Outcome, built where the caller reads it.
+  virtual Outcome submit(Change&& change, Answer answer) = 0;
   // True when submit always answers at once (then `answer` matters only for
   // a wait's end and a grace's).
   virtual bool answers_at_once() const = 0;
@@ -53,7 +54,7 @@ class LocalCoordinator final : public Coordinator {
   // `timers` must be callable from any thread.
   LocalCoordinator(std::shared_ptr<LockService> service, timing::Scheduler& timers);
 
-  std::optional<Outcome> submit(Change&& change, Answer answer) override;
+  Outcome submit(Change&& change, Answer answer) override;
   bool answers_at_once() const override { return true; }
 
  private:

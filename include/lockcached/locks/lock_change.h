@@ -82,6 +82,7 @@ enum class OutcomeStatus : uint8_t {
   kQueued,     // kAcquire with a wait: queued; the grant comes later
   kNotLeader,  // a cluster member that does not lead took no change
   kLost,       // the change's fate is unknown (leadership lost meanwhile)
+  kLater,      // Coordinator::submit: not known yet; it comes through the answer
 };
 
 struct Outcome {
