@@ -120,7 +120,7 @@ void Reactor::post(Task task) {
   // A lock-service wait posts three tasks (its timer, the timer's cancel,
   // the grant's answer), mostly from the reactor's own turn: an eventfd
   // write each was 1.6 system calls per lock cycle (bench/RESULTS.md).
-  if (running_reactor == this) {
+  if (in_turn()) {
     posted_here_ = true;
     return;
   }
@@ -128,6 +128,8 @@ void Reactor::post(Task task) {
   ssize_t ignored = write(wake_fd_, &one, sizeof one);
   (void)ignored;  // EAGAIN means a wake-up is already pending
 }
+
+bool Reactor::in_turn() const { return running_reactor == this; }
 
 void Reactor::stop() {
   {
@@ -167,14 +169,16 @@ void Reactor::run_posted_tasks() {
   }
   woken_ = false;
   posted_here_ = false;
-  std::vector<Task> tasks;
   {
     std::lock_guard lock(posted_mutex_);
-    tasks.swap(posted_);
+    running_posted_.swap(posted_);
     stopping_ = stop_requested_;
   }
-  for (Task& task : tasks)
+  // Two vectors that trade places keep their capacity: a fresh one each turn
+  // grew by reallocation under every lock-service wait (bench/RESULTS.md).
+  for (Task& task : running_posted_)
     task();
+  running_posted_.clear();
 }
 
 void Reactor::run_once(int timeout_ms) {

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "lockcached/net/reactor.h"
+#include "lockcached/net/reactor_scheduler.h"
 
 namespace lockcached::net {
 namespace {
@@ -145,6 +146,47 @@ TEST_P(ReactorTest, ATaskPostedFromItsOwnTurnRunsBeforeTheLoopSleeps) {
 
   EXPECT_EQ(log, (std::vector<std::string>{"event", "from another thread", "first", "second",
                                            "posted by a posted task"}));
+}
+
+// ReactorScheduler arms and cancels a timer directly when the caller is in
+// the reactor's turn. A timer set from the turn runs, and one cancelled
+// there never does. The delays are real time (the reactor reads the
+// monotonic clock): the cancelled timer's is long enough that only a cancel
+// that failed lets it run before the last one.
+TEST_P(ReactorTest, ASchedulersTimersSetAndCancelledInTheTurnRunOrNot) {
+  Reactor reactor(GetParam(), {});
+  ReactorScheduler timers(reactor);
+  std::vector<std::string> log;
+  reactor.call_soon([&] {
+    timing::Scheduler::TimerId cancelled =
+        timers.after(200, [&log] { log.push_back("cancelled timer"); });
+    timers.after(0, [&log] { log.push_back("first timer"); });
+    timers.after(300, [&log] { log.push_back("last timer"); });
+    timers.cancel(cancelled);
+  });
+  Watchdog watchdog(reactor, log);
+  while (log.empty() || (log.back() != "last timer" && log.back() != "watchdog"))
+    reactor.run_once(-1);
+  EXPECT_EQ(log, (std::vector<std::string>{"first timer", "last timer"}));
+}
+
+// A timer that another thread set is armed by a task posted to the
+// reactor. A cancel from the turn that comes before that task runs must
+// not be lost: it goes behind the arming.
+TEST_P(ReactorTest, ACancelFromTheTurnFindsATimerThatIsStillBeingArmed) {
+  Reactor reactor(GetParam(), {});
+  ReactorScheduler timers(reactor);
+  std::vector<std::string> log;
+  timing::Scheduler::TimerId cancelled = 0;
+  std::thread([&] {
+    reactor.post([&] { timers.cancel(cancelled); });  // runs before the arming below
+    cancelled = timers.after(200, [&log] { log.push_back("cancelled timer"); });
+    timers.after(300, [&log] { log.push_back("last timer"); });
+  }).join();
+  Watchdog watchdog(reactor, log);
+  while (log.empty() || (log.back() != "last timer" && log.back() != "watchdog"))
+    reactor.run_once(-1);
+  EXPECT_EQ(log, (std::vector<std::string>{"last timer"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ReactorTest,

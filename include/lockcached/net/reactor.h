@@ -99,6 +99,9 @@ class Reactor {
   // tasks posted before it. From a task or handler of this reactor, it only
   // queues (no wake-up system call).
   void post(Task task);
+  // True on this reactor's thread while it runs a turn (a handler, a task,
+  // a timer): then its timers may be touched directly.
+  bool in_turn() const;
   // This thread only: runs `task` after the events of this turn, and the
   // loop does not sleep before it ran.
   void call_soon(Task task) { soon_.push_back(std::move(task)); }
@@ -138,6 +141,7 @@ class Reactor {
   bool stopping_ = false;
   std::mutex posted_mutex_;
   std::vector<Task> posted_;
+  std::vector<Task> running_posted_;  // posted_'s tasks while they run (keeps its capacity)
   std::vector<Task> soon_;
   std::vector<Task> running_soon_;  // soon_'s tasks while they run
   bool stop_requested_ = false;  // guarded by posted_mutex_
