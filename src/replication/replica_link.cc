@@ -76,9 +76,21 @@ void ReplicaLink::read_stream() {
     return end(std::string("read: ") + std::strerror(errno));
   }
   heard_ms_ = net::monotonic_ms();
-  if (!applier_->feed({chunk_.get(), static_cast<size_t>(n)})) {
-    return end("bad replication stream: " + std::string(applier_->error()));
+  bool fed = applier_->feed({chunk_.get(), static_cast<size_t>(n)});
+  // Published before a bad frame ends the link: the good frames before it
+  // may have begun the snapshot (and emptied the store), and the node must
+  // learn that it no longer holds the data (Node::note_what_the_store_holds).
+  publish_progress();
+  if (!fed) return end("bad replication stream: " + std::string(applier_->error()));
+  if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
+    ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
+      ack_timer_ = 0;
+      if (!ended()) ack();
+    });
   }
+}
+
+void ReplicaLink::publish_progress() {
   bytes_applied_.store(applier_->bytes_applied(), std::memory_order_relaxed);
   frames_applied_.store(applier_->frames_applied(), std::memory_order_relaxed);
   if (applier_->snapshot_started() && !snapshot_started_.load(std::memory_order_relaxed)) {
@@ -89,12 +101,6 @@ void ReplicaLink::read_stream() {
                       : "the snapshot comes beside what the store holds, until it is whole");
   }
   snapshot_received_.store(applier_->snapshot_received(), std::memory_order_relaxed);
-  if (ack_timer_ == 0 && applier_->bytes_applied() != bytes_acked_) {
-    ack_timer_ = reactor_.add_timer(kAckDelayMs, [this] {
-      ack_timer_ = 0;
-      if (!ended()) ack();
-    });
-  }
 }
 
 void ReplicaLink::ack() {

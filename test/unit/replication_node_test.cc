@@ -175,6 +175,29 @@ TEST_F(ReplicationNodeTest, AnUnmarkedSnapshotThatNeverCameWholeLeavesAPart) {
   node_->stop();
 }
 
+// A stream that goes bad after its snapshot began (a frame the node
+// refuses: here not a binary request) has begun it all the same, in the
+// very read that ended the link: the node holds a part from then on, not
+// the data it had.
+TEST_F(ReplicationNodeTest, AStreamThatGoesBadAfterItsSnapshotBeganLeavesAPart) {
+  PlayedMaster first;
+  start_with_data(first, set_frame("a", "1"));
+
+  PlayedMaster second;
+  master_at(second.port());
+  ASSERT_TRUE(second.accept_replica());
+  std::string begin;
+  append_snapshot_begin(begin);
+  std::string not_a_request(24, '\xff');
+  ASSERT_TRUE(second.send(begin + set_frame("b", "2") + not_a_request));
+  ASSERT_TRUE(second.accept_replica());  // the node dropped the stream and asks again
+  EXPECT_TRUE(eventually([&] { return node_->holds_part(); }));
+  EXPECT_FALSE(node_->holds_data());
+  EXPECT_EQ(value_of("a"), "1");  // beside the part that came
+  EXPECT_EQ(value_of("b"), "2");
+  node_->stop();
+}
+
 // A master that goes before it sent anything (killed just after the
 // replicas connected) takes nothing with it: a replica changes its store
 // only when the master's stream starts to come, so it keeps the data it

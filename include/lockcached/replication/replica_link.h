@@ -56,6 +56,8 @@ class ReplicaLink final : public net::EventHandler {
  private:
   void on_connected();
   void read_stream();
+  // What the applier did, for status(): from the replication thread.
+  void publish_progress();
   // Queues an ack of what is applied now and sends it.
   void ack();
   void send_pending();
