@@ -136,8 +136,9 @@ void Applier::apply(std::string_view frame) {
   std::string_view key = body.substr(h.extras_length, h.key_length);
   std::string_view value = body.substr(h.extras_length + h.key_length);
   bool is_delete = h.opcode == wire::kDeleteQ;
+  bool is_mark = is_delete && be32toh(h.opaque) == kSnapshotMarkOpaque;
   if (!memory_file_ && !snapshot_started_ && h.opcode != wire::kNoop) {
-    start_snapshot(is_delete && key == kSnapshotBeginKey);
+    start_snapshot(is_mark && key == kSnapshotBeginKey);
   }
   switch (h.opcode) {
     case wire::kSetQ:
@@ -155,7 +156,8 @@ void Applier::apply(std::string_view frame) {
   }
   if (*error_) return;
   ++frames_applied_;
-  if (is_delete && key == kSnapshotEndKey) {
+  // An older master marks the end by the key alone (heartbeat.h).
+  if (is_delete && key == kSnapshotEndKey && (is_mark || !marked_)) {
     snapshot_received_ = true;
     if (snapshot_first_cas_ != 0) store_.flush_stored_before(snapshot_first_cas_);
     end_snapshot_beside();
@@ -172,6 +174,7 @@ void Applier::apply(std::string_view frame) {
 // for an unmarked stream.
 void Applier::start_snapshot(bool marked) {
   snapshot_started_ = true;
+  marked_ = marked;
   if (marked && store_.pending_flush() == 0) {
     snapshot_first_cas_ = store_.cas_counter() + 1;
     store_.evict_first_stored_before(snapshot_first_cas_);

@@ -16,7 +16,8 @@ constexpr uint32_t kMaxResponseBody = 4096;
 
 // A snapshot's mark: a DeleteQ of `key`.
 void append_mark(std::string_view key, std::string& out) {
-  wire::append_request_header(wire::kDeleteQ, key.size(), 0, key.size(), out);
+  wire::append_request_header(wire::kDeleteQ, key.size(), 0, key.size(), out, 0,
+                              kSnapshotMarkOpaque);
   out.append(key);
 }
 

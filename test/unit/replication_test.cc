@@ -450,6 +450,30 @@ TEST_F(ReplicationApplierTest, AMarkedSnapshotComesBesideTheOldItemsWhichGoAtIts
   EXPECT_EQ(contents(replica_).size(), 3u);  // both, new, after
 }
 
+// A client's delete of a key with the end mark's very bytes (a binary or
+// base64 key may hold them) goes out with opaque 0: in a marked stream it
+// is a delete, not the snapshot's end, which would drop the old items the
+// snapshot has not sent again yet. An older master's stream, unmarked,
+// still ends at that key alone.
+TEST_F(ReplicationApplierTest, AClientsDeleteOfTheEndMarksKeyDoesNotEndAMarkedSnapshot) {
+  ASSERT_EQ(put(replica_, StoreCommand::kSet, "old", "old"), StoreStatus::kStored);
+  std::string client_delete;
+  encoder_.append_delete(kSnapshotEndKey, client_delete);
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(snapshot_begin() + set_frame("new", "1") + client_delete))
+      << applier.error();
+  EXPECT_FALSE(applier.snapshot_received());
+  EXPECT_TRUE(replica_.get("old"));
+  ASSERT_TRUE(applier.feed(snapshot_end())) << applier.error();
+  EXPECT_TRUE(applier.snapshot_received());
+  EXPECT_FALSE(replica_.get("old"));
+
+  Store other_replica(config(), clock_);
+  Applier older_masters(other_replica);
+  ASSERT_TRUE(older_masters.feed(set_frame("x", "1") + client_delete)) << older_masters.error();
+  EXPECT_TRUE(older_masters.snapshot_received());
+}
+
 // An older master (or another kind) marks nothing: the store is emptied
 // before its first frame, as the snapshot's rule requires. A Noop, sent
 // beside the stream, is not that frame.

@@ -101,6 +101,7 @@ class Applier {
   uint64_t frames_applied_ = 0;
   uint64_t bytes_applied_ = 0;
   bool snapshot_started_ = false;
+  bool marked_ = false;  // the stream began with the begin mark (a lockcached master)
   bool store_emptied_ = false;
   // A marked snapshot's: the first CAS the store gave it. Items with a
   // smaller one are evicted first while it comes, and go at its end. 0:

@@ -32,6 +32,12 @@ void append_snapshot_begin(std::string& out);
 // frames and a CAS in a frame, keeps streaming.
 constexpr std::string_view kSnapshotEndKey{"\0lockcached snapshot end\0", 25};
 void append_snapshot_end(std::string& out);
+// Both marks carry this opaque; a client's delete goes out with 0
+// (Encoder::append_delete). A binary or base64 key may hold these very
+// bytes, and its delete must not pass for a mark: in a marked stream the
+// replica takes for the end only a DeleteQ with both. An older replica
+// reads the key alone, and an older master's end comes with opaque 0.
+constexpr uint32_t kSnapshotMarkOpaque = 0x6c634d6b;  // "lcMk"
 void append_noop_response(uint64_t bytes_applied, std::string& out);
 
 // Reads what a replica sends back, cut anywhere: responses only.
