@@ -11,14 +11,15 @@
 # and a client whose link is cut while it holds locks, on both I/O
 # backends, plain and TLS (test/ha/dead_client_test.py, about 40 s); and
 # the Raft cluster under faults (test/ha/raft_faults.py: kills, partitions,
+# one-way faults (a node that hears no one, one that reaches no one),
 # whole machines paused, leader changes, restarts, a client machine that
 # vanishes holding a lock, a member's machine lost with its disk and
 # replaced; keepalived with the shipped file beside every node, clients
 # that follow 503 and clients that know only the virtual IP, on both sides
-# of every cut, a cache writer; about 3 minutes), then once against a
+# of every cut, a cache writer; about 4 minutes), then once against a
 # server that answers before the log commits (the test-only target
 # lockcached-early-answer), which the same checks must catch.
-# Needs root, iproute2 and keepalived; takes about five minutes.
+# Needs root, iproute2 and keepalived; takes about six minutes.
 missing=()
 for package in iproute2 keepalived; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||

@@ -12,6 +12,9 @@ the namespaces, with no route out. Needs root and iproute2.
         cluster.take_down(0)                     # the machine is gone
         cluster.split([0, 3])                    # nodes 0 and 3 apart from the rest
         cluster.heal()
+        cluster.deafen(1)                        # nothing reaches node 1; it still sends
+        cluster.mute(2)                          # what node 2 sends reaches nobody
+        cluster.restore_routes()
         cluster.signal_all(0, signal.SIGSTOP)    # the whole machine paused
 
 Every namespace and process is removed on exit, also after a failure.
@@ -43,6 +46,7 @@ class Cluster:
         self.vip = "%s.100" % SUBNET
         self._processes = []
         self._bridge_ends = []  # each node's port on the bridge
+        self._blackholes = []  # (namespace, address): routes deafen() and mute() added
 
     # --- lifetime -----------------------------------------------------------
 
@@ -165,6 +169,35 @@ class Cluster:
     def heal(self):
         for end in self._bridge_ends:
             _ip("link", "set", end, "master", "br0", netns=self.bridge_ns)
+
+    # One-way faults, as a firewall rule or a broken transmit or receive path
+    # makes them: blackhole routes (no traffic control needed). A host that
+    # routes an address into a blackhole sends nothing there, its TCP
+    # acknowledgements and replies included, while what that address sends
+    # still arrives and is delivered.
+
+    def deafen(self, node):
+        """Nothing the other hosts send reaches `node`; what it sends
+        still reaches them."""
+        for other, name in enumerate(self.names):
+            if other != node:
+                self._blackhole(name, self.addresses[node])
+
+    def mute(self, node):
+        """What `node` sends reaches no other host; it still hears them."""
+        for other, address in enumerate(self.addresses):
+            if other != node:
+                self._blackhole(self.names[node], address)
+
+    def restore_routes(self):
+        """Ends every deafen() and mute()."""
+        for name, address in self._blackholes:
+            _ip("route", "del", "blackhole", address + "/32", netns=name)
+        self._blackholes.clear()
+
+    def _blackhole(self, name, address):
+        _ip("route", "add", "blackhole", address + "/32", netns=name)
+        self._blackholes.append((name, address))
 
     def wait_for(self, condition, timeout, interval=0.05):
         """Polls `condition` (a state only the kernel shows) until it holds;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Self-test of test/ha/netns.py, the hosts of the coming HA tests: three
-namespaces reach each other over the bridge, a virtual IP moved by hand
+namespaces reach each other over the bridge, one-way faults (deafen, mute)
+block one direction only, a virtual IP moved by hand
 answers on its new holder, and keepalived moves it when its holder's
 machine goes down. As root, with iproute2 and keepalived installed:
 
@@ -26,6 +27,27 @@ def reachable(cluster, node, address, port):
     return cluster.exec(node, [sys.executable, "-c", probe]).returncode == 0
 
 
+def datagram_arrives(cluster, sender, receiver):
+    """Whether a UDP datagram that `sender` sends to `receiver`'s address
+    arrives there: one direction alone, unlike a TCP connection."""
+    listen = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+              "s.bind(('0.0.0.0',7001))\nprint('ready',flush=True)\ns.settimeout(1)\n"
+              "try: sys.exit(0 if s.recv(16)==b'hello' else 1)\n"
+              "except TimeoutError: sys.exit(1)\n")
+    waiting = cluster.run(receiver, [sys.executable, "-c", listen], stdout=subprocess.PIPE)
+    waiting.stdout.readline()
+    send = ("import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+            "for _ in range(5):\n"
+            "    try: s.sendto(b'hello',(%r,7001))\n"
+            "    except OSError: pass\n"
+            "    time.sleep(0.05)\n" % cluster.addresses[receiver])
+    cluster.exec(sender, [sys.executable, "-c", send])
+    try:
+        return waiting.wait(timeout=5) == 0
+    finally:
+        waiting.stdout.close()
+
+
 def main():
     failures = []
 
@@ -42,6 +64,18 @@ def main():
             server = cluster.run(node, [sys.executable, "-c", listener], stdout=subprocess.PIPE)
             check(server.stdout.readline().strip() == b"ready", "listener up in node %d" % node)
         check(reachable(cluster, 0, cluster.addresses[2], 7000), "node 0 reaches node 2")
+
+        check(datagram_arrives(cluster, 0, 2), "a datagram from node 0 reaches node 2")
+        cluster.deafen(2)
+        check(not datagram_arrives(cluster, 0, 2), "node 2 deafened: node 0's does not")
+        check(datagram_arrives(cluster, 2, 0), "node 2 deafened: its own reach node 0")
+        cluster.restore_routes()
+        cluster.mute(2)
+        check(not datagram_arrives(cluster, 2, 1), "node 2 muted: its datagrams reach no one")
+        check(datagram_arrives(cluster, 1, 2), "node 2 muted: node 1's reach it")
+        cluster.restore_routes()
+        check(reachable(cluster, 2, cluster.addresses[0], 7000) and
+              reachable(cluster, 0, cluster.addresses[2], 7000), "routes restored both ways")
 
         cluster.add_address(1, cluster.vip)
         check(cluster.holders(cluster.vip) == [1], "the virtual IP is on node 1 only")
