@@ -224,6 +224,14 @@ void Node::demote(const MasterPlace& place) {
   // Its clients' cache locks and lock-service sessions belonged to the
   // master this node was; they must find the new one.
   hooks_.demoted();
+  // Their cache locks go now, not when the posted closes run: a lock that
+  // the new master's snapshot found would keep this node's old value (the
+  // applier cannot replace a locked item), and an unlock after the
+  // snapshot's end would keep it for good (Store::unlock spares an item
+  // that a flush passed over while it was locked).
+  size_t released = store_.release_all_locks();
+  LOG_IF(INFO, released > 0) << "replication: released " << released
+                             << " cache locks of the master this node was";
   {
     std::lock_guard lock(mutex_);
     if (master_) dropped_before_ += master_->dropped_total();

@@ -759,6 +759,20 @@ std::vector<LockedItem> Store::locked_items(std::string_view prefix) const {
   return locked;
 }
 
+size_t Store::release_all_locks() {
+  size_t released = 0;
+  for (auto& shard : shards_) {
+    std::lock_guard lock(shard->mutex);
+    while (!shard->owners.empty()) {
+      // The map names its items const; the shard's lock makes them this
+      // thread's to change.
+      clear_lock(*shard, const_cast<Item*>(shard->owners.begin()->first));
+      ++released;
+    }
+  }
+  return released;
+}
+
 uint64_t Store::scan_keys(uint64_t cursor, std::string_view prefix, size_t budget,
                           const std::function<void(std::string_view)>& visit) {
   RelTime now = clock_.now();

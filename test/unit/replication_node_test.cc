@@ -19,6 +19,7 @@
 #include "lockcached/replication/heartbeat.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
+#include "free_ports.h"
 #include "played_master.h"
 
 namespace lockcached::replication {
@@ -53,9 +54,11 @@ class ReplicationNodeTest : public ::testing::Test {
     NodeSettings settings;
     settings.locate = [this] {
       std::lock_guard lock(mutex_);
+      if (master_port_ == 0) return MasterPlace{MasterPlace::kHere, "127.0.0.1", 0};
       return MasterPlace{MasterPlace::kElsewhere, "127.0.0.1", master_port_};
     };
     settings.listen_host = "127.0.0.1";
+    settings.repl_port = test_ports::free_port();  // where it listens while it is the master
     settings.tick_ms = 20;
     node_ = std::make_unique<Node>(settings, store_, read_only_, Node::Hooks{[] {}, {}});
     std::string error;
@@ -91,6 +94,15 @@ class ReplicationNodeTest : public ::testing::Test {
   std::string value_of(const std::string& key) {
     store::ItemRef item = store_.get(key);
     return item ? std::string(item->value_view()) : "";
+  }
+
+  // A key stored with `value`, as a client of this node wrote it.
+  void put(const std::string& key, const std::string& value) {
+    store::ItemRef item = store_.allocate(key, 0, 0, value.size());
+    std::memcpy(item->value(), value.data(), value.size());
+    std::memcpy(item->value() + value.size(), "\r\n", 2);
+    ASSERT_EQ(store_.store(store::StoreCommand::kSet, item, 0, store::kNoOwner).status,
+              store::StoreStatus::kStored);
   }
 
   store::ManualClock clock_;
@@ -195,6 +207,30 @@ TEST_F(ReplicationNodeTest, AStreamThatGoesBadAfterItsSnapshotBeganLeavesAPart) 
   EXPECT_FALSE(node_->holds_data());
   EXPECT_EQ(value_of("a"), "1");  // beside the part that came
   EXPECT_EQ(value_of("b"), "2");
+  node_->stop();
+}
+
+// A master demoted while a client holds a cache lock: the lock belonged to
+// the master this node was, and goes at once, not when the posted close
+// of its connection runs. Had it stayed, the new master's snapshot could
+// not replace the locked item, and the unlock after the snapshot's end
+// would have kept the old value for good.
+TEST_F(ReplicationNodeTest, ADemotedMastersCacheLocksGiveWayToTheNewMastersData) {
+  start_node();  // master: no other yet
+  EXPECT_TRUE(eventually([&] { return node_->status().role == Role::kMaster; }));
+  put("k", "old");
+  ASSERT_EQ(store_.lock("k", 7), store::LockStatus::kOk);
+
+  PlayedMaster next;
+  master_at(next.port());
+  ASSERT_TRUE(next.accept_replica());
+  std::string begin, end;
+  append_snapshot_begin(begin);
+  append_snapshot_end(end);
+  ASSERT_TRUE(next.send(begin + set_frame("k", "new") + end));
+  EXPECT_TRUE(eventually([&] { return value_of("k") == "new"; }));
+  EXPECT_EQ(store_.unlock("k", 7), store::LockStatus::kNotLocked);  // the late close's unlock
+  EXPECT_EQ(value_of("k"), "new");
   node_->stop();
 }
 

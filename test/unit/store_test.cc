@@ -727,6 +727,23 @@ TEST_F(StoreTest, LockedItemsListsOwnersAndLockTimes) {
   EXPECT_EQ(all[0].key, "a:1");
 }
 
+// A demoted master's clients' locks all go at once (replication::Node):
+// the items stay, unlocked, for anyone to change, and their old holders'
+// unlocks find nothing to release.
+TEST_F(StoreTest, ReleaseAllLocksFreesEveryHoldersItems) {
+  for (const char* key : {"a", "b", "c"})
+    ASSERT_EQ(set(key, "v"), StoreStatus::kStored);
+  lock("a", kOwner);
+  lock("b", kOther);
+  EXPECT_EQ(store_.release_all_locks(), 2u);
+  EXPECT_TRUE(store_.locked_items("").empty());
+  EXPECT_EQ(put(StoreCommand::kSet, "a", "new", 0, kOther).status, StoreStatus::kStored);
+  EXPECT_EQ(value_of("a"), "new");
+  EXPECT_EQ(store_.unlock("b", kOther), LockStatus::kNotLocked);
+  EXPECT_EQ(value_of("b"), "v");
+  EXPECT_EQ(store_.release_all_locks(), 0u);
+}
+
 TEST_F(StoreTest, LockedItemSurvivesExpiry) {
   ASSERT_EQ(set("k", "v", 10), StoreStatus::kStored);
   lock("k", kOwner);

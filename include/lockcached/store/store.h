@@ -311,6 +311,10 @@ class Store {
   // under its lock; the walk reads the lock tables, never the items of a
   // shard that has no lock). For `stats cachelocks`.
   std::vector<LockedItem> locked_items(std::string_view prefix) const;
+  // Releases every cache lock, whoever holds it, and returns how many: a
+  // master demoted to a replica, whose clients' locks belonged to the
+  // master it was (replication::Node::demote).
+  size_t release_all_locks();
 
   // Walks the keys in pieces, for the `keys` debugging command. Starting at
   // `cursor` (0 at first), calls visit(key) for each live key that starts
