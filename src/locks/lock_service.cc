@@ -191,6 +191,7 @@ std::vector<std::string> LockService::expire(const std::shared_ptr<Session>& ses
     std::lock_guard session_lock(session->mutex);
     if (session->attached || session->detachments != detachment) return released;  // resumed
     released.assign(session->held.begin(), session->held.end());
+    std::sort(released.begin(), released.end());  // as release_all lets them go
     ++session->detachments;  // expired once: a repeated call finds nothing to do
     unregister_locked(*session);
     --in_grace_;
@@ -381,6 +382,10 @@ void LockService::release_all(const std::shared_ptr<Session>& session) {
     std::lock_guard session_lock(session->mutex);
     names.assign(session->held.begin(), session->held.end());
   }
+  // In name order: each name passed on takes the next token, and a cluster's
+  // members must give the same tokens, whatever order their sets hold the
+  // names in (one restored from a snapshot built its set in name order).
+  std::sort(names.begin(), names.end());
   std::vector<Grant> grants;
   for (const std::string& name : names)
     release_locked(session, name, grants);
@@ -539,14 +544,22 @@ bool LockService::load_locked(const FullState& state) {
 }
 
 void LockService::start_term(std::vector<Adopted>* in_grace) {
-  std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::pair<std::string, std::shared_ptr<Session>>> sessions;
   {
     std::lock_guard lock(sessions_mutex_);
-    for (const auto& [serial, session] : sessions_)
-      sessions.push_back(session);
+    sessions.assign(sessions_.begin(), sessions_.end());
   }
-  for (const std::shared_ptr<Session>& session : sessions) {
+  // The same order on every member, whatever its map's: a session ended
+  // here (no grace, or the limit on empty ones) releases its locks, and the
+  // limit picks by that order.
+  std::sort(sessions.begin(), sessions.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Every wait ends before any session lets its locks go: released first,
+  // a lock would pass to a waiter the loop had not reached, and so to a
+  // session that no longer waits for it.
+  for (const auto& [serial, session] : sessions)
     cancel_session_wait(session, false);
+  for (const auto& [serial, session] : sessions) {
     uint64_t detachment;
     int64_t grace_ms;
     bool attached;

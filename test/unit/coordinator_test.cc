@@ -157,5 +157,39 @@ TEST(LockServiceTermStart, DetachesEverySessionAndEndsEveryWait) {
   EXPECT_EQ(service.list("").size(), 2u);
 }
 
+// A session with no grace ends at a new term and lets its locks go. The
+// waits of every session end first: a lock released before its waiter's
+// wait ended went to a session that no longer waits for it, and whether it
+// did depended on the order of the members' maps. Twenty pairs make a
+// holder met before its waiter all but certain in any one order.
+TEST(LockServiceTermStart, ALockANoGraceSessionLetsGoGoesToNoWaiter) {
+  LockService service;
+  std::vector<std::shared_ptr<Session>> waiters;
+  for (int i = 0; i < 20; ++i) {
+    std::string name = "n" + std::to_string(i);
+    auto holder = service.create_session();
+    service.set_grace(holder, 0);
+    ASSERT_TRUE(service.try_acquire(holder, name).granted);
+    auto waiter = service.create_session();
+    Change wait;
+    wait.kind = ChangeKind::kAcquire;
+    wait.session = waiter;
+    wait.name = name;
+    wait.wait_ms = 1000;
+    ASSERT_EQ(service.apply(wait, [](uint64_t) {}).status, OutcomeStatus::kQueued);
+    waiters.push_back(waiter);
+  }
+  Change start;
+  start.kind = ChangeKind::kTermStart;
+  Outcome outcome = service.apply(start);
+  EXPECT_EQ(outcome.in_grace.size(), 20u);  // the waiters; the holders ended
+  EXPECT_EQ(service.stats().waiters, 0u);
+  EXPECT_TRUE(service.list("").empty());
+  for (const auto& waiter : waiters) {
+    std::lock_guard lock(waiter->mutex);
+    EXPECT_TRUE(waiter->held.empty());
+  }
+}
+
 }  // namespace
 }  // namespace lockcached::locks

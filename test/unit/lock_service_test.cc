@@ -281,6 +281,29 @@ TEST_F(LockServiceTest, ReleaseAllPassesEachLockToItsWaiter) {
   EXPECT_EQ(service_.stats().locks, 2u);
 }
 
+// Each name passed on takes the next token, so a session's names go in
+// name order: a cluster's members must give the same tokens, and one
+// restored from a snapshot holds its names in another order than one that
+// replayed the log (whose set holds them in acquisition order here).
+TEST_F(LockServiceTest, ReleaseAllHandsANamesLocksOnInNameOrder) {
+  auto holder = service_.create_session();
+  std::vector<std::string> names;
+  for (int i = 15; i >= 0; --i)
+    names.push_back("n" + std::string(i < 10 ? "0" : "") + std::to_string(i));
+  std::vector<std::shared_ptr<WaitTicket>> waits;
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_TRUE(service_.try_acquire(holder, names[i]).granted);
+    waits.push_back(ticket(service_.create_session(), names[i], static_cast<int>(i)));
+    ASSERT_FALSE(service_.acquire_or_wait(waits.back()).granted);
+  }
+  service_.release_all(holder);
+  ASSERT_EQ(grants_.size(), names.size());
+  for (size_t i = 1; i < grants_.size(); ++i) {
+    EXPECT_LT(names[grants_[i - 1].ticket], names[grants_[i].ticket]);
+    EXPECT_EQ(grants_[i].token, grants_[i - 1].token + 1);
+  }
+}
+
 TEST_F(LockServiceTest, DetachWithZeroGraceReleasesAtOnce) {
   auto holder = service_.create_session();
   auto waiter = service_.create_session();
