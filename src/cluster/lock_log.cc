@@ -74,9 +74,12 @@ class Reader {
 };
 
 constexpr uint8_t kChangeFormat = 1;
-// A state of format 1 ends after its locks; format 2 adds the announcement.
+// A state of format 1 ends after its locks; format 2 adds the announcement;
+// format 3 adds the connections whose waits the locks were granted to, and
+// each waiter's (give_back_unheard_grant). Older formats decode with 0s.
 constexpr uint8_t kStateFormatWithoutAnnouncement = 1;
-constexpr uint8_t kStateFormat = 2;
+constexpr uint8_t kStateFormatWithoutAttachments = 2;
+constexpr uint8_t kStateFormat = 3;
 constexpr uint8_t kLastKind = static_cast<uint8_t>(locks::ChangeKind::kTermStart);
 
 // A session's connection, which is only ever reported: its id, and its
@@ -161,9 +164,12 @@ std::string encode(const locks::FullState& state, const Announcement& announced)
     w.str(lock.owner);
     w.u64(lock.token);
     w.i64(lock.acquired_ms);
+    w.u64(lock.wait_attachment);
     w.u64(lock.waiters.size());
-    for (const std::string& waiter : lock.waiters)
-      w.str(waiter);
+    for (const locks::FullState::Waiter& waiter : lock.waiters) {
+      w.str(waiter.serial);
+      w.u64(waiter.attachment);
+    }
   }
   w.u64(announced.origin.node);
   w.u64(announced.origin.incarnation);
@@ -179,7 +185,7 @@ std::optional<locks::FullState> decode_state(std::string_view bytes,
   locks::FullState state;
   uint8_t format;
   uint64_t sessions, locks;
-  if (!r.u8(&format) || (format != kStateFormat && format != kStateFormatWithoutAnnouncement) ||
+  if (!r.u8(&format) || format < kStateFormatWithoutAnnouncement || format > kStateFormat ||
       !r.u64(&state.next_token) ||
       !r.u64(&state.next_session) || !r.u64(&state.grants) || !r.u64(&state.timeouts) ||
       !r.u64(&state.limit_refusals) || !r.u64(&sessions)) {
@@ -199,18 +205,22 @@ std::optional<locks::FullState> decode_state(std::string_view bytes,
     locks::FullState::LockEntry lock;
     uint64_t waiters;
     if (!r.str(&lock.name) || !r.str(&lock.owner) || !r.u64(&lock.token) ||
-        !r.i64(&lock.acquired_ms) || !r.u64(&waiters)) {
+        !r.i64(&lock.acquired_ms) ||
+        (format >= kStateFormat && !r.u64(&lock.wait_attachment)) || !r.u64(&waiters)) {
       return std::nullopt;
     }
     for (uint64_t j = 0; j < waiters; ++j) {
-      std::string waiter;
-      if (!r.str(&waiter)) return std::nullopt;
+      locks::FullState::Waiter waiter;
+      if (!r.str(&waiter.serial) ||
+          (format >= kStateFormat && !r.u64(&waiter.attachment))) {
+        return std::nullopt;
+      }
       lock.waiters.push_back(std::move(waiter));
     }
     state.locks.push_back(std::move(lock));
   }
   std::optional<Announcement> leader;
-  if (format == kStateFormat) {
+  if (format >= kStateFormatWithoutAttachments) {
     leader.emplace();
     if (!r.u64(&leader->origin.node) || !r.u64(&leader->origin.incarnation) ||
         !r.u64(&leader->origin.request) || !r.str(&leader->lock_address) ||

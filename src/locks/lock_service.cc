@@ -85,6 +85,7 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
         auto ticket = std::make_shared<WaitTicket>();
         ticket->session = session;
         ticket->name = change.name;
+        ticket->attachment = change.detachment;
         ticket->on_grant = std::move(on_grant);
         acquired = acquire_or_wait(ticket);
       }
@@ -97,7 +98,14 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
       break;
     }
     case ChangeKind::kCancelWait:
-      if (!cancel_session_wait(session, change.timed_out)) outcome.status = OutcomeStatus::kRefused;
+      // A connection that ends while it waits names the wait's lock: made
+      // already (a cluster made it after the connection asked, or a release
+      // granted it while the answer was on its way), it goes back.
+      if (!cancel_session_wait(session, change.timed_out) &&
+          (change.timed_out ||
+           !give_back_unheard_grant(session, change.name, change.detachment))) {
+        outcome.status = OutcomeStatus::kRefused;
+      }
       break;
     case ChangeKind::kRelease:
       if (!release(session, change.name)) outcome.status = OutcomeStatus::kRefused;
@@ -221,9 +229,10 @@ void LockService::leave_empty_in_grace(Session& session) {
 }
 
 void LockService::take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
-                       bool was_waiting) {
+                       bool was_waiting, uint64_t wait_attachment) {
   grants_.fetch_add(1, std::memory_order_relaxed);
   entry.owner = session;
+  entry.wait_attachment = wait_attachment;
   entry.token = next_token_.fetch_add(1, std::memory_order_relaxed) + 1;
   entry.acquired_ms = clock_.now_ms();
   held_.fetch_add(1, std::memory_order_relaxed);
@@ -262,10 +271,11 @@ LockService::Acquired LockService::refuse(Limit limit) {
 }
 
 LockService::Acquired LockService::create(Shard& shard, std::string name,
-                                          const std::shared_ptr<Session>& session) {
+                                          const std::shared_ptr<Session>& session,
+                                          uint64_t wait_attachment) {
   if (Limit limit = admit_new_name(*session); limit != Limit::kNone) return refuse(limit);
   auto entry = shard.entries.try_emplace(std::move(name)).first;
-  take(entry->second, session, entry->first, false);
+  take(entry->second, session, entry->first, false, wait_attachment);
   return {true, entry->second.token};
 }
 
@@ -275,8 +285,11 @@ LockService::Acquired LockService::try_acquire(const std::shared_ptr<Session>& s
   std::string key(name);
   std::lock_guard lock(shard.mutex);
   auto entry = shard.entries.find(key);
-  if (entry == shard.entries.end()) return create(shard, std::move(key), session);
-  if (entry->second.owner == session) return {true, entry->second.token};
+  if (entry == shard.entries.end()) return create(shard, std::move(key), session, 0);
+  if (entry->second.owner == session) {
+    entry->second.wait_attachment = 0;  // the holder asks again: it knows
+    return {true, entry->second.token};
+  }
   return {false, 0};
 }
 
@@ -284,8 +297,13 @@ LockService::Acquired LockService::acquire_or_wait(const std::shared_ptr<WaitTic
   Shard& shard = shard_for(ticket->name);
   std::lock_guard lock(shard.mutex);
   auto entry = shard.entries.find(ticket->name);
-  if (entry == shard.entries.end()) return create(shard, ticket->name, ticket->session);
-  if (entry->second.owner == ticket->session) return {true, entry->second.token};
+  if (entry == shard.entries.end()) {
+    return create(shard, ticket->name, ticket->session, ticket->attachment);
+  }
+  if (entry->second.owner == ticket->session) {
+    entry->second.wait_attachment = 0;  // the holder asks again: it knows
+    return {true, entry->second.token};
+  }
   {
     std::lock_guard session_lock(ticket->session->mutex);
     if (session_full(*ticket->session)) return refuse(Limit::kSession);
@@ -345,16 +363,26 @@ void LockService::pass_on(Shard& shard, std::unordered_map<std::string, Entry>::
   waiters.pop_front();
   next->queued = false;
   waiting_.fetch_sub(1, std::memory_order_relaxed);
-  take(entry->second, next->session, entry->first, true);
+  take(entry->second, next->session, entry->first, true, next->attachment);
   grants.push_back({std::move(next), entry->second.token});
 }
 
+bool LockService::give_back_unheard_grant(const std::shared_ptr<Session>& session,
+                                          std::string_view name, uint64_t attachment) {
+  if (attachment == 0) return false;
+  std::vector<Grant> grants;
+  bool given = release_locked(session, name, grants, attachment);
+  deliver(grants);
+  return given;
+}
+
 bool LockService::release_locked(const std::shared_ptr<Session>& session, std::string_view name,
-                                 std::vector<Grant>& grants) {
+                                 std::vector<Grant>& grants, uint64_t only_unheard_of) {
   Shard& shard = shard_for(name);
   std::lock_guard lock(shard.mutex);
   auto entry = shard.entries.find(std::string(name));
   if (entry == shard.entries.end() || entry->second.owner != session) return false;
+  if (only_unheard_of != 0 && entry->second.wait_attachment != only_unheard_of) return false;
   {
     std::lock_guard session_lock(session->mutex);
     session->held.erase(std::string(name));
@@ -456,10 +484,11 @@ FullState LockService::export_state() const {
   for (size_t i = 0; i < kShards; ++i) {
     std::lock_guard lock(shards_[i].mutex);
     for (const auto& [name, entry] : shards_[i].entries) {
-      FullState::LockEntry saved{
-          name, std::string(entry.owner->public_id()), entry.token, entry.acquired_ms, {}};
+      FullState::LockEntry saved{name,        std::string(entry.owner->public_id()),
+                                 entry.token, entry.acquired_ms,
+                                 entry.wait_attachment, {}};
       for (const auto& waiter : entry.waiters)
-        saved.waiters.emplace_back(waiter->session->public_id());
+        saved.waiters.push_back({std::string(waiter->session->public_id()), waiter->attachment});
       state.locks.push_back(std::move(saved));
     }
   }
@@ -523,15 +552,17 @@ bool LockService::load_locked(const FullState& state) {
     entry.owner = owner;
     entry.token = saved.token;
     entry.acquired_ms = saved.acquired_ms;
+    entry.wait_attachment = saved.wait_attachment;
     names_.fetch_add(1, std::memory_order_relaxed);
     held_.fetch_add(1, std::memory_order_relaxed);
     owner->held.insert(saved.name);
-    for (const std::string& serial : saved.waiters) {
-      std::shared_ptr<Session> session = find(serial);
+    for (const FullState::Waiter& waiter : saved.waiters) {
+      std::shared_ptr<Session> session = find(waiter.serial);
       if (!session) return false;
       auto ticket = std::make_shared<WaitTicket>();
       ticket->session = session;
       ticket->name = saved.name;
+      ticket->attachment = waiter.attachment;
       ticket->on_grant = [](uint64_t) {};
       ticket->position = entry.waiters.insert(entry.waiters.end(), ticket);
       ticket->queued = true;

@@ -293,33 +293,25 @@ void LockServiceProtocol::submit(locks::Change&& change, OutputQueue& out) {
 }
 
 // Runs on whichever thread decided: hop to the connection's own. If the
-// connection is gone by then, nobody learns of the outcome: a wait's grant
-// goes back, and a session opened or resumed for it detaches (its grace
-// then runs as for any disconnect).
+// connection is gone by then, nobody learns of the outcome: a session
+// opened or resumed for it detaches (its grace then runs as for any
+// disconnect). A wait's grant needs nothing here: the connection's end
+// named the wait in its cancel, which gives such a grant back in the order
+// of the changes, before any resume (LockService::give_back_unheard_grant).
 locks::Answer LockServiceProtocol::answer() {
   return [reactor = &context_.reactor, self = std::weak_ptr(self_),
-          coordinator = context_.coordinator, session = session_, attachment = attachment_,
-          name = pending_name_, waits = pending_wait_ms_ > 0](const locks::Outcome& outcome) {
+          coordinator = context_.coordinator](const locks::Outcome& outcome) {
     // `outcome = outcome`: a plain copy (one captured by name would be a
     // const member, copied again instead of moved into the task).
-    reactor->post([self, coordinator, session, attachment, name, waits, outcome = outcome] {
+    reactor->post([self, coordinator, outcome = outcome] {
       if (auto alive = self.lock()) return (*alive)->on_answer(outcome);
-      if (outcome.status != locks::OutcomeStatus::kDone) return;
-      // Each names the attachment it undoes: the client may have resumed
-      // the session on another connection meanwhile, which keeps it.
+      if (outcome.status != locks::OutcomeStatus::kDone || !outcome.session) return;
+      // It names the attachment it undoes: the client may have resumed the
+      // session on another connection meanwhile, which keeps it.
       locks::Change undo;
-      if (waits && session) {
-        undo.kind = locks::ChangeKind::kRelease;
-        undo.session = session;
-        undo.name = name;
-        undo.detachment = attachment;
-      } else if (outcome.session) {
-        undo.kind = locks::ChangeKind::kDetach;
-        undo.session = outcome.session;
-        undo.detachment = outcome.attachment;
-      } else {
-        return;
-      }
+      undo.kind = locks::ChangeKind::kDetach;
+      undo.session = outcome.session;
+      undo.detachment = outcome.attachment;
       coordinator->submit(std::move(undo), nullptr);
     });
   };
@@ -521,9 +513,12 @@ void LockServiceProtocol::connection_closed(core::CloseReason reason) {
   waiting_ = false;
   if (!session_) return;
   if (was_waiting) {
+    // Named: if the wait was granted already, its client never heard of
+    // it, and the lock goes back (LockService::give_back_unheard_grant).
     locks::Change cancel;
     cancel.kind = locks::ChangeKind::kCancelWait;
     cancel.session = session_;
+    cancel.name = pending_name_;
     cancel.detachment = attachment_;
     context_.coordinator->submit(std::move(cancel), nullptr);
   }

@@ -112,14 +112,50 @@ TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   std::optional<Announcement> announced_back;
   ASSERT_TRUE(decode_state(encode(state, announced), &announced_back));
   EXPECT_EQ(announced_back, announced);
-  // A snapshot of format 1 (before the announcement was kept) still loads.
-  std::string older = encode(state);
+  // A snapshot of format 1 (before the announcement was kept) still loads;
+  // without locks, its bytes are today's but for the announcement.
+  locks::FullState no_locks = state;
+  no_locks.locks.clear();
+  std::string older = encode(no_locks);
   older[0] = 1;
   older.resize(older.size() - 3 * 8 - 2 * 4);  // an empty announcement's bytes
   std::optional<locks::FullState> older_back = decode_state(older, &announced_back);
   ASSERT_TRUE(older_back);
-  EXPECT_TRUE(same_state(*older_back, state));
+  EXPECT_TRUE(same_state(*older_back, no_locks));
   EXPECT_FALSE(announced_back);
+}
+
+// Format 3 added, per lock, the connection whose wait it was granted to,
+// and each waiter's connection. A snapshot of format 2 still loads, with 0
+// for both (no grant to give back); format 3 keeps them.
+TEST(LockLog, AStateKeepsTheConnectionsOfWaitsAndOlderFormatsLoad) {
+  locks::FullState state;
+  state.next_token = 9;
+  state.next_session = 2;
+  state.sessions = {{"1-aaaa", 30000, true, {}, 0, false}, {"2-bbbb", 30000, true, {}, 4, false}};
+  state.locks = {{"the-lock", "1", 9, 100, 3, {{"2", 5}}}};
+  std::optional<locks::FullState> back = decode_state(encode(state));
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->locks.size(), 1u);
+  EXPECT_EQ(back->locks[0].wait_attachment, 3u);
+  ASSERT_EQ(back->locks[0].waiters.size(), 1u);
+  EXPECT_EQ(back->locks[0].waiters[0].serial, "2");
+  EXPECT_EQ(back->locks[0].waiters[0].attachment, 5u);
+
+  // Format 2's bytes: these without the two attachments.
+  state.locks[0].wait_attachment = 0;
+  state.locks[0].waiters[0].attachment = 0;
+  std::string bytes = encode(state);
+  size_t lock = bytes.find("the-lock");
+  ASSERT_NE(lock, std::string::npos);
+  size_t wait_attachment = lock + 8 + 4 + 1 + 8 + 8;  // name, owner "1", token, acquired
+  bytes.erase(wait_attachment, 8);
+  size_t waiter_attachment = wait_attachment + 8 + 4 + 1;  // the count, the serial "2"
+  bytes.erase(waiter_attachment, 8);
+  bytes[0] = 2;
+  std::optional<locks::FullState> older = decode_state(bytes);
+  ASSERT_TRUE(older);
+  EXPECT_TRUE(same_state(*older, state));
 }
 
 TEST(LockMachine, EveryMemberReachesTheSameStateFromTheSameLog) {

@@ -250,6 +250,55 @@ TEST_F(WaitEndTest, AClusterWaitWhoseConnectionWentBeforeItWasMadeIsNeverGranted
   EXPECT_EQ(service_->stats().waiters, 0u);
 }
 
+// A wait made after its connection went (a cluster makes it later) and
+// granted at once, x being free: its client never heard of the grant, and
+// the lock goes back with the connection's cancel, in the log before any
+// resume, so the resumed session holds nothing it was not told of.
+TEST_F(WaitEndTest, AClusterWaitGrantedAfterItsConnectionWentIsGivenBack) {
+  auto coordinator = std::make_shared<LoggedCoordinator>(service_);
+  auto commit = [&] {
+    coordinator->commit();
+    run_posted();
+  };
+  auto waiter = std::make_unique<Connection>(coordinator, reactor_);
+  commit();
+  std::string id = waiter->send("conn_id\r\n");
+  ASSERT_EQ(id.substr(0, 4), "200 ");
+  id = id.substr(4, id.size() - 6);
+  waiter->send("set_timeout 60000\r\n");
+  commit();
+  ASSERT_EQ(waiter->replies(), "200 Timeout set\r\n");
+  EXPECT_EQ(waiter->send("lock x 30\r\n"), "");
+  waiter.reset();  // gone before the wait is made
+  commit();
+  EXPECT_TRUE(locks().empty()) << "x kept by " << locks()[0].session;
+  Connection resumed(coordinator, reactor_);
+  commit();
+  resumed.send("conn_id " + id + "\r\n");
+  commit();
+  ASSERT_EQ(resumed.replies(), "200 Resumed\r\n");
+  EXPECT_TRUE(locks().empty());
+}
+
+// On a single server a release grants a queued wait and posts the answer
+// to the waiter's reactor: the connection may end before it gets there.
+// Its client never heard, so the lock goes back and on to the next waiter,
+// not into the session's grace.
+TEST_F(WaitEndTest, AWaitGrantedWhileItsAnswerWasOnItsWayGoesBackWhenItsConnectionEnds) {
+  auto coordinator = std::make_shared<locks::LocalCoordinator>(service_, timers_);
+  Connection holder(coordinator, reactor_);
+  auto waiter = std::make_unique<Connection>(coordinator, reactor_);
+  Connection next(coordinator, reactor_);
+  ASSERT_EQ(holder.send("lock x\r\n").substr(0, 13), "200 Acquired ");
+  ASSERT_EQ(waiter->send("set_timeout 60000\r\n"), "200 Timeout set\r\n");
+  EXPECT_EQ(waiter->send("lock x 30\r\n"), "");  // queued
+  EXPECT_EQ(next.send("lock x 30\r\n"), "");     // behind it
+  ASSERT_EQ(holder.send("unlock x\r\n"), "200 Released\r\n");  // the waiter's answer is posted
+  waiter.reset();
+  run_posted();
+  EXPECT_EQ(next.replies().substr(0, 13), "200 Acquired ");
+}
+
 // A connection that waited is gone, its session resumed on another, which
 // waits for the same lock: the first wait's timeout leaves the second
 // alone, which is granted when the holder lets go.

@@ -304,6 +304,52 @@ TEST_F(LockServiceTest, ReleaseAllHandsANamesLocksOnInNameOrder) {
   }
 }
 
+// kCancelWait from a connection that ended while it waited names the
+// wait's lock. Granted to that very wait already, the lock goes back: the
+// client never heard. Not a lock the holder asked for again since (it
+// knows that one), nor on a wait's timeout, nor one of another connection.
+TEST_F(LockServiceTest, AWaitsGrantItsClientNeverHeardOfGoesBackWithItsConnectionsCancel) {
+  auto session = service_.create_session();
+  auto next = service_.create_session();
+  auto change = [&](ChangeKind kind, const std::string& name, uint64_t attachment) {
+    Change made;
+    made.kind = kind;
+    made.session = session;
+    made.name = name;
+    made.wait_ms = kind == ChangeKind::kAcquire ? 1000 : 0;
+    made.detachment = attachment;
+    return made;
+  };
+  const uint64_t attachment = 1;  // the session's first connection
+  ASSERT_EQ(service_.apply(change(ChangeKind::kAcquire, "x", attachment)).status,
+            OutcomeStatus::kDone);
+  auto behind = ticket(next, "x", 1);
+  ASSERT_FALSE(service_.acquire_or_wait(behind).granted);
+
+  Change timed_out = change(ChangeKind::kCancelWait, "x", attachment);
+  timed_out.timed_out = true;
+  EXPECT_EQ(service_.apply(timed_out).status, OutcomeStatus::kRefused);
+  EXPECT_TRUE(holds(session, "x"));
+
+  EXPECT_EQ(service_.apply(change(ChangeKind::kCancelWait, "x", attachment + 1)).status,
+            OutcomeStatus::kRefused);  // not this connection's
+  EXPECT_TRUE(holds(session, "x"));
+
+  EXPECT_EQ(service_.apply(change(ChangeKind::kCancelWait, "x", attachment)).status,
+            OutcomeStatus::kDone);
+  EXPECT_TRUE(holds(next, "x"));  // given back, and on to the next waiter
+  ASSERT_EQ(grants_.size(), 1u);
+
+  // Asked for again by its holder (the client knows it holds it): kept.
+  ASSERT_EQ(service_.apply(change(ChangeKind::kAcquire, "y", attachment)).status,
+            OutcomeStatus::kDone);
+  ASSERT_EQ(service_.apply(change(ChangeKind::kAcquire, "y", attachment)).status,
+            OutcomeStatus::kDone);
+  EXPECT_EQ(service_.apply(change(ChangeKind::kCancelWait, "y", attachment)).status,
+            OutcomeStatus::kRefused);
+  EXPECT_TRUE(holds(session, "y"));
+}
+
 TEST_F(LockServiceTest, DetachWithZeroGraceReleasesAtOnce) {
   auto holder = service_.create_session();
   auto waiter = service_.create_session();

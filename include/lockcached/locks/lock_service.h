@@ -71,6 +71,9 @@ struct Session {
 struct WaitTicket {
   std::shared_ptr<Session> session;
   std::string name;
+  // The connection that waits (Change::detachment; 0: none named): a grant
+  // its client never heard of goes back when that connection ends.
+  uint64_t attachment = 0;
   std::function<void(uint64_t token)> on_grant;
   bool queued = false;  // guarded by the name's shard lock
   std::list<std::shared_ptr<WaitTicket>>::iterator position;
@@ -101,12 +104,17 @@ struct FullState {
     uint64_t detachments = 0;
     bool empty_in_grace = false;
   };
+  struct Waiter {
+    std::string serial;
+    uint64_t attachment = 0;  // WaitTicket::attachment
+  };
   struct LockEntry {
     std::string name;
     std::string owner;  // the holder's serial
     uint64_t token = 0;
     int64_t acquired_ms = 0;
-    std::vector<std::string> waiters;  // serials, first come first
+    uint64_t wait_attachment = 0;  // Entry::wait_attachment
+    std::vector<Waiter> waiters;   // first come first
   };
   std::vector<SessionEntry> sessions;
   std::vector<LockEntry> locks;
@@ -183,6 +191,12 @@ class LockService {
   bool cancel_wait(WaitTicket& ticket, bool timed_out);
   // The same for whatever wait the session has queued; false when none.
   bool cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out);
+  // A wait's connection ended before its client heard the answer: when the
+  // wait was granted already (`name` went to that connection's wait, and
+  // nothing since told the client of it), the lock goes back. False when
+  // it did not.
+  bool give_back_unheard_grant(const std::shared_ptr<Session>& session, std::string_view name,
+                               uint64_t attachment);
   // Every token from now on is greater than `token` (a cluster raises it
   // to each entry's index, shifted: docs/lock-service.md, "Fencing tokens").
   void raise_token_floor(uint64_t token);
@@ -232,6 +246,9 @@ class LockService {
     std::shared_ptr<Session> owner;
     uint64_t token = 0;
     int64_t acquired_ms = 0;
+    // The connection whose wait this grant answered (0: none, or the holder
+    // asked again since, so its client knows): give_back_unheard_grant.
+    uint64_t wait_attachment = 0;
     std::list<std::shared_ptr<WaitTicket>> waiters;
   };
   struct Shard {
@@ -255,18 +272,22 @@ class LockService {
   Acquired refuse(Limit limit);
   // Under the shard lock, for a name without an entry: creates it, held by
   // `session`, unless a limit refuses.
-  Acquired create(Shard& shard, std::string name, const std::shared_ptr<Session>& session);
-  // Under the shard lock: `session` now holds the entry, with a new token.
+  Acquired create(Shard& shard, std::string name, const std::shared_ptr<Session>& session,
+                  uint64_t wait_attachment);
+  // Under the shard lock: `session` now holds the entry, with a new token,
+  // granted to the wait of connection `wait_attachment` (0: no wait).
   void take(Entry& entry, const std::shared_ptr<Session>& session, std::string_view name,
-            bool was_waiting);
+            bool was_waiting, uint64_t wait_attachment);
   // replace_state's halves, with sessions_mutex_ held.
   void clear_locked();
   bool load_locked(const FullState& state);
   // The owner let go: the first waiter gets it, or the entry goes.
   void pass_on(Shard& shard, std::unordered_map<std::string, Entry>::iterator entry,
                std::vector<Grant>& grants);
+  // `only_unheard_of`: only a grant to that connection's wait
+  // (give_back_unheard_grant); 0: whatever the holder's.
   bool release_locked(const std::shared_ptr<Session>& session, std::string_view name,
-                      std::vector<Grant>& grants);
+                      std::vector<Grant>& grants, uint64_t only_unheard_of = 0);
   static void deliver(std::vector<Grant>& grants);
 
   static constexpr size_t kShards = 64;
