@@ -103,9 +103,11 @@ store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef
 }
 
 // Not counted in cmd_set: memcached counts a set once an item was allocated
-// for it (store_too_large or store_no_memory count this one).
+// for it (store_too_large or store_no_memory count this one). A locked
+// item stays, and so does its lock, also when its holder's set failed: as
+// yrmcds does (test/peers/compare_yrmcds.py, "holder's oversized set").
 void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) {
-  if (command == store::StoreCommand::kSet) store_.remove(key, 0, owner_);
+  if (command == store::StoreCommand::kSet) store_.remove(key, 0, store::kNoOwner);
 }
 
 store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {

@@ -270,7 +270,11 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
 }
 
 bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
-  size_t bytes = needed > freed ? needed - freed : 0;
+  // A replacement no larger than what it replaces takes no room: asked to
+  // bring the shard down to its target, a shard kept above it by locked
+  // items (a lowered limit) refused even its holder's smaller write.
+  if (needed <= freed) return true;
+  size_t bytes = needed - freed;
   // Without evictions (memcached's -M) only expired and flushed items make
   // room, and a store looks at a few buckets for them, not the whole table
   // (the crawler takes out the rest).
@@ -580,8 +584,11 @@ StoreResult Store::store(StoreCommand command, const ItemRef& item, uint64_t com
   // The old version's bytes count as free for its replacement.
   size_t freed = old_item ? old_item->total_size() : 0;
   if (!make_room(found.shard, to_link->total_size(), freed, found.now, old_item)) {
-    // A set that fails must not leave the old value for readers to find.
-    if (old_item && command == StoreCommand::kSet) unlink(found.shard, old_item, found.hash);
+    // A set that fails must not leave the old value for readers to find,
+    // unless it is locked: its holder's failed set keeps it and the lock.
+    if (old_item && command == StoreCommand::kSet && !old_item->locked) {
+      unlink(found.shard, old_item, found.hash);
+    }
     return {StoreStatus::kNoMemory};
   }
   to_link->cas = next_cas();

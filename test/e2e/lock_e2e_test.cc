@@ -667,6 +667,34 @@ TEST_F(LockSmallItemsE2e, OversizedWritesByOthersLeaveALockedItem) {
   EXPECT_EQ(b.request("lock k"), "LOCKED");
 }
 
+// The holder's own set that fails (too large here) leaves the locked item
+// and its lock, as yrmcds does (test/peers/compare_yrmcds.py), in every
+// protocol: memcached drops the stale value, but the lock's object is not
+// stale to its holder, and the lock must not end unasked.
+TEST_F(LockSmallItemsE2e, AHoldersOversizedSetLeavesItsItemAndItsLock) {
+  Client a, b;
+  BinClient bin;
+  ASSERT_TRUE(a.connect(port()));
+  ASSERT_TRUE(b.connect(port()));
+  ASSERT_TRUE(bin.connect(port()));
+  std::string too_large(4096, 'x');
+  ASSERT_EQ(a.store("set", "text", "v"), "STORED");
+  ASSERT_EQ(a.request("lock text"), "OK");
+  EXPECT_EQ(a.store("set", "text", too_large), "SERVER_ERROR object too large for cache");
+  ASSERT_TRUE(a.send("ms text 4096 T0\r\n" + too_large + "\r\n"));
+  EXPECT_EQ(a.read_line(), "SERVER_ERROR object too large for cache");
+  EXPECT_EQ(b.get("text"), "v");
+  EXPECT_EQ(b.request("lock text"), "LOCKED");
+  EXPECT_EQ(a.request("unlock text"), "OK");
+
+  ASSERT_EQ(bin.status(op::kSet, "bin", store_extras(0, 0), "v"), st::kSuccess);
+  ASSERT_EQ(bin.status(op::kLock, "bin"), st::kSuccess);
+  EXPECT_EQ(bin.status(op::kSet, "bin", store_extras(0, 0), too_large), st::kTooLarge);
+  EXPECT_EQ(b.get("bin"), "v");
+  EXPECT_EQ(b.request("lock bin"), "LOCKED");
+  EXPECT_EQ(bin.status(op::kUnlock, "bin"), st::kSuccess);
+}
+
 // ---------------------------------------------------------------------------
 // Expiry, flush_all
 

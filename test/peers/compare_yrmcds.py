@@ -634,6 +634,35 @@ def binary_oversized_replace_and_unlock(p):
     ]
 
 
+def text_holder_oversized_set(p):
+    # The holder's set over both servers' item size limit (1 MiB here).
+    k = p + b"k"
+    too_large = b"x" * (1536 * 1024)
+    return [
+        set_("A", p, b"k", b"old"),
+        Text("A", b"lock %s\r\n" % k),
+        Text("A", b"set %s 0 0 %d\r\n%s\r\n" % (k, len(too_large), too_large)),
+        Text("B", b"get %s\r\n" % k),
+        Text("B", b"lock %s\r\n" % k),
+        Text("B", b"set %s 0 0 1\r\nx\r\n" % k),
+        Text("A", b"unlock %s\r\n" % k),
+        Text("B", b"get %s\r\n" % k),
+    ]
+
+
+def binary_holder_oversized_set(p):
+    k = p + b"k"
+    too_large = b"x" * (1536 * 1024)
+    return [
+        Binary("A", packet(SET, k, fe(), b"old")),
+        Binary("A", packet(LOCK, k)),
+        Binary("A", packet(SET, k, fe(), too_large)),
+        Binary("B", packet(GET, k), packet(LOCK, k), packet(SET, k, fe(), b"x")),
+        Binary("A", packet(UNLOCK, k)),
+        Binary("B", packet(GET, k)),
+    ]
+
+
 def binary_keys(p):
     return [
         Binary("A", packet(SET, p + b"a", fe(), b"v"), packet(SET, p + b"b", fe(), b"v"),
@@ -677,6 +706,8 @@ SCENARIOS = [
     ("binary replace and unlock", binary_replace_and_unlock),
     ("binary oversized replace and unlock", binary_oversized_replace_and_unlock),
     ("binary keys", binary_keys),
+    ("text holder's oversized set", text_holder_oversized_set),
+    ("binary holder's oversized set", binary_holder_oversized_set),
     ("binary release on close", release_scenario("close", binary_holder=True)),
     ("binary release on reset", release_scenario("reset", binary_holder=True)),
     ("binary release on quit", release_scenario("quit", binary_holder=True)),
@@ -687,6 +718,10 @@ SCENARIOS = [
 INTENTIONAL_DIFFERENCES = {
     # The spec: LaGKQ reports a miss with 0x0001. yrmcds is silent.
     "binary LaGKQ miss": {0: (b"", b"0x49:0x01")},
+    # A set too large: memcached's reply (a memcached command), where
+    # yrmcds answers ERROR. What follows (the item and its lock stay) agrees.
+    "text holder's oversized set": {2: (b"ERROR\r\n",
+                                        b"SERVER_ERROR object too large for cache\r\n")},
 }
 
 

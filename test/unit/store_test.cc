@@ -1228,6 +1228,25 @@ TEST_F(EvictionTest, LoweringTheLimitEvictsAtOnceButNotLockedItems) {
   EXPECT_EQ(store_.stats().limit_bytes, item_size());
 }
 
+// Locked items keep a shard over a lowered limit. Their holder may still
+// write a value no larger than the one it replaces (it takes no room), and
+// a larger one that finds no room fails leaving the item and the lock, as a
+// holder's failed set does in yrmcds; before, both deleted the locked item
+// and ended the lock.
+TEST_F(EvictionTest, AHoldersWritesOverALoweredLimitKeepTheItemAndTheLock) {
+  ASSERT_EQ(set(key(0), 3 * kValueSize), StoreStatus::kStored);
+  ASSERT_EQ(store_.lock(key(0), kOwner), LockStatus::kOk);
+  store_.set_memory_limit(item_size());  // below what the locked item takes
+  ASSERT_TRUE(present(key(0)));
+
+  EXPECT_EQ(set(key(0), kValueSize, kOwner), StoreStatus::kStored);  // smaller
+  EXPECT_EQ(store_.lock_owner(key(0)), kOwner);
+  EXPECT_EQ(set(key(0), 2 * kValueSize, kOwner), StoreStatus::kNoMemory);  // larger, no room
+  EXPECT_TRUE(present(key(0)));
+  EXPECT_EQ(store_.lock_owner(key(0)), kOwner);
+  EXPECT_EQ(set(key(0), kValueSize, kOther), StoreStatus::kLocked);
+}
+
 TEST_F(EvictionTest, NoMemoryWhenEverythingIsLocked) {
   for (size_t i = 0; i < kSlots; ++i) {
     ASSERT_EQ(set(key(i)), StoreStatus::kStored);
