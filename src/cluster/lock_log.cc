@@ -73,10 +73,14 @@ class Reader {
   bool ok_ = true;
 };
 
-constexpr uint8_t kChangeFormat = 1;
+// A change of format 2 ends, for kTermStart, with the leader's limits;
+// format 1 has none.
+constexpr uint8_t kChangeFormatWithoutLimits = 1;
+constexpr uint8_t kChangeFormat = 2;
 // A state of format 1 ends after its locks; format 2 adds the announcement;
-// format 3 adds the connections whose waits the locks were granted to, and
-// each waiter's (give_back_unheard_grant). Older formats decode with 0s.
+// format 3 adds the limits in force, and the connections whose waits the
+// locks were granted to and each waiter's (give_back_unheard_grant). Older
+// formats decode with 0s and no limits (the member's own stay).
 constexpr uint8_t kStateFormatWithoutAnnouncement = 1;
 constexpr uint8_t kStateFormatWithoutAttachments = 2;
 constexpr uint8_t kStateFormat = 3;
@@ -95,6 +99,24 @@ bool get(Reader& r, net::ClientInfo* client) {
   std::string address;
   if (!r.u64(&client->id) || !r.str(&address)) return false;
   client->address = net::parse_endpoint(address).value_or(net::Endpoint{});
+  return true;
+}
+
+void put_limits(Writer& w, const std::optional<locks::LockLimits>& limits) {
+  w.u8(limits ? 1 : 0);
+  if (!limits) return;
+  w.u64(limits->max_locks_per_session);
+  w.u64(limits->max_names);
+  w.u64(limits->max_empty_sessions_in_grace);
+}
+
+bool get_limits(Reader& r, std::optional<locks::LockLimits>* limits) {
+  bool present;
+  if (!r.flag(&present)) return false;
+  if (!present) return true;
+  uint64_t per_session, names, empty_in_grace;
+  if (!r.u64(&per_session) || !r.u64(&names) || !r.u64(&empty_in_grace)) return false;
+  *limits = locks::LockLimits{per_session, names, empty_in_grace};
   return true;
 }
 
@@ -120,6 +142,7 @@ std::string encode(const LoggedChange& logged) {
   w.u64(change.detachment);
   w.u8(change.timed_out ? 1 : 0);
   put(w, change.client);
+  if (change.kind == locks::ChangeKind::kTermStart) put_limits(w, change.limits);
   return w.take();
 }
 
@@ -128,8 +151,8 @@ std::optional<LoggedChange> decode_change(std::string_view bytes) {
   LoggedChange logged;
   locks::Change& change = logged.change;
   uint8_t format, kind;
-  if (!r.u8(&format) || format != kChangeFormat || !r.u8(&kind) || kind < 1 ||
-      kind > kLastKind) {
+  if (!r.u8(&format) || format < kChangeFormatWithoutLimits || format > kChangeFormat ||
+      !r.u8(&kind) || kind < 1 || kind > kLastKind) {
     return std::nullopt;
   }
   change.kind = static_cast<locks::ChangeKind>(kind);
@@ -137,6 +160,9 @@ std::optional<LoggedChange> decode_change(std::string_view bytes) {
             r.u64(&logged.origin.request) && r.str(&change.serial) && r.str(&change.name) &&
             r.str(&change.id) && r.i64(&change.wait_ms) && r.i64(&change.grace_ms) &&
             r.u64(&change.detachment) && r.flag(&change.timed_out) && get(r, &change.client);
+  if (ok && format >= kChangeFormat && change.kind == locks::ChangeKind::kTermStart) {
+    ok = get_limits(r, &change.limits);
+  }
   if (!ok || !r.done()) return std::nullopt;
   return logged;
 }
@@ -149,6 +175,7 @@ std::string encode(const locks::FullState& state, const Announcement& announced)
   w.u64(state.grants);
   w.u64(state.timeouts);
   w.u64(state.limit_refusals);
+  put_limits(w, state.limits);
   w.u64(state.sessions.size());
   for (const auto& session : state.sessions) {
     w.str(session.id);
@@ -188,7 +215,8 @@ std::optional<locks::FullState> decode_state(std::string_view bytes,
   if (!r.u8(&format) || format < kStateFormatWithoutAnnouncement || format > kStateFormat ||
       !r.u64(&state.next_token) ||
       !r.u64(&state.next_session) || !r.u64(&state.grants) || !r.u64(&state.timeouts) ||
-      !r.u64(&state.limit_refusals) || !r.u64(&sessions)) {
+      !r.u64(&state.limit_refusals) ||
+      (format >= kStateFormat && !get_limits(r, &state.limits)) || !r.u64(&sessions)) {
     return std::nullopt;
   }
   for (uint64_t i = 0; i < sessions; ++i) {

@@ -89,6 +89,7 @@ LockMachine::LockMachine(locks::LockLimits limits, uint64_t node_id, Addresses a
     : Coordinator(std::make_shared<locks::LockService>(limits, 0, clock_)),
       node_id_(node_id),
       addresses_(std::move(addresses)),
+      limits_(limits),
       incarnation_(random_incarnation()),
       role_changed_(std::move(role_changed)) {}
 
@@ -367,6 +368,7 @@ void LockMachine::on_status(const consensus::RaftStatus& status) {
     start.kind = locks::ChangeKind::kTermStart;
     start.id = addresses_.lock;
     start.name = addresses_.replication;
+    start.limits = limits_;
     propose(start);
   } else if (!leads && leading_) {
     leading_ = false;

@@ -117,6 +117,7 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
       outcome.released = expire(session, change.detachment);
       break;
     case ChangeKind::kTermStart:
+      if (change.limits) limits_ = *change.limits;  // before the detaches, which count them
       start_term(&outcome.in_grace);
       break;
   }
@@ -472,6 +473,7 @@ FullState LockService::export_state() const {
     std::lock_guard lock(sessions_mutex_);
     state.next_token = next_token_.load(std::memory_order_relaxed);
     state.next_session = next_session_;
+    state.limits = limits_;
     for (const auto& [serial, session] : sessions_) {
       std::lock_guard session_lock(session->mutex);
       state.sessions.push_back({session->id, session->grace_ms, session->attached, session->client,
@@ -523,6 +525,7 @@ bool LockService::replace_state(const FullState& state) {
 }
 
 bool LockService::load_locked(const FullState& state) {
+  if (state.limits) limits_ = *state.limits;
   next_token_.store(state.next_token, std::memory_order_relaxed);
   next_session_ = state.next_session;
   grants_.store(state.grants, std::memory_order_relaxed);

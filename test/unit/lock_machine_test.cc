@@ -83,6 +83,9 @@ bool same_state(const locks::FullState& a, const locks::FullState& b) {
   return encode(a) == encode(b);
 }
 
+// Where a state's limits start: after its format and five counters.
+constexpr size_t kLimitsAt = 1 + 5 * 8;
+
 TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   LoggedChange logged = wait_for("k3", "deploy");
   logged.origin = {2, 77, 9};
@@ -116,8 +119,10 @@ TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   // without locks, its bytes are today's but for the announcement.
   locks::FullState no_locks = state;
   no_locks.locks.clear();
+  no_locks.limits.reset();
   std::string older = encode(no_locks);
   older[0] = 1;
+  older.erase(kLimitsAt, 1);  // format 3's limits: here only "none"
   older.resize(older.size() - 3 * 8 - 2 * 4);  // an empty announcement's bytes
   std::optional<locks::FullState> older_back = decode_state(older, &announced_back);
   ASSERT_TRUE(older_back);
@@ -152,6 +157,7 @@ TEST(LockLog, AStateKeepsTheConnectionsOfWaitsAndOlderFormatsLoad) {
   bytes.erase(wait_attachment, 8);
   size_t waiter_attachment = wait_attachment + 8 + 4 + 1;  // the count, the serial "2"
   bytes.erase(waiter_attachment, 8);
+  bytes.erase(kLimitsAt, 1);  // the limits: "none"
   bytes[0] = 2;
   std::optional<locks::FullState> older = decode_state(bytes);
   ASSERT_TRUE(older);
@@ -212,6 +218,41 @@ TEST(LockMachine, ASnapshotRestoresTheStateExactly) {
   apply_log(away, rest, first.size() + 1);
   EXPECT_TRUE(same_state(away.service().export_state(), leader.service().export_state()));
   EXPECT_FALSE(away.restore("not a snapshot"));
+}
+
+// A member's own --lock_service_max_* flags do not decide what it applies:
+// each term's first entry carries its leader's limits, and a snapshot the
+// limits in force, so members with other flags (a rolling restart that
+// changes one) refuse the same changes. Before, one member granted a lock
+// that another refused, and a later leader could hand it out again.
+TEST(LockMachine, EveryMemberAppliesTheLeadersLimits) {
+  locks::LockLimits one_name;
+  one_name.max_names = 1;
+  LockMachine leader(one_name, 1, {"127.0.0.1:11400", "127.0.0.1:11213"}, [] {});
+  LockMachine other = machine(2);  // the default limits
+  LoggedChange start = change(ChangeKind::kTermStart);
+  start.change.limits = one_name;
+  Log log = {{start},
+             {open(kSecretA), open(kSecretB)},
+             {change(ChangeKind::kAcquire, "1", "x")},
+             {change(ChangeKind::kAcquire, "2", "y")}};
+  apply_log(leader, log);
+  apply_log(other, log);
+  EXPECT_EQ(other.service().list("").size(), 1u);  // y refused: one name at most
+  EXPECT_TRUE(same_state(other.service().export_state(), leader.service().export_state()));
+
+  LockMachine restored = machine(3);
+  ASSERT_TRUE(restored.restore(leader.snapshot()));
+  Log more = {{change(ChangeKind::kAcquire, "2", "z")}};
+  apply_log(leader, more, log.size() + 1);
+  apply_log(restored, more, log.size() + 1);
+  EXPECT_EQ(restored.service().list("").size(), 1u);
+  EXPECT_TRUE(same_state(restored.service().export_state(), leader.service().export_state()));
+
+  std::optional<LoggedChange> back = decode_change(encode(start));
+  ASSERT_TRUE(back);
+  ASSERT_TRUE(back->change.limits);
+  EXPECT_EQ(back->change.limits->max_names, 1u);
 }
 
 // A member that starts from a snapshot taken after the leader's first entry

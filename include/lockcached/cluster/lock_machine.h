@@ -116,6 +116,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
 
   const uint64_t node_id_;
   const Addresses addresses_;
+  const locks::LockLimits limits_;  // this member's flags: its terms' entries carry them
   const uint64_t incarnation_;
   const std::function<void()> role_changed_;
   EntryClock clock_;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ struct Change {
   uint64_t detachment = 0;
   bool timed_out = false;  // kCancelWait
   net::ClientInfo client;  // kOpen, kResume: the connection (reported only)
+  // kTermStart: the new leader's limits, which every member applies from
+  // then on, whatever its own flags say (absent in an older leader's entry:
+  // the limits stay). So a change is refused by a limit on every member
+  // or on none.
+  std::optional<LockLimits> limits;
 
   // What a coordinator's timers propose; the caller names the session
   // (`session` or `serial`). A wait's timeout ends only the wait of the

@@ -11,6 +11,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -120,6 +121,7 @@ struct FullState {
   std::vector<LockEntry> locks;
   uint64_t next_token = 0;  // the last token handed out
   uint64_t next_session = 0;
+  std::optional<LockLimits> limits;  // those in force (absent in older snapshots)
   uint64_t grants = 0;
   uint64_t timeouts = 0;
   uint64_t limit_refusals = 0;
@@ -291,7 +293,9 @@ class LockService {
   static void deliver(std::vector<Grant>& grants);
 
   static constexpr size_t kShards = 64;
-  const LockLimits limits_;
+  // Set once, or in a cluster by each new term's entry (kTermStart) and a
+  // snapshot: read and written on the applying thread only.
+  LockLimits limits_;
   const timing::Clock& clock_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<bool> retired_{false};
