@@ -205,6 +205,37 @@ class WaitEndTest : public ::testing::Test {
       reactor_.run_once(0);
   }
   std::vector<locks::LockInfo> locks() { return service_->list(""); }
+  // A cluster's changes made, in log order, and their answers delivered.
+  void commit(LoggedCoordinator& coordinator) {
+    coordinator.commit();
+    run_posted();
+  }
+  // A connection whose session has a minute's grace asks `lock x 30` and is
+  // gone before the cluster makes the wait. Returns the session's id.
+  std::string wait_for_x_and_go(const std::shared_ptr<LoggedCoordinator>& coordinator) {
+    auto waiter = std::make_unique<Connection>(coordinator, reactor_);
+    commit(*coordinator);
+    std::string id = waiter->send("conn_id\r\n");
+    EXPECT_EQ(id.substr(0, 4), "200 ");
+    id = id.substr(4, id.size() - 6);
+    waiter->send("set_timeout 60000\r\n");
+    commit(*coordinator);
+    EXPECT_EQ(waiter->replies(), "200 Timeout set\r\n");
+    EXPECT_EQ(waiter->send("lock x 30\r\n"), "");
+    waiter.reset();
+    commit(*coordinator);
+    return id;
+  }
+  // Session `id` resumed on a new connection.
+  std::unique_ptr<Connection> resume(const std::shared_ptr<LoggedCoordinator>& coordinator,
+                                     const std::string& id) {
+    auto resumed = std::make_unique<Connection>(coordinator, reactor_);
+    commit(*coordinator);
+    resumed->send("conn_id " + id + "\r\n");
+    commit(*coordinator);
+    EXPECT_EQ(resumed->replies(), "200 Resumed\r\n");
+    return resumed;
+  }
 
   testing::ManualScheduler timers_;
   std::shared_ptr<locks::LockService> service_ =
@@ -218,33 +249,16 @@ class WaitEndTest : public ::testing::Test {
 // (raft_faults caught a resumed session answered a token from before).
 TEST_F(WaitEndTest, AClusterWaitWhoseConnectionWentBeforeItWasMadeIsNeverGranted) {
   auto coordinator = std::make_shared<LoggedCoordinator>(service_);
-  auto commit = [&] {
-    coordinator->commit();
-    run_posted();
-  };
   Connection holder(coordinator, reactor_);
-  auto waiter = std::make_unique<Connection>(coordinator, reactor_);
-  commit();  // both sessions open
+  commit(*coordinator);
   holder.send("lock x\r\n");
-  commit();
+  commit(*coordinator);
   ASSERT_EQ(holder.replies().substr(0, 13), "200 Acquired ");
-  std::string id = waiter->send("conn_id\r\n");
-  ASSERT_EQ(id.substr(0, 4), "200 ");
-  id = id.substr(4, id.size() - 6);
-  waiter->send("set_timeout 60000\r\n");
-  commit();
-  ASSERT_EQ(waiter->replies(), "200 Timeout set\r\n");
-  EXPECT_EQ(waiter->send("lock x 30\r\n"), "");
-  waiter.reset();  // gone before the wait is made
-  commit();
-  Connection resumed(coordinator, reactor_);
-  commit();
-  resumed.send("conn_id " + id + "\r\n");
-  commit();
-  ASSERT_EQ(resumed.replies(), "200 Resumed\r\n");
+  std::string id = wait_for_x_and_go(coordinator);
+  auto resumed = resume(coordinator, id);
 
   holder.send("unlock x\r\n");
-  commit();
+  commit(*coordinator);
   ASSERT_EQ(holder.replies(), "200 Released\r\n");
   EXPECT_TRUE(locks().empty()) << "x went to " << locks()[0].session;
   EXPECT_EQ(service_->stats().waiters, 0u);
@@ -256,27 +270,9 @@ TEST_F(WaitEndTest, AClusterWaitWhoseConnectionWentBeforeItWasMadeIsNeverGranted
 // resume, so the resumed session holds nothing it was not told of.
 TEST_F(WaitEndTest, AClusterWaitGrantedAfterItsConnectionWentIsGivenBack) {
   auto coordinator = std::make_shared<LoggedCoordinator>(service_);
-  auto commit = [&] {
-    coordinator->commit();
-    run_posted();
-  };
-  auto waiter = std::make_unique<Connection>(coordinator, reactor_);
-  commit();
-  std::string id = waiter->send("conn_id\r\n");
-  ASSERT_EQ(id.substr(0, 4), "200 ");
-  id = id.substr(4, id.size() - 6);
-  waiter->send("set_timeout 60000\r\n");
-  commit();
-  ASSERT_EQ(waiter->replies(), "200 Timeout set\r\n");
-  EXPECT_EQ(waiter->send("lock x 30\r\n"), "");
-  waiter.reset();  // gone before the wait is made
-  commit();
+  std::string id = wait_for_x_and_go(coordinator);
   EXPECT_TRUE(locks().empty()) << "x kept by " << locks()[0].session;
-  Connection resumed(coordinator, reactor_);
-  commit();
-  resumed.send("conn_id " + id + "\r\n");
-  commit();
-  ASSERT_EQ(resumed.replies(), "200 Resumed\r\n");
+  auto resumed = resume(coordinator, id);
   EXPECT_TRUE(locks().empty());
 }
 
