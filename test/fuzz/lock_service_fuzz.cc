@@ -99,6 +99,12 @@ void Reactor::post(Task task) {
   posted_.push_back(std::move(task));
 }
 
+// Never: the harness pumps the posted tasks itself, so the scheduler posts
+// every timer's arming and cancel, as the real one does from another thread.
+bool Reactor::in_turn() const {
+  return false;
+}
+
 void Reactor::stop() {
   std::lock_guard lock(posted_mutex_);
   stop_requested_ = true;
