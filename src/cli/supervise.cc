@@ -24,10 +24,11 @@ void warn(const std::string& message) {
   std::cerr << "lockcached-cli: warning: " << message << std::endl;
 }
 
-// Forks and execs `command` with `child_mask` as its signal mask. With
-// `die_with_parent`, the command gets SIGTERM if lockcached-cli dies first.
+// Forks and execs `command` with `child_mask` as its signal mask and
+// `child_sigchld` as its SIGCHLD disposition. With `die_with_parent`, the
+// command gets SIGTERM if lockcached-cli dies first.
 pid_t start_command(const std::vector<std::string>& command, const sigset_t& child_mask,
-                    bool die_with_parent) {
+                    const struct sigaction& child_sigchld, bool die_with_parent) {
   std::vector<char*> argv;
   for (const std::string& word : command)
     argv.push_back(const_cast<char*>(word.c_str()));
@@ -41,6 +42,7 @@ pid_t start_command(const std::vector<std::string>& command, const sigset_t& chi
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(EX_UNAVAILABLE);  // died before prctl took hold
   }
+  sigaction(SIGCHLD, &child_sigchld, nullptr);
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
   execvp(argv[0], argv.data());
   int error = errno;
@@ -66,6 +68,14 @@ class Supervisor {
  public:
   Supervisor(LockHolder& holder, const SuperviseOptions& options)
       : holder_(holder), options_(options) {
+    // A SIGCHLD ignored by the parent (a daemon may) is ignored here too,
+    // and the kernel would reap the command unseen: no SIGCHLD, waitpid
+    // ECHILD, and the lock held forever. The default here; the command gets
+    // what lockcached-cli was given.
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(SIGCHLD, &default_action, &saved_sigchld_);
     sigemptyset(&handled_);
     sigaddset(&handled_, SIGCHLD);
     for (int signal : kPassedOn)
@@ -79,10 +89,11 @@ class Supervisor {
   ~Supervisor() {
     close(signal_fd_);
     sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
+    sigaction(SIGCHLD, &saved_sigchld_, nullptr);
   }
 
   int run(const std::vector<std::string>& command) {
-    child_ = start_command(command, saved_mask_, options_.kill_on_loss);
+    child_ = start_command(command, saved_mask_, saved_sigchld_, options_.kill_on_loss);
     schedule_ping();
     while (!wait_status_)
       step();
@@ -149,6 +160,7 @@ class Supervisor {
   SuperviseOptions options_;
   sigset_t handled_;
   sigset_t saved_mask_;
+  struct sigaction saved_sigchld_ {};
   int signal_fd_ = -1;
   pid_t child_ = -1;
   bool connected_ = true;

@@ -117,11 +117,13 @@ std::vector<std::string> cli_environment(const std::vector<std::string>& variabl
 // One lockcached-cli process in a process group of its own (so that the
 // command it runs can be cleaned up with it), its stdin read from a file and
 // its stdout and stderr written to files in `dir`, its environment
-// cli_environment(variables).
+// cli_environment(variables). With `sigchld_ignored`, it starts with SIGCHLD
+// ignored, as a daemon that ignores it passes it on.
 class CliProcess {
  public:
   CliProcess(const fs::path& dir, const std::string& tag, const std::vector<std::string>& args,
-             std::string_view input = "", const std::vector<std::string>& variables = {})
+             std::string_view input = "", const std::vector<std::string>& variables = {},
+             bool sigchld_ignored = false)
       : out_(dir / (tag + ".out")), err_(dir / (tag + ".err")) {
     fs::path in = dir / (tag + ".in");
     write_file(in, input);
@@ -147,6 +149,7 @@ class CliProcess {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       signal(SIGPIPE, SIG_DFL);
+      if (sigchld_ignored) signal(SIGCHLD, SIG_IGN);
       execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
@@ -617,6 +620,23 @@ TEST_F(CliE2e, RunExportsTheFencingTokenAndReturnsTheCommandsStatus) {
   std::string reply = client.request("lock nightly");
   ASSERT_TRUE(reply.starts_with("200 Acquired ")) << reply;
   EXPECT_GT(parse_u64(reply.substr(13)).value_or(0), *token);
+}
+
+// Started with SIGCHLD ignored (inherited from a daemon that ignores it),
+// the kernel would reap the command unseen and lockcached-cli would wait for
+// it, holding the lock, forever. It sees the command end, releases, and
+// the command itself got the SIGCHLD setting it was given (bit 17 of
+// /proc's SigIgn mask, 0x10000).
+TEST_F(CliE2e, RunStartedWithSigchldIgnoredSeesItsCommandEnd) {
+  CliProcess job(dir_, "sigchld", run_args("job", {}, {"grep", "SigIgn", "/proc/self/status"}),
+                 "", {}, true);
+  ASSERT_TRUE(job.started());
+  EXPECT_EQ(job.wait(), 0);
+  std::string mask = job.out();
+  ASSERT_TRUE(mask.starts_with("SigIgn:")) << mask;
+  EXPECT_NE(std::stoull(mask.substr(7), nullptr, 16) & 0x10000, 0u) << mask;
+  Client client = connect_lock_service();
+  EXPECT_TRUE(client.request("lock job").starts_with("200 Acquired "));  // released
 }
 
 TEST_F(CliE2e, RunReportsTheCommandsFateLikeAShell) {
