@@ -87,12 +87,15 @@ void LockServiceClient::connect(const std::string& host, uint16_t port) {
 
 std::string LockServiceClient::change(const std::string& request, double extra_wait) {
   constexpr auto kElectionPause = std::chrono::milliseconds(100);
-  Deadline give_up = deadline_after(timeout_);
   // The node whose answer `reply` is: asked again during an election.
   std::string answered_host = host_;
   uint16_t answered_port = port_;
   std::optional<Failure> failed;  // why the last node asked did not answer
   std::string reply = answer_or_election([&] { return call(request, extra_wait); }, failed);
+  // --timeout for asking again counts from the first answer or failure: a
+  // wait that a failover cut short after longer than --timeout (its leader
+  // closed its connections) is asked again too.
+  Deadline give_up = deadline_after(timeout_);
   while (reply.starts_with(kNotLeader) && !holds_ && Clock::now() < give_up) {
     std::string_view where = std::string_view(reply).substr(kNotLeader.size());
     size_t colon = where.rfind(':');

@@ -254,6 +254,10 @@ class RefusingPort {
 class ScriptedLockService {
  public:
   static constexpr std::string_view kReset = "";
+  // A step that answers every request but a lock "200 OK", and resets the
+  // connection `ms` after a `lock`: a leader that closes its connections
+  // (a failover) while its client waits.
+  static std::string reset_while_waiting(int ms) { return "\x01" + std::to_string(ms); }
 
   explicit ScriptedLockService(std::vector<std::string> script) : script_(std::move(script)) {}
   ~ScriptedLockService() {
@@ -293,7 +297,13 @@ class ScriptedLockService {
     for (int client; (client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; close(client)) {
       size_t step = static_cast<size_t>(connections_++);
       std::string line = read_line(client);
-      if (step < script_.size() && script_[step] != kReset) {
+      if (step < script_.size() && script_[step].starts_with('\x01')) {
+        for (; !line.empty() && !line.starts_with("lock "); line = read_line(client))
+          reply(client, "200 OK");
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(script_[step].substr(1))));
+        linger reset = {1, 0};
+        setsockopt(client, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      } else if (step < script_.size() && script_[step] != kReset) {
         reply(client, script_[step]);
       } else if (step < script_.size()) {
         linger reset = {1, 0};  // close with a reset, as a member does
@@ -720,6 +730,20 @@ TEST_F(CliE2e, RunAsksAgainWhenAnElectionResetsItsConnection) {
   CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "run", "job", "--",
                        "sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
   EXPECT_EQ(service.stop(), 3);
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+  EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
+}
+
+// A wait longer than --timeout is cut short by a failover: the leader
+// closes its connections. The CLI asks again (--timeout counts from the
+// failure, not from the request) and gets the lock there.
+TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitLongerThanTheTimeout) {
+  ScriptedLockService service({ScriptedLockService::reset_while_waiting(1500)});
+  ASSERT_TRUE(service.start());
+  CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "--timeout", "1",
+                       "run", "job", "--wait", "30", "--", "sh", "-c",
+                       "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  EXPECT_EQ(service.stop(), 2);
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
 }
