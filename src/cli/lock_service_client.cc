@@ -180,6 +180,11 @@ std::optional<uint64_t> LockServiceClient::lock(const std::string& name, double 
       holds_ = true;
       return token;
     }
+    // A limit (docs/lock-service.md): the server said no, it is not down.
+    if (reply.starts_with("429 ")) {
+      throw Failure(kExitNo, "lock service at " + connection_->peer() + " refused \"" + request +
+                                 "\": " + reply.substr(4));
+    }
     if (!reply.starts_with("409")) unexpected(request, reply);
     // A wait longer than the server takes in one request goes on in the next.
     left -= wait;

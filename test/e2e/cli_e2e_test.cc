@@ -258,6 +258,9 @@ class ScriptedLockService {
   // connection `ms` after a `lock`: a leader that closes its connections
   // (a failover) while its client waits.
   static std::string reset_while_waiting(int ms) { return "\x01" + std::to_string(ms); }
+  // A step that answers every request but a lock "200 OK", and a `lock`
+  // with `reply`.
+  static std::string answer_lock_with(const std::string& reply) { return "\x02" + reply; }
 
   explicit ScriptedLockService(std::vector<std::string> script) : script_(std::move(script)) {}
   ~ScriptedLockService() {
@@ -303,6 +306,12 @@ class ScriptedLockService {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(script_[step].substr(1))));
         linger reset = {1, 0};
         setsockopt(client, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      } else if (step < script_.size() && script_[step].starts_with('\x02')) {
+        for (; !line.empty() && !line.starts_with("lock "); line = read_line(client))
+          reply(client, "200 OK");
+        reply(client, script_[step].substr(1));
+        for (line = read_line(client); !line.empty(); line = read_line(client))
+          reply(client, "200 OK");
       } else if (step < script_.size() && script_[step] != kReset) {
         reply(client, script_[step]);
       } else if (step < script_.size()) {
@@ -746,6 +755,20 @@ TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitLongerThanTheTimeout) {
   EXPECT_EQ(service.stop(), 2);
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
+}
+
+// A lock a limit refuses (429, docs/lock-service.md) is the server saying
+// no, not a server that is down: exit 1, with the server's reason.
+TEST_F(CliE2e, RunRefusedByALimitExitsOne) {
+  ScriptedLockService service(
+      {ScriptedLockService::answer_lock_with("429 Too many locks in the server")});
+  ASSERT_TRUE(service.start());
+  CliResult job =
+      run({"--host", "127.0.0.1", "--lock-port", service.port(), "run", "job", "--", "true"});
+  EXPECT_EQ(job.status, 1) << ::testing::PrintToString(job);
+  EXPECT_NE(job.err.find("Too many locks in the server"), std::string::npos)
+      << ::testing::PrintToString(job);
+  service.stop();
 }
 
 // The leader a follower named stops leading as the CLI connects, and closes
