@@ -66,6 +66,15 @@ void RaftIoGuard::appended(struct raft_io_append* request, int status) {
   CHECK(found != self->writes_.end()) << "a write libraft did not start through the guard";
   Write write = found->second;
   self->writes_.erase(found);
+  // A log entry that could not be written (a full or failing disk) ends
+  // the process. libraft 0.15 would truncate its log and, as leader, stay
+  // leader: the next entry took the same index and term, which followers
+  // that had the failed one kept, so members applied different changes
+  // (fixed upstream in 0.16 by stepping down). A restart starts from what
+  // is on disk. A write cancelled because the log is closing is no failure.
+  LOG_IF(FATAL, status != 0 && status != RAFT_CANCELED)
+      << "cluster: writing the Raft log failed (" << raft_strerror(status)
+      << "); stopping, since a member that cannot write its log must not go on";
   if (status == 0) self->written_term_ = std::max(self->written_term_, write.entries_term);
   // Whatever libraft sends from inside this callback answers the write.
   self->stale_write_ = write.term != raft_of(self->io_)->current_term;

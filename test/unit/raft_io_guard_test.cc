@@ -115,6 +115,20 @@ TEST_F(RaftIoGuardTest, AWriteOfTheCurrentTermIsAnswered) {
   EXPECT_EQ(guard_.stale_answers_dropped(), 0u);
 }
 
+// A log write that failed stops the member (libraft 0.15 would keep a
+// leader that cannot write, and reuse the failed entry's index and term);
+// one cancelled because the log closes does not.
+TEST_F(RaftIoGuardTest, AFailedLogWriteStopsTheMember) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // glog and the sanitizers keep threads
+  struct raft_io_append cancelled {};
+  ASSERT_TRUE(write(&cancelled));
+  FakeIo::callbacks.at(0)(FakeIo::writes.at(0), RAFT_CANCELED);
+  struct raft_io_append failed {};
+  ASSERT_TRUE(write(&failed));
+  EXPECT_DEATH(FakeIo::callbacks.at(1)(FakeIo::writes.at(1), RAFT_IOERR),
+               "writing the Raft log failed");
+}
+
 TEST_F(RaftIoGuardTest, AWriteOfAnEndedTermIsNotAnswered) {
   struct raft_io_append request {};
   ASSERT_TRUE(write(&request));
