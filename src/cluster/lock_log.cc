@@ -73,8 +73,8 @@ class Reader {
   bool ok_ = true;
 };
 
-// A change of format 2 ends, for kTermStart, with the leader's limits;
-// format 1 has none.
+// A change of format 2 ends, for kTermStart, with the leader's limits and
+// its grace floor; format 1 has neither.
 constexpr uint8_t kChangeFormatWithoutLimits = 1;
 constexpr uint8_t kChangeFormat = 2;
 // A state of format 1 ends after its locks; format 2 adds the announcement;
@@ -142,7 +142,10 @@ std::string encode(const LoggedChange& logged) {
   w.u64(change.detachment);
   w.u8(change.timed_out ? 1 : 0);
   put(w, change.client);
-  if (change.kind == locks::ChangeKind::kTermStart) put_limits(w, change.limits);
+  if (change.kind == locks::ChangeKind::kTermStart) {
+    put_limits(w, change.limits);
+    w.i64(change.grace_floor_ms);
+  }
   return w.take();
 }
 
@@ -161,7 +164,7 @@ std::optional<LoggedChange> decode_change(std::string_view bytes) {
             r.str(&change.id) && r.i64(&change.wait_ms) && r.i64(&change.grace_ms) &&
             r.u64(&change.detachment) && r.flag(&change.timed_out) && get(r, &change.client);
   if (ok && format >= kChangeFormat && change.kind == locks::ChangeKind::kTermStart) {
-    ok = get_limits(r, &change.limits);
+    ok = get_limits(r, &change.limits) && r.i64(&change.grace_floor_ms);
   }
   if (!ok || !r.done()) return std::nullopt;
   return logged;

@@ -85,11 +85,12 @@ int64_t LockMachine::EntryClock::now_ms() const {
 }
 
 LockMachine::LockMachine(locks::LockLimits limits, uint64_t node_id, Addresses addresses,
-                         std::function<void()> role_changed)
+                         std::function<void()> role_changed, int64_t term_grace_floor_ms)
     : Coordinator(std::make_shared<locks::LockService>(limits, 0, clock_)),
       node_id_(node_id),
       addresses_(std::move(addresses)),
       limits_(limits),
+      term_grace_floor_ms_(term_grace_floor_ms),
       incarnation_(random_incarnation()),
       role_changed_(std::move(role_changed)) {}
 
@@ -369,6 +370,7 @@ void LockMachine::on_status(const consensus::RaftStatus& status) {
     start.id = addresses_.lock;
     start.name = addresses_.replication;
     start.limits = limits_;
+    start.grace_floor_ms = term_grace_floor_ms_;
     propose(start);
   } else if (!leads && leading_) {
     leading_ = false;

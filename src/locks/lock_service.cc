@@ -118,7 +118,7 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
       break;
     case ChangeKind::kTermStart:
       if (change.limits) limits_ = *change.limits;  // before the detaches, which count them
-      start_term(&outcome.in_grace);
+      start_term(&outcome.in_grace, change.grace_floor_ms);
       break;
   }
   return outcome;
@@ -165,7 +165,8 @@ void LockService::discard_session(const std::shared_ptr<Session>& session) {
   unregister_locked(*session);
 }
 
-int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* detachment) {
+int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* detachment,
+                            int64_t grace_floor_ms) {
   int64_t grace;
   {
     std::lock_guard lock(sessions_mutex_);
@@ -174,6 +175,7 @@ int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* d
     session->client = {};
     *detachment = ++session->detachments;
     grace = session->grace_ms;
+    if (!session->held.empty()) grace = std::max(grace, grace_floor_ms);
     if (grace > 0 && session->held.empty()) {
       if (limits_.max_empty_sessions_in_grace != 0 &&
           empty_in_grace_ >= limits_.max_empty_sessions_in_grace) {
@@ -577,7 +579,7 @@ bool LockService::load_locked(const FullState& state) {
   return true;
 }
 
-void LockService::start_term(std::vector<Adopted>* in_grace) {
+void LockService::start_term(std::vector<Adopted>* in_grace, int64_t grace_floor_ms) {
   std::vector<std::pair<std::string, std::shared_ptr<Session>>> sessions;
   {
     std::lock_guard lock(sessions_mutex_);
@@ -602,7 +604,7 @@ void LockService::start_term(std::vector<Adopted>* in_grace) {
       attached = session->attached;
     }
     if (attached) {
-      grace_ms = detach(session, &detachment);
+      grace_ms = detach(session, &detachment, grace_floor_ms);
       if (grace_ms <= 0) continue;  // ended
     } else {
       // Already in its grace: it starts again, and the old timer no longer applies.

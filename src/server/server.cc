@@ -250,11 +250,15 @@ bool Server::start_cluster(std::string* error, bool* configuration_error) {
   }
   cluster::LockMachine::Addresses addresses{host + ":" + std::to_string(lock_port_),
                                             host + ":" + std::to_string(settings.repl_port)};
+  // A session's locks outlast a new term's start by three election
+  // timeouts at least (locks::Change::grace_floor_ms).
   lock_machine_ = std::make_shared<cluster::LockMachine>(
-      state_.lock_limits(), settings.node_id, addresses, [this] {
+      state_.lock_limits(), settings.node_id, addresses,
+      [this] {
         close_client_connections(true);
         if (replication_) replication_->recheck();  // the cache's master is the leader
-      });
+      },
+      3 * int64_t{settings.election_timeout_ms});
   consensus::RaftSettings raft;
   raft.id = settings.node_id;
   raft.members = settings.cluster;

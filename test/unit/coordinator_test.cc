@@ -191,5 +191,33 @@ TEST(LockServiceTermStart, ALockANoGraceSessionLetsGoGoesToNoWaiter) {
   }
 }
 
+// The old leader may still answer a session's client until it finds it lost
+// its majority. So at a new term a session that holds locks keeps them for
+// the term's grace floor at least, also with no grace of its own
+// (lockcached-cli's run); its own setting stays, and an empty one still
+// ends at once.
+TEST(LockServiceTermStart, ASessionThatHoldsLocksKeepsThemForTheTermsGraceFloor) {
+  LockService service;
+  auto holder = service.create_session();
+  service.set_grace(holder, 0);
+  ASSERT_TRUE(service.try_acquire(holder, "x").granted);
+  auto empty = service.create_session();
+  service.set_grace(empty, 0);
+  Change start;
+  start.kind = ChangeKind::kTermStart;
+  start.grace_floor_ms = 1500;
+  Outcome outcome = service.apply(start);
+  ASSERT_EQ(outcome.in_grace.size(), 1u);  // the holder; the empty one ended
+  EXPECT_EQ(outcome.in_grace[0].session, holder);
+  EXPECT_EQ(outcome.in_grace[0].grace_ms, 1500);
+  EXPECT_EQ(service.list("").size(), 1u);
+  {
+    std::lock_guard lock(holder->mutex);
+    EXPECT_EQ(holder->grace_ms, 0);
+  }
+  service.expire(holder, outcome.in_grace[0].detachment);
+  EXPECT_TRUE(service.list("").empty());
+}
+
 }  // namespace
 }  // namespace lockcached::locks

@@ -232,6 +232,7 @@ TEST(LockMachine, EveryMemberAppliesTheLeadersLimits) {
   LockMachine other = machine(2);  // the default limits
   LoggedChange start = change(ChangeKind::kTermStart);
   start.change.limits = one_name;
+  start.change.grace_floor_ms = 900;
   Log log = {{start},
              {open(kSecretA), open(kSecretB)},
              {change(ChangeKind::kAcquire, "1", "x")},
@@ -253,6 +254,7 @@ TEST(LockMachine, EveryMemberAppliesTheLeadersLimits) {
   ASSERT_TRUE(back);
   ASSERT_TRUE(back->change.limits);
   EXPECT_EQ(back->change.limits->max_names, 1u);
+  EXPECT_EQ(back->change.grace_floor_ms, 900);
 }
 
 // A member that starts from a snapshot taken after the leader's first entry

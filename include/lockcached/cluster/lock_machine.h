@@ -53,8 +53,10 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
     std::string lock;
     std::string replication;
   };
+  // `term_grace_floor_ms`: what its terms' first entries carry
+  // (Change::grace_floor_ms): three election timeouts.
   LockMachine(locks::LockLimits limits, uint64_t node_id, Addresses addresses,
-              std::function<void()> role_changed);
+              std::function<void()> role_changed, int64_t term_grace_floor_ms = 0);
   ~LockMachine() override;
   // The node this machine serves: before it starts, and nullptr as the
   // server stops, while lock-service connections may still be closing (and
@@ -117,6 +119,7 @@ class LockMachine final : public consensus::StateMachine, public locks::Coordina
   const uint64_t node_id_;
   const Addresses addresses_;
   const locks::LockLimits limits_;  // this member's flags: its terms' entries carry them
+  const int64_t term_grace_floor_ms_;
   const uint64_t incarnation_;
   const std::function<void()> role_changed_;
   EntryClock clock_;

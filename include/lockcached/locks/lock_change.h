@@ -60,6 +60,13 @@ struct Change {
   // the limits stay). So a change is refused by a limit on every member
   // or on none.
   std::optional<LockLimits> limits;
+  // kTermStart: the least grace a session that holds locks gets at this
+  // term's start, whatever its own (0 for lockcached-cli's run). The old
+  // leader may still answer that session's client until it finds it lost
+  // its majority (libraft checks once per election timeout): the leader's
+  // three election timeouts (LockMachine) outlast that, so the client is
+  // told before anyone else is granted its locks.
+  int64_t grace_floor_ms = 0;
 
   // What a coordinator's timers propose; the caller names the session
   // (`session` or `serial`). A wait's timeout ends only the wait of the

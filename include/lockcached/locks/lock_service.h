@@ -175,7 +175,10 @@ class LockService {
   void discard_session(const std::shared_ptr<Session>& session);
   // The connection went away. Returns the grace period to wait before
   // calling expire(); with 0 the locks are already released.
-  int64_t detach(const std::shared_ptr<Session>& session, uint64_t* detachment);
+  // `grace_floor_ms`: at least this grace for a session that holds locks
+  // (a new term's, kTermStart), its own grace_ms unchanged.
+  int64_t detach(const std::shared_ptr<Session>& session, uint64_t* detachment,
+                 int64_t grace_floor_ms = 0);
   // The grace period ran out: releases everything unless the session was
   // resumed since `detachment`. Returns the names it released.
   std::vector<std::string> expire(const std::shared_ptr<Session>& session, uint64_t detachment);
@@ -241,7 +244,7 @@ class LockService {
   // dropped, those already in their grace too, so that each grace counts
   // from now (a grace of 0 ends its session at once). The sessions left in
   // their grace are appended to *in_grace, for the leader's timers.
-  void start_term(std::vector<Adopted>* in_grace);
+  void start_term(std::vector<Adopted>* in_grace, int64_t grace_floor_ms = 0);
 
  private:
   struct Entry {
