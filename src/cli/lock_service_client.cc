@@ -91,11 +91,19 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
   std::string answered_host = host_;
   uint16_t answered_port = port_;
   std::optional<Failure> failed;  // why the last node asked did not answer
-  std::string reply = answer_or_election([&] { return call(request, extra_wait); }, failed);
-  // --timeout for asking again counts from the first answer or failure: a
-  // wait that a failover cut short after longer than --timeout (its leader
-  // closed its connections) is asked again too.
   Deadline give_up = deadline_after(timeout_);
+  // A node that took the request and went only after holding it longer
+  // than --timeout (a failover during a wait: its leader closed its
+  // connections) was not down: --timeout for asking again counts from then.
+  auto ask = [&](auto how) {
+    auto asked = Clock::now();
+    std::string answer = answer_or_election(how, failed);
+    if (failed && Clock::now() - asked > std::chrono::duration<double>(timeout_)) {
+      give_up = deadline_after(timeout_);
+    }
+    return answer;
+  };
+  std::string reply = ask([&] { return call(request, extra_wait); });
   while (reply.starts_with(kNotLeader) && !holds_ && Clock::now() < give_up) {
     std::string_view where = std::string_view(reply).substr(kNotLeader.size());
     size_t colon = where.rfind(':');
@@ -114,7 +122,7 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     } else {
       break;
     }
-    reply = answer_or_election([&] { return ask_anew(host, port, request, extra_wait); }, failed);
+    reply = ask([&] { return ask_anew(host, port, request, extra_wait); });
     if (!failed) {
       answered_host = host;
       answered_port = port;

@@ -757,6 +757,23 @@ TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitLongerThanTheTimeout) {
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
 }
 
+// The same when the wait began at the leader a follower named: asked again,
+// the follower names a leader that answers.
+TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitAtTheLeaderItWasSentTo) {
+  ScriptedLockService leader({ScriptedLockService::reset_while_waiting(1500)});
+  ASSERT_TRUE(leader.start());
+  ScriptedLockService follower(
+      {ScriptedLockService::answer_lock_with("503 not leader: 127.0.0.1:" + leader.port())});
+  ASSERT_TRUE(follower.start());
+  CliResult job = run({"--host", "127.0.0.1", "--lock-port", follower.port(), "--timeout", "1",
+                       "run", "job", "--wait", "30", "--", "sh", "-c",
+                       "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
+  EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
+  EXPECT_EQ(leader.stop(), 1);
+  EXPECT_EQ(follower.stop(), 2);
+}
+
 // A lock a limit refuses (429, docs/lock-service.md) is the server saying
 // no, not a server that is down: exit 1, with the server's reason.
 TEST_F(CliE2e, RunRefusedByALimitExitsOne) {
