@@ -242,7 +242,8 @@ class LockService {
   // A cluster's new leader (ChangeKind::kTermStart): every wait ends
   // unanswered, and every session detaches as if its connection had just
   // dropped, those already in their grace too, so that each grace counts
-  // from now (a grace of 0 ends its session at once). The sessions left in
+  // from now (a grace of 0 ends a session that holds nothing at once; one
+  // that holds locks and was attached gets `grace_floor_ms` at least). The sessions left in
   // their grace are appended to *in_grace, for the leader's timers.
   void start_term(std::vector<Adopted>* in_grace, int64_t grace_floor_ms = 0);
 
