@@ -109,6 +109,10 @@ class Supervisor {
     int ready = poll(fds, 2, ping_due ? remaining_ms(next_ping_) : -1);
     if (ready < 0 && errno != EINTR) warn(std::string("poll: ") + strerror(errno));
     if (fds[0].revents != 0) handle_signals();
+    // COMMAND ended: release at once, without a ping that is due first (it
+    // may wait up to --timeout), and signal nothing (its PID is reaped, and
+    // may be another process's soon).
+    if (wait_status_) return;
     try {
       if (connected_ && fds[1].revents != 0) holder_.connection().check_open();
       if (ping_due && Clock::now() >= next_ping_) {
