@@ -97,16 +97,17 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
                                                       : OutcomeStatus::kBusy;
       break;
     }
-    case ChangeKind::kCancelWait:
+    case ChangeKind::kCancelWait: {
       // A connection that ends while it waits names the wait's lock: made
       // already (a cluster made it after the connection asked, or a release
-      // granted it while the answer was on its way), it goes back.
-      if (!cancel_session_wait(session, change.timed_out) &&
-          (change.timed_out ||
-           !give_back_unheard_grant(session, change.name, change.detachment))) {
-        outcome.status = OutcomeStatus::kRefused;
-      }
+      // granted it while the answer was on its way), it goes back. A
+      // timeout never gives a grant back: it lost the race to it.
+      bool ended = cancel_session_wait(session, change.timed_out) ||
+                   (!change.timed_out &&
+                    give_back_unheard_grant(session, change.name, change.detachment));
+      if (!ended) outcome.status = OutcomeStatus::kRefused;
       break;
+    }
     case ChangeKind::kRelease:
       if (!release(session, change.name)) outcome.status = OutcomeStatus::kRefused;
       break;
@@ -268,6 +269,14 @@ Limit LockService::admit_new_name(Session& session) {
   return Limit::kNone;
 }
 
+// Its holder asks for it again: granted, with its token, and its client
+// knows it holds it now, so it is no grant to give back
+// (give_back_unheard_grant).
+LockService::Acquired LockService::asked_again(Entry& entry) {
+  entry.wait_attachment = 0;
+  return {true, entry.token};
+}
+
 LockService::Acquired LockService::refuse(Limit limit) {
   limit_refusals_.fetch_add(1, std::memory_order_relaxed);
   return {false, 0, limit};
@@ -289,10 +298,7 @@ LockService::Acquired LockService::try_acquire(const std::shared_ptr<Session>& s
   std::lock_guard lock(shard.mutex);
   auto entry = shard.entries.find(key);
   if (entry == shard.entries.end()) return create(shard, std::move(key), session, 0);
-  if (entry->second.owner == session) {
-    entry->second.wait_attachment = 0;  // the holder asks again: it knows
-    return {true, entry->second.token};
-  }
+  if (entry->second.owner == session) return asked_again(entry->second);
   return {false, 0};
 }
 
@@ -303,10 +309,7 @@ LockService::Acquired LockService::acquire_or_wait(const std::shared_ptr<WaitTic
   if (entry == shard.entries.end()) {
     return create(shard, ticket->name, ticket->session, ticket->attachment);
   }
-  if (entry->second.owner == ticket->session) {
-    entry->second.wait_attachment = 0;  // the holder asks again: it knows
-    return {true, entry->second.token};
-  }
+  if (entry->second.owner == ticket->session) return asked_again(entry->second);
   {
     std::lock_guard session_lock(ticket->session->mutex);
     if (session_full(*ticket->session)) return refuse(Limit::kSession);

@@ -11,8 +11,8 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -276,6 +276,8 @@ class LockService {
   // For a name nobody holds: checks both limits and reserves the name.
   Limit admit_new_name(Session& session);
   Acquired refuse(Limit limit);
+  // Under the shard lock, for an entry the session holds already.
+  static Acquired asked_again(Entry& entry);
   // Under the shard lock, for a name without an entry: creates it, held by
   // `session`, unless a limit refuses.
   Acquired create(Shard& shard, std::string name, const std::shared_ptr<Session>& session,
