@@ -400,6 +400,19 @@ class CliE2e : public ::testing::Test {
     return all;
   }
 
+  // `run job` against the lock service on `lock_port` (a scripted one), with
+  // `global` options before `run` and `options` after it; its COMMAND prints
+  // the fencing token it was given.
+  CliResult run_printing_token(const std::string& lock_port, std::vector<std::string> global = {},
+                               std::vector<std::string> options = {}) {
+    std::vector<std::string> all = {"--host", "127.0.0.1", "--lock-port", lock_port};
+    all.insert(all.end(), global.begin(), global.end());
+    all.insert(all.end(), {"run", "job"});
+    all.insert(all.end(), options.begin(), options.end());
+    all.insert(all.end(), {"--", "sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+    return run(all);
+  }
+
   // --host, --port and --lock-port, all pointing at server_.
   std::vector<std::string> both_ports_args(std::vector<std::string> args) {
     std::vector<std::string> all = {"--host",      "127.0.0.1",
@@ -736,8 +749,7 @@ TEST_F(CliE2e, AnUnreachableServerExitsUnavailable) {
 TEST_F(CliE2e, RunAsksAgainWhenAnElectionResetsItsConnection) {
   ScriptedLockService service({"503 not leader: election", std::string(ScriptedLockService::kReset)});
   ASSERT_TRUE(service.start());
-  CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "run", "job", "--",
-                       "sh", "-c", "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  CliResult job = run_printing_token(service.port());
   EXPECT_EQ(service.stop(), 3);
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
@@ -749,9 +761,7 @@ TEST_F(CliE2e, RunAsksAgainWhenAnElectionResetsItsConnection) {
 TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitLongerThanTheTimeout) {
   ScriptedLockService service({ScriptedLockService::reset_while_waiting(1500)});
   ASSERT_TRUE(service.start());
-  CliResult job = run({"--host", "127.0.0.1", "--lock-port", service.port(), "--timeout", "1",
-                       "run", "job", "--wait", "30", "--", "sh", "-c",
-                       "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  CliResult job = run_printing_token(service.port(), {"--timeout", "1"}, {"--wait", "30"});
   EXPECT_EQ(service.stop(), 2);
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
@@ -765,9 +775,7 @@ TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitAtTheLeaderItWasSentTo) {
   ScriptedLockService follower(
       {ScriptedLockService::answer_lock_with("503 not leader: 127.0.0.1:" + leader.port())});
   ASSERT_TRUE(follower.start());
-  CliResult job = run({"--host", "127.0.0.1", "--lock-port", follower.port(), "--timeout", "1",
-                       "run", "job", "--wait", "30", "--", "sh", "-c",
-                       "printf %s \"$LOCKCACHED_FENCING_TOKEN\""});
+  CliResult job = run_printing_token(follower.port(), {"--timeout", "1"}, {"--wait", "30"});
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
   EXPECT_EQ(leader.stop(), 1);
