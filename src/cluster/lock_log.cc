@@ -74,16 +74,20 @@ class Reader {
 };
 
 // A change of format 2 ends, for kTermStart, with the leader's limits and
-// its grace floor; format 1 has neither.
+// its grace floor; format 3 adds its TLS lock address; format 1 has none of
+// them.
 constexpr uint8_t kChangeFormatWithoutLimits = 1;
-constexpr uint8_t kChangeFormat = 2;
+constexpr uint8_t kChangeFormatWithoutTlsAddress = 2;
+constexpr uint8_t kChangeFormat = 3;
 // A state of format 1 ends after its locks; format 2 adds the announcement;
 // format 3 adds the limits in force, and the connections whose waits the
-// locks were granted to and each waiter's (give_back_unheard_grant). Older
-// formats decode with 0s and no limits (the member's own stay).
+// locks were granted to and each waiter's (give_back_unheard_grant); format
+// 4 the announced TLS lock address. Older formats decode with 0s, "" and no
+// limits (the member's own stay).
 constexpr uint8_t kStateFormatWithoutAnnouncement = 1;
 constexpr uint8_t kStateFormatWithoutAttachments = 2;
-constexpr uint8_t kStateFormat = 3;
+constexpr uint8_t kStateFormatWithoutTlsAddress = 3;
+constexpr uint8_t kStateFormat = 4;
 constexpr uint8_t kLastKind = static_cast<uint8_t>(locks::ChangeKind::kTermStart);
 
 // A session's connection, which is only ever reported: its id, and its
@@ -145,6 +149,7 @@ std::string encode(const LoggedChange& logged) {
   if (change.kind == locks::ChangeKind::kTermStart) {
     put_limits(w, change.limits);
     w.i64(change.grace_floor_ms);
+    w.str(change.lock_tls_address);
   }
   return w.take();
 }
@@ -163,8 +168,9 @@ std::optional<LoggedChange> decode_change(std::string_view bytes) {
             r.u64(&logged.origin.request) && r.str(&change.serial) && r.str(&change.name) &&
             r.str(&change.id) && r.i64(&change.wait_ms) && r.i64(&change.grace_ms) &&
             r.u64(&change.detachment) && r.flag(&change.timed_out) && get(r, &change.client);
-  if (ok && format >= kChangeFormat && change.kind == locks::ChangeKind::kTermStart) {
-    ok = get_limits(r, &change.limits) && r.i64(&change.grace_floor_ms);
+  if (ok && format > kChangeFormatWithoutLimits && change.kind == locks::ChangeKind::kTermStart) {
+    ok = get_limits(r, &change.limits) && r.i64(&change.grace_floor_ms) &&
+         (format == kChangeFormatWithoutTlsAddress || r.str(&change.lock_tls_address));
   }
   if (!ok || !r.done()) return std::nullopt;
   return logged;
@@ -206,6 +212,7 @@ std::string encode(const locks::FullState& state, const Announcement& announced)
   w.u64(announced.origin.request);
   w.str(announced.lock_address);
   w.str(announced.replication_address);
+  w.str(announced.lock_tls_address);
   return w.take();
 }
 
@@ -219,7 +226,8 @@ std::optional<locks::FullState> decode_state(std::string_view bytes,
       !r.u64(&state.next_token) ||
       !r.u64(&state.next_session) || !r.u64(&state.grants) || !r.u64(&state.timeouts) ||
       !r.u64(&state.limit_refusals) ||
-      (format >= kStateFormat && !get_limits(r, &state.limits)) || !r.u64(&sessions)) {
+      (format > kStateFormatWithoutAttachments && !get_limits(r, &state.limits)) ||
+      !r.u64(&sessions)) {
     return std::nullopt;
   }
   for (uint64_t i = 0; i < sessions; ++i) {
@@ -237,13 +245,14 @@ std::optional<locks::FullState> decode_state(std::string_view bytes,
     uint64_t waiters;
     if (!r.str(&lock.name) || !r.str(&lock.owner) || !r.u64(&lock.token) ||
         !r.i64(&lock.acquired_ms) ||
-        (format >= kStateFormat && !r.u64(&lock.wait_attachment)) || !r.u64(&waiters)) {
+        (format > kStateFormatWithoutAttachments && !r.u64(&lock.wait_attachment)) ||
+        !r.u64(&waiters)) {
       return std::nullopt;
     }
     for (uint64_t j = 0; j < waiters; ++j) {
       locks::FullState::Waiter waiter;
       if (!r.str(&waiter.serial) ||
-          (format >= kStateFormat && !r.u64(&waiter.attachment))) {
+          (format > kStateFormatWithoutAttachments && !r.u64(&waiter.attachment))) {
         return std::nullopt;
       }
       lock.waiters.push_back(std::move(waiter));
@@ -255,7 +264,8 @@ std::optional<locks::FullState> decode_state(std::string_view bytes,
     leader.emplace();
     if (!r.u64(&leader->origin.node) || !r.u64(&leader->origin.incarnation) ||
         !r.u64(&leader->origin.request) || !r.str(&leader->lock_address) ||
-        !r.str(&leader->replication_address)) {
+        !r.str(&leader->replication_address) ||
+        (format > kStateFormatWithoutTlsAddress && !r.str(&leader->lock_tls_address))) {
       return std::nullopt;
     }
   }

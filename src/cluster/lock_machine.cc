@@ -132,7 +132,9 @@ locks::Outcome LockMachine::submit(locks::Change&& change, locks::Answer answer)
     }
     locks::Outcome refused;
     refused.status = locks::OutcomeStatus::kNotLeader;
-    refused.leader = leader_lock_address();
+    Addresses leader = leader_addresses();
+    refused.leader = leader.lock;
+    refused.leader_tls = leader.lock_tls;
     return refused;
   }
   locks::Outcome later;
@@ -198,7 +200,7 @@ void LockMachine::apply_change(const LoggedChange& logged) {
   if (change.kind == locks::ChangeKind::kTermStart) {
     std::lock_guard lock(mutex_);
     announced_ = logged.origin;
-    announced_addresses_ = {change.id, change.name};
+    announced_addresses_ = {change.id, change.name, change.lock_tls_address};
   }
   // The leader's timers; every member's state is the same without them.
   if (leading_) {
@@ -322,7 +324,8 @@ std::string LockMachine::snapshot() {
   Announcement announced;
   {
     std::lock_guard lock(mutex_);
-    announced = {announced_, announced_addresses_.lock, announced_addresses_.replication};
+    announced = {announced_, announced_addresses_.lock, announced_addresses_.replication,
+                 announced_addresses_.lock_tls};
   }
   return encode(service_->export_state(), announced);
 }
@@ -341,7 +344,8 @@ bool LockMachine::restore(std::string_view data) {
   if (announced) {  // an older snapshot leaves what this member knew
     std::lock_guard lock(mutex_);
     announced_ = announced->origin;
-    announced_addresses_ = {announced->lock_address, announced->replication_address};
+    announced_addresses_ = {announced->lock_address, announced->replication_address,
+                            announced->lock_tls_address};
   }
   return true;
 }
@@ -369,6 +373,7 @@ void LockMachine::on_status(const consensus::RaftStatus& status) {
     start.kind = locks::ChangeKind::kTermStart;
     start.id = addresses_.lock;
     start.name = addresses_.replication;
+    start.lock_tls_address = addresses_.lock_tls;
     start.limits = limits_;
     start.grace_floor_ms = term_grace_floor_ms_;
     propose(start);

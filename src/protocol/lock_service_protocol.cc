@@ -219,6 +219,16 @@ void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
                           });
 }
 
+// Where a 503 sends this client: "HOST:PORT", or "election" while there is
+// no leader. A client that came over TLS can speak only TLS: the leader's
+// TLS port, where it has one (where it has none, the failed handshake
+// there says what is wrong).
+std::string LockServiceProtocol::leader_for_client(const std::string& plain,
+                                                   const std::string& tls) const {
+  if (plain.empty()) return "election";
+  return context_.over_tls && !tls.empty() ? tls : plain;
+}
+
 void LockServiceProtocol::on_members_changed(consensus::MembershipChange::Kind kind,
                                              const consensus::MembershipResult& result) {
   using Status = consensus::MembershipResult::Status;
@@ -232,9 +242,8 @@ void LockServiceProtocol::on_members_changed(consensus::MembershipChange::Kind k
                                          : "200 Transferred\r\n");
       break;
     case Status::kNotLeader:
-      out.append("503 not leader: ");
-      out.append(result.detail.empty() ? "election" : result.detail);
-      out.append("\r\n");
+      out.append("503 not leader: " + leader_for_client(result.detail, result.leader_tls) +
+                 "\r\n");
       break;
     case Status::kRefused:
       out.append("403 " + result.detail + "\r\n");
@@ -333,7 +342,7 @@ void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out
   waiting_ = false;
   switch (outcome.status) {
     case locks::OutcomeStatus::kNotLeader:
-      not_leader_ = outcome.leader.empty() ? "election" : outcome.leader;
+      not_leader_ = leader_for_client(outcome.leader, outcome.leader_tls);
       if (kind == locks::ChangeKind::kOpen) return;  // said at the first change asked for
       out.append("503 not leader: ");
       out.append(not_leader_);

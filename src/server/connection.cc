@@ -33,6 +33,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::
       kind_(kind),
       local_(std::move(local)),
       accepted_ms_(worker.reactor().now_ms()),
+      over_tls_(tls != nullptr),
       transport_(make_transport(worker, id, std::move(tls))),
       last_read_ms_(accepted_ms_),
       client_{id, std::move(peer)},
@@ -46,7 +47,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::
         // In a Raft cluster a replica's lock service says who leads instead.
         worker_.state().settings.cluster.empty() ? &worker_.state().read_only : nullptr,
         &worker_.state().watch, &client_, worker_.state().settings.authenticator.get(),
-        worker_.state().change_members});
+        worker_.state().change_members, over_tls_});
     protocol_kind_.store(ConnProtocol::kLockService, std::memory_order_relaxed);
   }
   worker_.state().watch.conn_new(client_);

@@ -248,8 +248,12 @@ bool Server::start_cluster(std::string* error, bool* configuration_error) {
     *configuration_error = failure.configuration;
     return false;
   }
-  cluster::LockMachine::Addresses addresses{host + ":" + std::to_string(lock_port_),
-                                            host + ":" + std::to_string(settings.repl_port)};
+  cluster::LockMachine::Addresses addresses;
+  addresses.lock = host + ":" + std::to_string(lock_port_);
+  addresses.replication = host + ":" + std::to_string(settings.repl_port);
+  // With --tls the lock port itself speaks TLS; --lock_tls_port adds one.
+  if (settings.tls) addresses.lock_tls = addresses.lock;
+  if (lock_tls_port_ != 0) addresses.lock_tls = host + ":" + std::to_string(lock_tls_port_);
   // A session's locks outlast a new term's start by three election
   // timeouts at least (locks::Change::grace_floor_ms).
   lock_machine_ = std::make_shared<cluster::LockMachine>(
@@ -324,7 +328,10 @@ void Server::change_members(const consensus::MembershipChange& change, const net
   }
   raft_->change_members(change, [machine = lock_machine_, done](const std::string& error) {
     if (error.empty()) return done({Status::kDone, ""});
-    if (error == consensus::kNotLeader) return done({Status::kNotLeader, machine->leader_lock_address()});
+    if (error == consensus::kNotLeader) {
+      cluster::LockMachine::Addresses leader = machine->leader_addresses();
+      return done({Status::kNotLeader, leader.lock, leader.lock_tls});
+    }
     done({Status::kFailed, error});
   });
 }

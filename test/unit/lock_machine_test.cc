@@ -111,7 +111,7 @@ TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   EXPECT_TRUE(same_state(*state_back, state));
   EXPECT_FALSE(decode_state(encode(state).substr(1)));
 
-  Announcement announced{{1, 7, 0}, "192.0.2.11:11400", "192.0.2.11:11213"};
+  Announcement announced{{1, 7, 0}, "192.0.2.11:11400", "192.0.2.11:11213", "192.0.2.11:11401"};
   std::optional<Announcement> announced_back;
   ASSERT_TRUE(decode_state(encode(state, announced), &announced_back));
   EXPECT_EQ(announced_back, announced);
@@ -123,7 +123,7 @@ TEST(LockLog, ChangesAndStatesComeBackAsTheyWent) {
   std::string older = encode(no_locks);
   older[0] = 1;
   older.erase(kLimitsAt, 1);  // format 3's limits: here only "none"
-  older.resize(older.size() - 3 * 8 - 2 * 4);  // an empty announcement's bytes
+  older.resize(older.size() - 3 * 8 - 3 * 4);  // an empty announcement's bytes
   std::optional<locks::FullState> older_back = decode_state(older, &announced_back);
   ASSERT_TRUE(older_back);
   EXPECT_TRUE(same_state(*older_back, no_locks));
@@ -158,6 +158,7 @@ TEST(LockLog, AStateKeepsTheConnectionsOfWaitsAndOlderFormatsLoad) {
   size_t waiter_attachment = wait_attachment + 8 + 4 + 1;  // the count, the serial "2"
   bytes.erase(waiter_attachment, 8);
   bytes.erase(kLimitsAt, 1);  // the limits: "none"
+  bytes.resize(bytes.size() - 4);  // format 4's TLS lock address: ""
   bytes[0] = 2;
   std::optional<locks::FullState> older = decode_state(bytes);
   ASSERT_TRUE(older);
@@ -266,6 +267,7 @@ TEST(LockMachine, ASnapshotKeepsWhereTheLeaderServes) {
   announce.origin = {1, 7, 0};
   announce.change.id = "192.0.2.11:11400";
   announce.change.name = "192.0.2.11:11213";
+  announce.change.lock_tls_address = "192.0.2.11:11401";
   LockMachine leader = machine(1);
   apply_log(leader, {{open(kSecretA)}, {announce}});
 
@@ -277,6 +279,40 @@ TEST(LockMachine, ASnapshotKeepsWhereTheLeaderServes) {
   joined.on_status(following);
   EXPECT_EQ(joined.leader_addresses().lock, "192.0.2.11:11400");
   EXPECT_EQ(joined.leader_addresses().replication, "192.0.2.11:11213");
+  EXPECT_EQ(joined.leader_addresses().lock_tls, "192.0.2.11:11401");
+  // A change it cannot make (it does not lead) names both lock addresses.
+  locks::Change lock;
+  lock.kind = ChangeKind::kAcquire;
+  lock.serial = "1";
+  lock.name = "n";
+  locks::Outcome refused = joined.submit(std::move(lock), [](const locks::Outcome&) {});
+  EXPECT_EQ(refused.status, locks::OutcomeStatus::kNotLeader);
+  EXPECT_EQ(refused.leader, "192.0.2.11:11400");
+  EXPECT_EQ(refused.leader_tls, "192.0.2.11:11401");
+}
+
+// Format 3 added the leader's TLS lock address to a term's first entry; an
+// entry of format 2 still decodes, with none.
+TEST(LockLog, ATermsFirstEntryKeepsTheLeadersTlsAddressAndOlderFormatsLoad) {
+  LoggedChange start = change(ChangeKind::kTermStart);
+  start.change.id = "192.0.2.11:11400";
+  start.change.name = "192.0.2.11:11213";
+  start.change.lock_tls_address = "192.0.2.11:11401";
+  start.change.grace_floor_ms = 900;
+  std::optional<LoggedChange> back = decode_change(encode(start));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, start);
+  EXPECT_EQ(back->change.lock_tls_address, "192.0.2.11:11401");
+
+  start.change.lock_tls_address.clear();
+  std::string older = encode(start);
+  older.resize(older.size() - 4);  // format 3's TLS lock address: ""
+  older[0] = 2;
+  back = decode_change(older);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->change.grace_floor_ms, 900);
+  EXPECT_EQ(back->change.lock_tls_address, "");
+  EXPECT_FALSE(decode_change(older.substr(0, older.size() - 1)));
 }
 
 // A change for a session that is gone changes nothing, on every member.

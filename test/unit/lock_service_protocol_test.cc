@@ -138,6 +138,66 @@ TEST_F(ClusterCommandsTest, ATransferNotMadeIsAnsweredAndTheConnectionStays) {
   EXPECT_EQ(asked_[1].kind, consensus::MembershipChange::Kind::kRemove);
 }
 
+// A member that does not lead refuses every change, naming the leader's
+// lock addresses as cluster::LockMachine does.
+class FollowerCoordinator final : public locks::Coordinator {
+ public:
+  using Coordinator::Coordinator;
+  locks::Outcome submit(locks::Change&&, locks::Answer) override {
+    locks::Outcome refused;
+    refused.status = locks::OutcomeStatus::kNotLeader;
+    refused.leader = leader;
+    refused.leader_tls = leader_tls;
+    return refused;
+  }
+  bool answers_at_once() const override { return true; }
+
+  std::string leader = "192.0.2.11:11400";
+  std::string leader_tls = "192.0.2.11:11401";
+};
+
+// A client that came over TLS can speak nothing else: a 503 sends it to the
+// leader's TLS port, a plain client to the plain one.
+TEST(NotLeaderTest, A503NamesTheLeadersPortThatSpeaksTheConnectionsProtocol) {
+  auto coordinator = std::make_shared<FollowerCoordinator>(std::make_shared<locks::LockService>());
+  net::Reactor reactor;
+  for (bool over_tls : {false, true}) {
+    OutputQueue out;
+    std::function<void(consensus::MembershipResult)> done;
+    LockServiceProtocol protocol{LockServiceContext{
+        coordinator, reactor, out, [] {}, nullptr, nullptr, nullptr, nullptr,
+        [&](const consensus::MembershipChange&, const net::Endpoint&, auto answer) {
+          done = std::move(answer);
+        },
+        over_tls}};
+    std::string pending;
+    std::string named = over_tls ? "192.0.2.11:11401" : "192.0.2.11:11400";
+    EXPECT_EQ(feed(protocol, pending, out, "lock a\r\n"), "503 not leader: " + named + "\r\n");
+    EXPECT_EQ(feed(protocol, pending, out, "cluster transfer\r\n"), "");
+    ASSERT_TRUE(done);
+    done({consensus::MembershipResult::Status::kNotLeader, "192.0.2.11:11400", "192.0.2.11:11401"});
+    reactor.run_once(0);  // the answer hops to the connection's reactor
+    EXPECT_EQ(out.take_all(), "503 not leader: " + named + "\r\n") << "over TLS: " << over_tls;
+  }
+}
+
+// A leader with no TLS lock port (or older than its naming one) is named by
+// its plain address all the same: the failed handshake says what is wrong.
+TEST(NotLeaderTest, ALeaderWithoutATlsPortIsNamedByItsPlainOne) {
+  auto coordinator = std::make_shared<FollowerCoordinator>(std::make_shared<locks::LockService>());
+  coordinator->leader_tls.clear();
+  net::Reactor reactor;
+  OutputQueue out;
+  LockServiceProtocol protocol{LockServiceContext{coordinator, reactor, out, [] {}, nullptr,
+                                                  nullptr, nullptr, nullptr, {}, true}};
+  std::string pending;
+  EXPECT_EQ(feed(protocol, pending, out, "lock a\r\n"), "503 not leader: 192.0.2.11:11400\r\n");
+  coordinator->leader.clear();
+  LockServiceProtocol in_election{LockServiceContext{coordinator, reactor, out, [] {}, nullptr,
+                                                     nullptr, nullptr, nullptr, {}, true}};
+  EXPECT_EQ(feed(in_election, pending, out, "lock a\r\n"), "503 not leader: election\r\n");
+}
+
 TEST(ClusterCommandsSingleServerTest, ASingleServerHasNoMembers) {
   auto service = std::make_shared<locks::LockService>();
   net::Reactor reactor;

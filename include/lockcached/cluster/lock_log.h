@@ -47,6 +47,7 @@ struct Announcement {
   Origin origin;
   std::string lock_address;
   std::string replication_address;
+  std::string lock_tls_address = {};  // "" when the leader serves no TLS lock port
   bool operator==(const Announcement&) const = default;
 };
 

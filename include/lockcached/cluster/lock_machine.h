@@ -43,15 +43,17 @@ constexpr int kTokenShift = 20;
 
 class LockMachine final : public consensus::StateMachine, public locks::Coordinator {
  public:
-  // Where this member serves, "HOST:PORT": `lock_address` its lock service,
-  // `replication_address` its cache's replication stream; a leader
-  // announces both in its first change, so that the others can name the
-  // one and follow the other. `role_changed` runs on the Raft thread
+  // Where this member serves, "HOST:PORT": `lock` its lock service,
+  // `replication` its cache's replication stream, `lock_tls` its lock
+  // service over TLS ("" when it has no such port); a leader announces them
+  // in its first change, so that the others can name the lock service's
+  // and follow the replication stream. `role_changed` runs on the Raft thread
   // whenever this member starts or stops leading, or the leader changes:
   // the member's lock-service connections must then close.
   struct Addresses {
     std::string lock;
     std::string replication;
+    std::string lock_tls = {};
   };
   // `term_grace_floor_ms`: what its terms' first entries carry
   // (Change::grace_floor_ms): three election timeouts.

@@ -33,6 +33,7 @@ struct MembershipResult {
   };
   Status status = Status::kDone;
   std::string detail;
+  std::string leader_tls = {};  // kNotLeader: the leader's TLS lock-service address, "" when none
 };
 
 // Asks for `change` on behalf of a client at `peer`; `done` is called once,

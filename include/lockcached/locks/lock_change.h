@@ -42,8 +42,12 @@ struct Change {
   // connection's own on a single server, by serial in a cluster).
   std::shared_ptr<Session> session;
   std::string serial;  // the session's serial, when `session` is to be found by it
-  std::string name;    // kAcquire, kRelease
-  std::string id;      // kResume: the whole id asked for; kOpen: the new secret
+  // kAcquire, kRelease; kTermStart: the new leader's cache replication
+  // address ("HOST:PORT").
+  std::string name;
+  // kResume: the whole id asked for; kOpen: the new secret; kTermStart: the
+  // new leader's lock-service address ("HOST:PORT").
+  std::string id;
   int64_t wait_ms = 0;
   int64_t grace_ms = 0;
   // kExpire: the detachment whose grace ran out. kDetach, kCancelWait,
@@ -67,6 +71,9 @@ struct Change {
   // three election timeouts (LockMachine) outlast that, so the client is
   // told before anyone else is granted its locks.
   int64_t grace_floor_ms = 0;
+  // kTermStart: where the new leader's lock service speaks TLS, "HOST:PORT"
+  // ("": nowhere).
+  std::string lock_tls_address;
 
   // What a coordinator's timers propose; the caller names the session
   // (`session` or `serial`). A wait's timeout ends only the wait of the
@@ -106,7 +113,11 @@ struct Outcome {
   int64_t grace_ms = 0;              // kDetach: the grace that started (0: ended)
   uint64_t detachment = 0;           // kDetach: what kExpire must name
   uint64_t attachment = 0;           // kOpen, kResume: what the connection's changes name
-  std::string leader;                // kNotLeader: "HOST:PORT" of the leader's lock port, or ""
+  // kNotLeader: "HOST:PORT" of the leader's lock port, or "" (an election);
+  // and of its TLS lock port, "" when it has none. A connection over TLS
+  // names the second (a client there cannot speak to a plain port).
+  std::string leader;
+  std::string leader_tls;
   // kTermStart: the sessions now in their grace, for the leader's timers.
   std::vector<LockService::Adopted> in_grace;
   std::vector<std::string> released;  // kExpire: the names its grace let go

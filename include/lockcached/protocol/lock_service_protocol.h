@@ -47,6 +47,8 @@ struct LockServiceContext {
   // A cluster member's `cluster add|remove|transfer`; empty on a single
   // server, which answers them 400.
   consensus::MembershipRequester change_members = {};
+  // The connection speaks TLS: its 503s name the leader's TLS port.
+  bool over_tls = false;
 };
 
 class LockServiceProtocol final : public ProtocolHandler {
@@ -80,6 +82,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   void cluster(const Words& words, OutputQueue& out);
   void on_members_changed(consensus::MembershipChange::Kind kind,
                           const consensus::MembershipResult& result);
+  std::string leader_for_client(const std::string& plain, const std::string& tls) const;
   // Hands `change` to the coordinator; its outcome is finished now or,
   // once it comes, on the reactor thread (the protocol blocked till then).
   void submit(locks::Change&& change, OutputQueue& out);

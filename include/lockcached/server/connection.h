@@ -150,6 +150,7 @@ class Connection final : public net::EventHandler {
   const PortKind kind_;
   const net::Endpoint local_;
   const int64_t accepted_ms_;
+  const bool over_tls_;  // accepted on a TLS port
   IoState io_ = IoState::kServing;
   const std::unique_ptr<Transport> transport_;
   uint32_t interest_ = 0;
