@@ -73,7 +73,7 @@ bool valid_lock_name(std::string_view name) {
 
 LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls,
                                      double timeout, const std::optional<Login>& login)
-    : timeout_(timeout), tls_(tls), login_(login) {
+    : timeout_(timeout), tls_(options_for_nodes_named(tls, host)), login_(login) {
   connect(host, port);
 }
 
@@ -91,6 +91,7 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
   std::string answered_host = host_;
   uint16_t answered_port = port_;
   std::optional<Failure> failed;  // why the last node asked did not answer
+  std::optional<Failure> named_failed;  // why the last leader named did not
   Deadline give_up = deadline_after(timeout_);
   // A node that took the request and went only after holding it longer
   // than --timeout (a failover during a wait: its leader closed its
@@ -126,9 +127,17 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     if (!failed) {
       answered_host = host;
       answered_port = port;
+    } else if (!election) {
+      named_failed = failed;
     }
   }
-  if (failed) throw *failed;  // the timeout passed: the last node's reason
+  // The timeout passed: the last node's reason; or, when a node's last word
+  // was a leader that could not be asked, that leader's (a refused
+  // connection, a certificate that does not verify).
+  if (failed) throw *failed;
+  if (named_failed && reply.starts_with(kNotLeader) && !reply.ends_with("election")) {
+    throw *named_failed;
+  }
   return reply;
 }
 

@@ -66,6 +66,12 @@ bool is_ip_literal(const std::string& name) {
 
 }  // namespace
 
+TlsOptions options_for_nodes_named(const TlsOptions& options, const std::string& host) {
+  TlsOptions named = options;
+  if (named.enabled && named.server_name.empty() && !is_ip_literal(host)) named.server_name = host;
+  return named;
+}
+
 TlsSession::TlsSession(const TlsOptions& options, const std::string& host)
     : context_(SSL_CTX_new(TLS_client_method()), SSL_CTX_free), ssl_(nullptr, SSL_free) {
   SSL_CTX* context = context_.get();

@@ -26,6 +26,13 @@ struct TlsOptions {
   std::string server_name;  // name to verify and send as SNI; empty: the host
 };
 
+// The options for the nodes that the first, at `host`, sends the client on
+// to (a follower's "503 not leader: ADDRESS"). Their certificates must carry
+// the name the user gave, --tls_server_name or --host's host name: the
+// address a node names is no name the user vouched for. Where --host is an
+// address, each node is checked against its own.
+TlsOptions options_for_nodes_named(const TlsOptions& options, const std::string& host);
+
 // The outcome of one attempt to move bytes (or to take the handshake a step
 // further) on a non-blocking connection. At most one field is set; none set
 // means the handshake is complete, or a read or write should be tried again.

@@ -7,6 +7,8 @@
 #   server2.pem/.key   the same names, another key: a reload must switch to it
 #   client.pem/.key    a client certificate signed by ca.pem (mutual TLS)
 #   rogue-ca.pem       a CA nobody trusts, and rogue-client.pem/.key it signed
+#   dns-ca.pem         a CA of its own, and dns-only.pem/.key it signed: localhost
+#                      only, no address (a cluster's nodes named by address)
 set -eu
 cd "$(dirname "$0")"
 days=36500
@@ -34,4 +36,7 @@ leaf server2 ca "/CN=localhost" "$server_ext"
 leaf client ca "/CN=lockcached test client" "$client_ext"
 ca rogue-ca "/CN=rogue CA"
 leaf rogue-client rogue-ca "/CN=rogue client" "$client_ext"
-rm -f ca.key rogue-ca.key ./*.srl
+ca dns-ca "/CN=lockcached test CA for names only"
+leaf dns-only dns-ca "/CN=localhost" 'subjectAltName=DNS:localhost
+extendedKeyUsage=serverAuth'
+rm -f ca.key rogue-ca.key dns-ca.key ./*.srl

@@ -194,6 +194,27 @@ class ClusterE2e : public ::testing::Test {
     return client;
   }
 
+  // `lockcached-cli OPTIONS run job` for each of `options` in turn: each
+  // must run its command, whose fencing token must be larger than the one
+  // before.
+  void expect_runs_with_growing_tokens(const std::vector<std::string>& options) {
+    uint64_t previous = 0;
+    for (const std::string& how : options) {
+      std::string command = e2e::cli_binary() + " " + how +
+                            " run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN' 2>&1";
+      FILE* cli = popen(command.c_str(), "r");
+      ASSERT_NE(cli, nullptr);
+      char line[512] = {};
+      bool read = fgets(line, sizeof line, cli) != nullptr;
+      int status = pclose(cli);
+      EXPECT_TRUE(read) << how;
+      EXPECT_EQ(status, 0) << how << ": " << line;
+      uint64_t token = std::strtoull(line, nullptr, 10);
+      EXPECT_GT(token, previous) << how << ": " << line;
+      previous = token;
+    }
+  }
+
   fs::path root_;
   std::string cluster_;
   std::unique_ptr<ServerProcess> nodes_[kMaxNodes];
@@ -237,22 +258,35 @@ TEST_F(ClusterE2e, TheCliFollowsTheLeaderFromAnyNode) {
   start_all();
   int lead = leader();
   ASSERT_NE(lead, 0);
-  uint64_t previous = 0;
+  std::vector<std::string> at_each_node;
+  for (int id = 1; id <= kNodes; ++id)
+    at_each_node.push_back("--host 127.0.0.1 --lock-port " + std::to_string(lock_ports_[id]));
+  expect_runs_with_growing_tokens(at_each_node);
+}
+
+// A cluster whose lock service speaks TLS on ports of its own
+// (--lock_tls_port): a follower reached over TLS names the leader's TLS
+// port, not its plain one, and the CLI checks the leader's certificate
+// against the name it was given (--host localhost), which the nodes'
+// certificates carry, not against the address the follower named, which
+// they do not (test/certs/dns-only.pem).
+TEST_F(ClusterE2e, TheCliFollowsTheLeaderOverTls) {
+  const std::string certs = std::string(LOCKCACHED_SOURCE_DIR) + "/test/certs";
+  std::vector<uint16_t> tls_ports = free_ports(kNodes);
   for (int id = 1; id <= kNodes; ++id) {
-    std::string command = e2e::cli_binary() + " --host 127.0.0.1 --lock-port " +
-                          std::to_string(lock_ports_[id]) +
-                          " run job -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
-    FILE* cli = popen(command.c_str(), "r");
-    ASSERT_NE(cli, nullptr);
-    char line[64] = {};
-    bool read = fgets(line, sizeof line, cli) != nullptr;
-    int status = pclose(cli);
-    EXPECT_TRUE(read) << "node " << id;
-    EXPECT_EQ(status, 0) << "node " << id;
-    uint64_t token = std::strtoull(line, nullptr, 10);
-    EXPECT_GT(token, previous) << "node " << id;
-    previous = token;
+    start(id, {"--lock_tls_port=" + std::to_string(tls_ports[id - 1]),
+               "--tls_cert_file=" + certs + "/dns-only.pem",
+               "--tls_key_file=" + certs + "/dns-only.key"});
   }
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  std::vector<std::string> at_each_node;
+  for (int id = 1; id <= kNodes; ++id) {
+    at_each_node.push_back("--tls --tls_ca_file " + certs +
+                           "/dns-ca.pem --host localhost --timeout 5 --lock-port " +
+                           std::to_string(tls_ports[id - 1]));
+  }
+  expect_runs_with_growing_tokens(at_each_node);
 }
 
 // Until a cluster has a leader, a node answers "503 not leader: election";
