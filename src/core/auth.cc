@@ -1,5 +1,7 @@
 #include "lockcached/core/auth.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -56,7 +58,17 @@ bool Authenticator::load(const std::string& path, std::string* error) {
     *error = path + ": cannot read it";
     return false;
   }
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  // istream::read, not an istreambuf_iterator: libstdc++'s file buffer
+  // throws on a read error (a directory: EISDIR), which read() turns into
+  // badbit.
+  std::string text;
+  char chunk[4096];
+  while (file.read(chunk, sizeof chunk) || file.gcount() > 0)
+    text.append(chunk, static_cast<size_t>(file.gcount()));
+  if (file.bad()) {
+    *error = path + ": cannot read it: " + std::strerror(errno);
+    return false;
+  }
   UserTable table;
   if (!parse_user_table(text, &table, error)) {
     *error = path + (error->starts_with("line ") ? ", " : ": ") + *error;

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -176,6 +177,17 @@ TEST_F(AuthE2e, SighupRereadsTheFileAndKeepsItWhenItIsBad) {
   Client after;
   ASSERT_TRUE(after.connect(server_.port()));
   EXPECT_EQ(text_auth(after, "alice changed"), "STORED");
+
+  // The file replaced by a directory: logged, and the server serves on
+  // (it aborted before).
+  std::filesystem::remove(users_);
+  std::filesystem::create_directory(users_);
+  ASSERT_EQ(kill(server_.pid(), SIGHUP), 0);
+  EXPECT_TRUE(e2e::eventually(
+      [&] { return server_.log().find("Is a directory") != std::string::npos; }));
+  Client still;
+  ASSERT_TRUE(still.connect(server_.port()));
+  EXPECT_EQ(text_auth(still, "alice changed"), "STORED");
 }
 
 // Without --auth_file nothing changes: SASL is unknown, as in memcached

@@ -159,6 +159,10 @@ TEST(ConfigurationE2e, AuthFileMistakesStopTheStart) {
                                  ", line 2: no ':' between user and password");
   expect_configuration_error({"--port=0", "--auth_file=" + users.string() + ".missing"},
                              "--auth_file: " + users.string() + ".missing: cannot read it");
+  // A directory: the read fails (libstdc++ throws there; it aborted the
+  // server before).
+  expect_configuration_error({"--port=0", "--auth_file=" + dir.path().string()},
+                             "--auth_file: " + dir.path().string() + ": cannot read it: Is a directory");
   expect_configuration_error({"--port=0", "-S"},
                              "--enable_sasl: (memcached's -S) needs --auth_file (-Y): lockcached "
                              "checks SASL PLAIN against that file");
