@@ -181,7 +181,9 @@ void Connection::on_readable() {
 void Connection::finish_read(const Input& input) {
   switch (input.status) {
     case Input::Status::kBytes:
-      return take_input(input.bytes);
+      take_input(input.bytes);
+      if (input.ended && !closed()) close_when_sent();
+      return;
     case Input::Status::kAgain:
       return flush();  // a handshake's answers, if any; and read on
     case Input::Status::kEnd:
@@ -242,9 +244,14 @@ void Connection::flush() {
 }
 
 void Connection::finish_draining() {
+  close_politely(protocol_ ? protocol_->close_reason() : core::CloseReason::kNormal);
+}
+
+void Connection::close_politely(core::CloseReason reason) {
+  if (closed()) return;
   transport_->say_goodbye();
   send_last_words();
-  close(protocol_ ? protocol_->close_reason() : core::CloseReason::kNormal);
+  close(reason);
 }
 
 void Connection::send_last_words() {

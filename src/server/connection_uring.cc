@@ -142,6 +142,11 @@ void Connection::on_next_turn() {
   // transport kept (TLS ciphertext) decode now.
   Input input = transport_->decode(nullptr, 0, input_);
   if (input.status == Input::Status::kAgain) return resume_input();
+  // More was kept than the room took (several receives while input was
+  // paused): the rest comes on a later turn, since no receive will bring
+  // it. A part of a record alone decodes to nothing (kAgain above), so
+  // this ends.
+  stashed_ = transport_->holds_input();
   finish_read(input);
 }
 

@@ -56,7 +56,11 @@ Input TlsTransport::decrypt(InputBuffer& input) {
   InputRoom room = input.room(kMinRoom);
   size_t decrypted = session_.read(room.data, room.size);
   if (session_.failed()) return broken();
-  if (decrypted > 0) return {Input::Status::kBytes, {room.data, decrypted}};
+  if (decrypted > 0) {
+    return {.status = Input::Status::kBytes,
+            .bytes = {room.data, decrypted},
+            .ended = session_.peer_closed()};
+  }
   if (session_.peer_closed()) return {Input::Status::kEnd};
   return {Input::Status::kAgain};  // a handshake step, or part of a record
 }

@@ -178,7 +178,7 @@ void Worker::close_idle() {
   }
   stats_.idle_kicks.add(idle.size());  // memcached's idle_kicks
   for (Connection* connection : idle)
-    connection->close(core::CloseReason::kIdleTimeout);
+    connection->close_politely(core::CloseReason::kIdleTimeout);
 }
 
 void Worker::free_retired() {

@@ -115,6 +115,10 @@ void Session::take_ciphertext(std::string& out) {
   ciphertext_size_ = 0;
 }
 
+bool Session::holds_ciphertext_in() const {
+  return BIO_ctrl_pending(in_) > 0 || SSL_pending(ssl_) > 0;
+}
+
 bool Session::handshake_done() const {
   return SSL_is_init_finished(ssl_) == 1;
 }

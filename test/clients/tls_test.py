@@ -27,7 +27,7 @@ import unittest
 from pymemcache.client.base import Client
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
-from lockcached_server import lockcached_process, main_with_tools, run_tests  # noqa: E402
+from lockcached_server import lockcached_process, main_with_tools, run_tests, stats  # noqa: E402
 
 BINARY = None
 OPENSSL = "openssl"
@@ -362,6 +362,105 @@ class MemcachedSpellingTest(unittest.TestCase):
                                         timeout=DEADLINE_S, text=True)
                 self.assertEqual(result.returncode, status, result.stderr)
                 self.assertIn(message, result.stderr)
+
+
+class TlsStreamEndsTest(unittest.TestCase):
+    """What a TLS stream holds beyond one read, on each I/O backend: records
+    that came while input was paused, and a close_notify behind a request.
+    Neither brings another socket event, so the server must finish them
+    on its own."""
+
+    def backends(self):
+        return ("--io=epoll", "--io=uring")
+
+    def test_requests_that_came_while_output_waited_are_all_answered(self):
+        big = b"x" * (1024 * 1024 - 100)
+        cheap = 40_000
+        for backend in self.backends():
+            with self.subTest(backend=backend), \
+                    lockcached_process(BINARY, tls_flags(backend)) as server:
+                port = server.ports[CACHE_TLS]
+                plain = server.ports["memcached protocol"]
+                raw = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+                with client_context().wrap_socket(raw, server_hostname="localhost") as sock:
+                    self.assertEqual(request(sock, b"set big 0 0 %d\r\n%s\r\n" % (len(big), big)),
+                                     b"STORED\r\n")
+                    # Megabytes of replies the client does not read yet: the
+                    # server stops taking input once they are answered.
+                    sock.sendall(b"get big\r\n" * 5)
+                    deadline = time.monotonic() + DEADLINE_S
+                    while int(stats(plain)["get_hits"]) < 5:
+                        self.assertLess(time.monotonic(), deadline, "the gets were not answered")
+                        time.sleep(0.01)
+                    # More of them, and many small requests behind: they come
+                    # in one burst once the server reads again, more than one
+                    # turn's room (the io_uring backend kept what exceeded it,
+                    # undecrypted, and answered it only at the next receive).
+                    sock.sendall(b"get big\r\n" * 5 + b"mn\r\n" * cheap + b"get nothing\r\n")
+                    expected = (10 * len(b"VALUE big 0 %d\r\n%s\r\nEND\r\n" % (len(big), big))
+                                + cheap * len(b"MN\r\n") + len(b"END\r\n"))
+                    received = bytearray()
+                    while len(received) < expected:
+                        chunk = sock.recv(1 << 20)
+                        self.assertNotEqual(chunk, b"", "the server closed the connection")
+                        received += chunk
+                    self.assertEqual(len(received), expected)
+                    self.assertTrue(received.endswith(b"MN\r\nEND\r\n"))
+
+    def test_a_close_notify_behind_a_request_ends_the_connection(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend), \
+                    lockcached_process(BINARY, tls_flags(backend)) as server:
+                port = server.ports[CACHE_TLS]
+                incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+                session = client_context().wrap_bio(incoming, outgoing,
+                                                    server_hostname="localhost")
+                with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as sock:
+                    def pump():
+                        sock.sendall(outgoing.read())
+                        data = sock.recv(65536)
+                        incoming.write(data) if data else incoming.write_eof()
+                        return data
+                    while True:
+                        try:
+                            session.do_handshake()
+                            break
+                        except ssl.SSLWantReadError:
+                            self.assertTrue(pump(), "closed during the handshake")
+                    # A request and the close_notify, in one segment.
+                    session.write(b"version\r\n")
+                    try:
+                        session.unwrap()
+                    except ssl.SSLWantReadError:
+                        pass  # its close_notify is in `outgoing`; the server's to come
+                    sock.sendall(outgoing.read())
+                    replies = b""
+                    while True:
+                        data = sock.recv(65536)
+                        if not data:
+                            break  # the server closed: what it sent is all there
+                        incoming.write(data)
+                        try:
+                            replies += session.read(65536)
+                        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                            pass
+                    self.assertTrue(replies.startswith(b"VERSION "), replies)
+
+    def test_an_idle_timeout_ends_the_session_with_a_close_notify(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend), \
+                    lockcached_process(BINARY, tls_flags(backend, "--idle_timeout=1")) as server:
+                raw = socket.create_connection(("127.0.0.1", server.ports[CACHE_TLS]),
+                                               timeout=DEADLINE_S)
+                strict = client_context()
+                strict.options &= ~ssl.OP_IGNORE_UNEXPECTED_EOF
+                with strict.wrap_socket(raw, server_hostname="localhost",
+                                        suppress_ragged_eofs=False) as sock:
+                    self.assertTrue(request(sock, b"version\r\n").startswith(b"VERSION "))
+                    # The server's close_notify reads as a clean end (b"");
+                    # a close without it raises SSLEOFError.
+                    self.assertEqual(sock.recv(100), b"")
 
 
 if __name__ == "__main__":

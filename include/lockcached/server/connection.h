@@ -54,6 +54,10 @@ class Connection final : public net::EventHandler {
   // Closes the socket at once; the worker frees the object after the batch.
   // `reason` is what `watch connevents` reports.
   void close(core::CloseReason reason = core::CloseReason::kError);
+  // The same, after the transport's goodbye (TLS: close_notify), sent where
+  // the stream allows it: a client cut off (--idle_timeout) sees a clean
+  // end, as after `quit`.
+  void close_politely(core::CloseReason reason);
   // Closes after the socket failed with `error` (an errno): kDeadPeer when
   // the peer stopped answering (--tcp_keepalive, net::peer_vanished),
   // kError otherwise.

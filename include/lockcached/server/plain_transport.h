@@ -16,6 +16,7 @@ class PlainTransport final : public Transport {
   Input read(int fd, InputBuffer& input) override;
   Input decode(const char* raw, size_t size, InputBuffer& input) override;
   void keep(const char* raw, size_t size, InputBuffer& input) override;
+  bool holds_input() const override { return false; }  // keep() put it all in `input`
 
   int send(int fd, protocol::OutputQueue& replies) override;
   int gather(protocol::OutputQueue& replies, iovec* iov, int max) override;

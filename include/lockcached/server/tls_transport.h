@@ -30,6 +30,7 @@ class TlsTransport final : public Transport {
   Input read(int fd, InputBuffer& input) override;
   Input decode(const char* raw, size_t size, InputBuffer& input) override;
   void keep(const char* raw, size_t size, InputBuffer& input) override;
+  bool holds_input() const override { return session_.holds_ciphertext_in(); }
 
   int send(int fd, protocol::OutputQueue& replies) override;
   int gather(protocol::OutputQueue& replies, iovec* iov, int max) override;

@@ -44,6 +44,9 @@ struct Input {
   Status status;
   std::string_view bytes = {};
   int error = 0;
+  // kBytes: the client ended the stream right after them (a TLS
+  // close_notify in the same read): no event will come to say so.
+  bool ended = false;
 };
 
 class Transport {
@@ -64,6 +67,9 @@ class Transport {
   // io_uring: raw bytes that came while input was paused, kept until
   // decode() is called again. Plaintext waits in `input`.
   virtual void keep(const char* raw, size_t size, InputBuffer& input) = 0;
+  // io_uring: whether raw bytes kept here would decode() to more input now
+  // (TLS: records that did not fit the room). No receive will bring them.
+  virtual bool holds_input() const = 0;
 
   // Output.
   // epoll: sends on `fd` what it takes now of `replies`; 0, the errno of a

@@ -49,6 +49,9 @@ class Session {
   bool failed() const { return failed_; }
   // The peer sent close_notify: it sends nothing more.
   bool peer_closed() const { return peer_closed_; }
+  // Received bytes not read out yet: ciphertext, or plaintext of a record
+  // read in part. Maybe only part of a record, which read() cannot finish.
+  bool holds_ciphertext_in() const;
   // Why it failed, OpenSSL's words, for the log.
   const std::string& error() const { return error_; }
   // Queues close_notify: the connection ends cleanly.
