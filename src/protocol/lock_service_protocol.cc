@@ -70,6 +70,13 @@ LockServiceProtocol::LockServiceProtocol(LockServiceContext context)
     : context_(std::move(context)),
       auth_(context_.authenticator),
       self_(std::make_shared<LockServiceProtocol*>(this)) {
+  // With --auth_file, only once the client said who it is: a session is
+  // state (in a cluster, entries in every member's log) that only users
+  // may make.
+  if (!auth_.required()) open_session();
+}
+
+void LockServiceProtocol::open_session() {
   locks::Change open;
   open.kind = locks::ChangeKind::kOpen;
   open.client = client();
@@ -264,8 +271,13 @@ void LockServiceProtocol::on_members_changed(consensus::MembershipChange::Kind k
 void LockServiceProtocol::auth(const Words& words, OutputQueue& out) {
   if (!auth_.enabled()) return out.append("400 Authentication not enabled\r\n");
   if (words.count != 3) return out.append("400 auth takes USER PASSWORD\r\n");
+  bool first = auth_.required();
   core::AuthResult result = auth_.attempt(words[1], words[2]);
-  if (result == core::AuthResult::kAccepted) return out.append("200 Authenticated\r\n");
+  if (result == core::AuthResult::kAccepted) {
+    out.append("200 Authenticated\r\n");
+    if (first) open_session();
+    return;
+  }
   out.append("401 Authentication failed\r\n");
   if (result == core::AuthResult::kLockedOut) close_ = true;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +149,26 @@ TEST_F(AuthE2e, LockServiceNeedsAuthBeforeAnythingAndBeforeAResume) {
     resumed = stranger.request("conn_id " + session);
     return resumed == "200 Resumed";
   })) << resumed;
+}
+
+// A session is opened only once its client authenticated: clients that
+// never do make no state (in a cluster, no log entries).
+TEST_F(AuthE2e, AnUnauthenticatedLockServiceConnectionOpensNoSession) {
+  std::vector<Client> strangers(3);
+  for (Client& stranger : strangers) {
+    ASSERT_TRUE(stranger.connect(lock_port()));
+    EXPECT_EQ(stranger.request("lock job"), "401 Authentication required");
+  }
+  Client user;
+  ASSERT_TRUE(user.connect(lock_port()));
+  EXPECT_EQ(user.request("auth alice secret"), "200 Authenticated");
+  EXPECT_EQ(user.request("lock job").rfind("200 Acquired ", 0), 0u);
+  ASSERT_EQ(user.request("stats"), "200 STATS");
+  std::string clients;
+  for (std::string line = user.read_line(); line != "END"; line = user.read_line()) {
+    if (line.starts_with("STAT clients ")) clients = line.substr(13);
+  }
+  EXPECT_EQ(clients, "1");
 }
 
 TEST_F(AuthE2e, LockServiceClosesAfterTheThirdFailure) {

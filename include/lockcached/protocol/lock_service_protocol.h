@@ -71,6 +71,8 @@ class LockServiceProtocol final : public ProtocolHandler {
   struct Command;
   static const Command* find_command(std::string_view name);
   void execute(std::string_view line, OutputQueue& out);
+  // Every connection's own session, opened once it may use one.
+  void open_session();
   void auth(const Words& words, OutputQueue& out);
   void quit(const Words& words, OutputQueue& out);
   void lock(const Words& words, OutputQueue& out);
