@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,6 +144,11 @@ class Supervisor {
   // The server went away or stopped answering: its lock is gone.
   void lose(const std::string& why) {
     connected_ = false;
+    // Hung up on, not just left: a server that was only slow (paused, cut
+    // off for a while) then sees the connection end and lets the lock go,
+    // instead of holding it for a client that said it lost it until
+    // COMMAND ends.
+    shutdown(holder_.connection().fd(), SHUT_RDWR);
     std::string message = "lost " + holder_.what() + " (" + why + "); ";
     if (options_.kill_on_loss) {
       warn(message + "stopping the command with SIGTERM (--kill-on-loss)");

@@ -894,6 +894,32 @@ TEST_F(CliE2e, LosingTheServerWarnsAndLetsTheCommandFinish) {
   EXPECT_TRUE(file_contains(log, "finished"));
 }
 
+// A server that stops answering (paused here) may come back: the CLI,
+// which told its user the lock was lost, hangs up, so that the server lets
+// the lock go then instead of holding it until the command ends.
+TEST_F(CliE2e, ALostLocksConnectionIsHungUpSoAServerThatComesBackLetsItGo) {
+  fs::path log = dir_ / "log";
+  fs::path fifo = make_fifo("fifo");
+  auto job = start({"--host", "127.0.0.1", "--lock-port", std::to_string(lock_port_),
+                    "--timeout", "1", "run", "cron", "--ping", "0.2", "--", "sh", "-c",
+                    "echo started >> \"$1\"; exec cat \"$2\" > /dev/null", "sh", log, fifo});
+  ASSERT_TRUE(file_contains(log, "started")) << job->err();
+  ASSERT_EQ(kill(server_.pid(), SIGSTOP), 0);
+  bool lost =
+      eventually([&] { return job->err().find("lost lock") != std::string::npos; }, 20s);
+  ASSERT_EQ(kill(server_.pid(), SIGCONT), 0);
+  ASSERT_TRUE(lost) << job->err();
+  // The command still runs; the lock is free for the next job.
+  Client next = connect_lock_service();
+  std::string reply;
+  EXPECT_TRUE(eventually([&] {
+    reply = next.request("lock cron");
+    return reply.starts_with("200 Acquired ");
+  })) << reply;
+  ASSERT_TRUE(open_fifo(fifo));
+  EXPECT_EQ(job->wait(), 0) << job->err();
+}
+
 TEST_F(CliE2e, KillOnLossStopsTheCommandWhenTheServerGoes) {
   fs::path log = dir_ / "log";
   fs::path fifo = make_fifo("fifo");
