@@ -25,17 +25,24 @@ constexpr size_t kInitialBuckets = 128;
 // cache slow for everyone).
 constexpr size_t kReclaimLookahead = 1024;
 
-// memcached's rule for the value incr/decr work on (strtoull): optional
-// leading whitespace, decimal digits that fit in 64 bits, then the end or
-// whitespace (whatever follows that is ignored).
+// memcached's rule for the value incr/decr work on (safe_strtoull, which
+// is strtoull's): optional leading whitespace, an optional sign, decimal
+// digits that fit in 64 bits, then the end, whitespace or a NUL (whatever
+// follows that is ignored). A minus negates, as strtoull does, and is
+// refused only where the result is negative as a signed number ("-0" is 0;
+// "-1" is refused).
 bool parse_counter(std::string_view text, uint64_t* value) {
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  size_t begin = 0;
-  while (begin < text.size() && is_space(text[begin]))
-    ++begin;
+  size_t at = 0;
+  while (at < text.size() && is_space(text[at]))
+    ++at;
+  bool negative = at < text.size() && text[at] == '-';
+  if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
   const char* end = text.data() + text.size();
-  auto [stop, error] = std::from_chars(text.data() + begin, end, *value);
-  return error == std::errc() && (stop == end || is_space(*stop));
+  auto [stop, error] = std::from_chars(text.data() + at, end, *value);
+  if (error != std::errc() || (stop != end && !is_space(*stop) && *stop != '\0')) return false;
+  if (negative) *value = 0 - *value;
+  return !negative || static_cast<int64_t>(*value) >= 0;
 }
 
 }  // namespace

@@ -401,8 +401,32 @@ TEST_F(StoreTest, ArithAcceptsSurroundingWhitespace) {
   EXPECT_EQ(value_of("b"), "6 ");
 }
 
+// memcached 1.6.18 reads the value with strtoull: a sign, and a NUL that
+// ends the number, are taken ("+5", "-0", "5\0"); a minus that makes a
+// negative number is not ("-5", refused below), one that does not is
+// ("-9223372036854775809" is 2^64 - 9223372036854775809). Each value
+// checked against memcached 1.6.18's `incr`.
+TEST_F(StoreTest, ArithReadsTheValueAsStrtoullDoes) {
+  const std::pair<std::string_view, uint64_t> cases[] = {
+      {"+5", 6},
+      {"-0", 1},
+      {std::string_view("5\0", 2), 6},
+      {" +5", 6},
+      {"-9223372036854775809", 9223372036854775808u},
+      {"-18446744073709551615", 2},
+  };
+  for (const auto& [value, incremented] : cases) {
+    SCOPED_TRACE(std::string(value));
+    ASSERT_EQ(set("n", value), StoreStatus::kStored);
+    ArithResult result = arith("n", true, 1);
+    EXPECT_EQ(result.status, ArithStatus::kOk);
+    EXPECT_EQ(result.value, incremented);
+  }
+}
+
 TEST_F(StoreTest, ArithOnNonNumericValue) {
-  for (std::string_view value : {"abc", "", "-5", "12abc", "0x10", "18446744073709551616", "  "}) {
+  for (std::string_view value : {"abc", "", "-5", "12abc", "0x10", "18446744073709551616", "  ",
+                                 "+", "+-5", "--5", "-1"}) {
     SCOPED_TRACE(std::string(value));
     ASSERT_EQ(set("n", value), StoreStatus::kStored);
     EXPECT_EQ(arith("n", true, 1).status, ArithStatus::kNonNumeric);
