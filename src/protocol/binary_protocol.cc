@@ -313,6 +313,9 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     }
     const OpInfo& info = op(header.opcode);
     Shape shape = info.check_shape(header);
+    // Without an auth file the SASL opcodes are unknown, as in memcached
+    // without -S, whatever their body (the bound on a SASL message is ours).
+    if (is_sasl(header.opcode) && !core_.auth_enabled()) shape = Shape::kUnknown;
     if (header.key_length > store::kMaxKeyLength || shape == Shape::kInvalid) {
       protocol_error(out, header);
       break;
@@ -557,10 +560,9 @@ void BinaryProtocol::lock_and_get(const Request& request, OutputQueue& out) {
 // SASL PLAIN as memcached's -S answers it: LIST_MECHS "PLAIN", AUTH with
 // the mechanism as key and the PLAIN message as value, "Authenticated" or
 // 0x20. PLAIN has no steps, so a STEP is a failed attempt. Without an auth
-// file these opcodes are unknown, as in memcached without -S.
+// file these opcodes never come here (consume: unknown).
 void BinaryProtocol::sasl(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
-  if (!core_.auth_enabled()) return respond_error(out, h, kUnknownCommand);
   if (h.opcode == kSaslListMechs) return respond(out, h, kSuccess, {}, {}, "PLAIN");
   std::string_view user;
   std::string_view password;

@@ -778,6 +778,26 @@ TEST_F(BinaryE2e, UnknownOpcodeSkipsItsBody) {
   EXPECT_EQ(c.call(op::kGet, "k").status, st::kNotFound);
 }
 
+// Without --auth_file the SASL opcodes are unknown, as in memcached without
+// -S, however long their message: skipped, and the connection stays (a
+// message over 4 KiB closed it, as a malformed SASL request).
+TEST_F(BinaryE2e, SaslWithoutAnAuthFileIsUnknownWhateverItsLength) {
+  BinClient c;
+  ASSERT_TRUE(c.connect(port()));
+  for (size_t length : {10u, 5000u}) {
+    SCOPED_TRACE(length);
+    std::string message(length, 'x');
+    ASSERT_TRUE(c.raw().send(raw_header(0x80, 0x21, 5, 0, static_cast<uint32_t>(5 + length),
+                                        0x77, 0) +
+                             "PLAIN" + message));
+    std::optional<Response> r = read_response(c.raw());
+    ASSERT_TRUE(r) << c.raw().last_error();
+    EXPECT_EQ(r->status, st::kUnknownCommand);
+    EXPECT_EQ(r->opaque, 0x77u);
+    EXPECT_TRUE(c.noop_is_next());
+  }
+}
+
 TEST_F(BinaryE2e, FourGigabyteSetIsTooLargeAndNotBuffered) {
   {
     // Warm up: let every thread allocate what it normally does.
