@@ -81,6 +81,11 @@ void Connection::close(core::CloseReason reason) {
   LOCKCACHED_VLOG(1) << '<' << core_.owner() << " connection closed";
   watch_.reset();
   worker_.state().watch.conn_close(client_, reason);
+  if (waiting_for_room_) {  // io_uring: in the epoll set, no send in flight
+    worker_.reactor().remove(fd_);
+    waiting_for_room_ = false;
+    sending_ = false;
+  }
   if (!completes_io_) {
     worker_.reactor().remove(fd_);
   } else if (receive_ != Receive::kOff || sending_) {
@@ -111,6 +116,7 @@ void Connection::close_after_error(int error) {
 
 void Connection::on_event(uint32_t events) {
   if (closed()) return;  // closed earlier in this batch of events
+  if (waiting_for_room_) return on_room_to_send();  // io_uring, after EAGAIN
   if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) {
     return close_after_error(net::socket_error(fd_));
   }
@@ -143,6 +149,14 @@ ConnectionStatus Connection::status() const {
 
 // Replies already queued are still owed (after quit, or when the client
 // half-closed): stop reading, and close once the queue has drained.
+// The client ended its stream (end of file, a half-close, TLS close_notify).
+// It may still read: what it asked before is answered first, then the
+// connection closes (update_interest, once input would be taken again).
+void Connection::end_of_input() {
+  client_ended_ = true;
+  update_interest();
+}
+
 void Connection::close_when_sent() {
   if (closed()) return;
   io_ = IoState::kDraining;
@@ -181,13 +195,12 @@ void Connection::on_readable() {
 void Connection::finish_read(const Input& input) {
   switch (input.status) {
     case Input::Status::kBytes:
-      take_input(input.bytes);
-      if (input.ended && !closed()) close_when_sent();
-      return;
+      client_ended_ = input.ended;
+      return take_input(input.bytes);
     case Input::Status::kAgain:
       return flush();  // a handshake's answers, if any; and read on
     case Input::Status::kEnd:
-      return close_when_sent();  // the client may still read
+      return end_of_input();
     case Input::Status::kBroken:
       send_last_words();  // the alert that tells the client why
       return close(core::CloseReason::kError);
@@ -274,6 +287,8 @@ void Connection::update_interest() {
   // kMaxBlockedInput) so that a client that hangs up is noticed. A watcher
   // reads on (and drops what it reads), to see its client go.
   bool input = wants_input(unfinished) || io_ == IoState::kWatching;
+  // Nothing the client sent before its end is left to run.
+  if (client_ended_ && input && !stashed_) return close_when_sent();
   if (completes_io_) return update_io(input, unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.

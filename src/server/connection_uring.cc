@@ -3,6 +3,7 @@
 // when each is done. One receive and one send at most are in flight; the
 // raw bytes go through the transport's calls, as on epoll, and the protocol
 // side (run, the output queue) is the epoll path's, in connection.cc.
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -17,8 +18,11 @@ void Connection::on_received(const char* data, int result, bool more) {
   if (!more) receive_ = Receive::kOff;
   if (closed()) return;
   if (result <= 0) {
+    // The end may come while input is paused (a multishot receive
+    // delivers what arrived before its stop): handled once what came before
+    // it is answered.
     if (result == 0) {
-      return io_ == IoState::kWatching ? close(core::CloseReason::kNormal) : close_when_sent();
+      return io_ == IoState::kWatching ? close(core::CloseReason::kNormal) : end_of_input();
     }
     // Stopped (input paused), out of provided buffers (the thread's are all
     // in use this turn), or interrupted: receive again once input is wanted.
@@ -58,8 +62,19 @@ void Connection::stash(const char* data, size_t size) {
 void Connection::on_sent(int result) {
   sending_ = false;
   if (closed()) return;
+  if (result == -EAGAIN) {
+    // The socket is full and its peer half-closed: io_uring's own wait for
+    // room wakes on the peer's FIN (RDHUP, which its polls cannot mask) and
+    // gives up. Sent again at once, it fails again at once, a core's worth
+    // of sends for as long as the client reads nothing. The epoll set
+    // waits for EPOLLOUT alone (on_event, then on_room_to_send).
+    if (!worker_.reactor().add(fd_, EPOLLOUT, this)) return close();
+    sending_ = true;  // the same bytes are still to go
+    waiting_for_room_ = true;
+    return;
+  }
   if (result < 0) {
-    if (result != -EINTR && result != -EAGAIN) return close_after_error(-result);
+    if (result != -EINTR) return close_after_error(-result);
     result = 0;  // the same bytes go again
   }
   if (transport_->consume(in_flight_, static_cast<size_t>(result))) {
@@ -76,6 +91,12 @@ void Connection::on_sent(int result) {
     in_flight_.release_memory();
   }
   on_writable();  // what queued meanwhile, a long command's next step, a watcher
+}
+
+void Connection::on_room_to_send() {
+  worker_.reactor().remove(fd_);
+  waiting_for_room_ = false;
+  on_sent(0);  // nothing was sent: the same bytes go again
 }
 
 // flush(), on this backend: hands the kernel what is queued, unless a send

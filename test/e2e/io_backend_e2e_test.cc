@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -246,6 +248,46 @@ TEST_F(UringE2e, AReplyOfManyPiecesArrivesWhole) {
     EXPECT_EQ((*values)[i].key, "piece" + std::to_string(i));
     EXPECT_EQ((*values)[i].data, std::string(600, static_cast<char>('a' + i % 26)));
   }
+}
+
+// The server's CPU time so far, in seconds (`stats` rusage_user and
+// rusage_system).
+double cpu_seconds(Client& client) {
+  std::map<std::string, std::string> stats = client.stats();
+  return std::stod(stats["rusage_user"]) + std::stod(stats["rusage_system"]);
+}
+
+// A client that half-closes with megabytes of replies owed and reads
+// nothing for a while. io_uring answers a send to such a socket -EAGAIN at
+// once (its wait for room wakes on the FIN), and sending again at once kept
+// a core busy (0.8 s of CPU a second) for as long as the client did not
+// read. The server waits for room instead; every reply arrives once the
+// client reads. The bound is loose: this is no timing test, only "not a
+// busy loop".
+TEST_F(UringE2e, AHalfClosedClientThatReadsNothingCostsNoCpu) {
+  Client client;
+  ASSERT_TRUE(client.connect(server_.port()));
+  const std::string value(500 * 1000, 'h');
+  ASSERT_EQ(client.store("set", "big", value), "STORED");
+  std::string gets;
+  for (int i = 0; i < 40; ++i)
+    gets += "get big\r\n";
+  ASSERT_TRUE(client.send(gets));
+  ASSERT_TRUE(client.shutdown_send());
+  Client observer;
+  ASSERT_TRUE(observer.connect(server_.port()));
+  // Once the server answered enough to fill the socket: 4 MB of replies.
+  ASSERT_TRUE(e2e::eventually([&] { return e2e::stat_u64(observer.stats(), "get_hits") >= 8; }));
+  double before = cpu_seconds(observer);
+  std::this_thread::sleep_for(1s);  // the stretch in which nothing may happen
+  double spent = cpu_seconds(observer) - before;
+  EXPECT_LT(spent, 0.3) << "CPU seconds in one second of waiting for the client";
+  for (int i = 0; i < 40; ++i) {
+    auto values = client.read_values(10s);
+    ASSERT_TRUE(values.has_value()) << "reply " << i << ": " << client.last_error();
+    ASSERT_EQ(values->size(), 1u);
+  }
+  EXPECT_TRUE(client.wait_for_close());
 }
 
 // A client that hangs up with a send in flight and requests unread: the

@@ -99,6 +99,7 @@ class Connection final : public net::EventHandler {
   void finish_read(const Input& input);
   void take_input(std::string_view bytes);
   void close_when_sent();
+  void end_of_input();
   // A reply was queued outside a read (a lock wait ended): send it and go
   // on with requests that arrived meanwhile.
   void resume_input();
@@ -128,6 +129,8 @@ class Connection final : public net::EventHandler {
   // broke.
   bool send_in_flight();
   // Bytes that came while input was paused wait to be handled.
+  // io_uring: the socket takes bytes again after a send's EAGAIN.
+  void on_room_to_send();
   void stash(const char* data, size_t size);
   void call_next_turn();
   void on_next_turn();
@@ -175,7 +178,9 @@ class Connection final : public net::EventHandler {
   Receive receive_ = Receive::kOff;
   bool receive_once_ = false;  // one buffer per receive: they ran short (on_received)
   bool sending_ = false;
+  bool waiting_for_room_ = false;  // io_uring: a send's EAGAIN, waiting in the epoll set
   bool stashed_ = false;  // bytes received while paused, not yet handled
+  bool client_ended_ = false;  // its stream's end came (end_of_input)
   bool next_turn_pending_ = false;
   protocol::OutputQueue in_flight_;
   struct SendVector {  // a send of many pieces: its msghdr and iovecs
