@@ -124,11 +124,13 @@ void Connection::on_event(uint32_t events) {
   if (!closed() && (events & EPOLLIN)) on_readable();
 }
 
+// Waiting for a request, as memcached's idle_timeout counts: not while its
+// replies go out (a client reading a long one sends nothing), nor while a
+// long command runs, a lock wait (quiet by nature) or a watcher.
 bool Connection::idle_since(int64_t since) const {
-  // A watcher is quiet by nature too.
   return !closed() && io_ != IoState::kWatching &&
-         last_read_ms_.load(std::memory_order_relaxed) < since &&
-         !(protocol_ && protocol_->blocked());
+         last_read_ms_.load(std::memory_order_relaxed) < since && !output_pending() &&
+         !(protocol_ && (protocol_->blocked() || protocol_->has_unfinished_work()));
 }
 
 bool Connection::handshake_pending_since(int64_t since) const {

@@ -48,6 +48,33 @@ TEST(OperationsE2e, IdleTimeoutClosesIdleConnectionsOnly) {
   EXPECT_EQ(waiter.read_line().rfind("200 Acquired", 0), 0u);
 }
 
+// A client that reads a long reply sends nothing meanwhile: it is not idle,
+// as memcached's idle_timeout counts only connections waiting for a
+// request. The reader asks for 10 MB of replies and reads nothing until an
+// idle client on the same thread has been closed (the sweep ran); then it
+// reads every reply. It was cut off mid-reply before.
+TEST(OperationsE2e, IdleTimeoutSparesAClientReadingALongReply) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--idle_timeout=1", "--threads=1"}));
+  Client reader;
+  ASSERT_TRUE(reader.connect(server.port()));
+  const std::string value(100 * 1000, 'r');
+  ASSERT_EQ(reader.store("set", "big", value), "STORED");
+  constexpr int kGets = 100;
+  std::string gets;
+  for (int i = 0; i < kGets; ++i)
+    gets += "get big\r\n";
+  ASSERT_TRUE(reader.send(gets));
+  Client idle;
+  ASSERT_TRUE(idle.connect(server.port()));
+  ASSERT_TRUE(idle.wait_for_close(10s)) << "the server never closed an idle connection";
+  for (int i = 0; i < kGets; ++i) {
+    auto values = reader.read_values(10s);
+    ASSERT_TRUE(values.has_value()) << "reply " << i << ": " << reader.last_error();
+    ASSERT_EQ(values->size(), 1u);
+  }
+}
+
 // As root, --user drops to that user after binding; as anyone else the
 // switch is impossible and the server must refuse to start rather than run
 // as someone it was not asked to be.

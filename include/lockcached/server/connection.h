@@ -46,8 +46,8 @@ class Connection final : public net::EventHandler {
   void on_event(uint32_t events) override;
   void on_received(const char* data, int result, bool more) override;
   void on_sent(int result) override;
-  // Idle: nothing read since `since` (monotonic ms), and not waiting for a
-  // lock (a lock wait is quiet by nature).
+  // Idle: nothing read since `since` (monotonic ms) and waiting for a
+  // request (--idle_timeout; connection.cc says what does not count).
   bool idle_since(int64_t since) const;
   // A TLS client that has not finished its handshake since `since`.
   bool handshake_pending_since(int64_t since) const;
