@@ -305,7 +305,7 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     if (rest.size() < kHeaderSize) break;
     // Counted before it is known to be complete: an incomplete one ends
     // the turn anyway.
-    if (!budget_.take()) break;
+    if (!budget_.take(out)) break;
     Header header = decode_header(rest.data());
     if (header.magic != kRequestMagic) {  // not a request: nothing to recover
       close_ = true;

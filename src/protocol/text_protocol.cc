@@ -160,7 +160,7 @@ size_t TextProtocol::consume(std::string_view input, OutputQueue& out) {
           check_partial_line(input.substr(pos), out);
           return close_ ? input.size() : pos;
         }
-        if (!budget_.take()) break;  // the others on this thread first
+        if (!budget_.take(out)) break;  // the others on this thread, or the client, first
         size_t end = static_cast<size_t>(newline - input.data());
         size_t next = end + 1;
         // A get with more lines behind it: a pipeline of gets, likely (the

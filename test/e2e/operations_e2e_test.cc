@@ -75,6 +75,42 @@ TEST(OperationsE2e, IdleTimeoutSparesAClientReadingALongReply) {
   }
 }
 
+// A client that pipelines requests and reads nothing gets no more than
+// about 4 MiB of replies queued (protocol::kMaxQueuedOutput), whatever one
+// read of its requests asks for: here 60 gets of a 900 KB value, 54 MB,
+// sent in one write. Before, every request of a read ran, and the replies
+// (and the items they refer to) piled up without bound: 12 MB a
+// connection for `stats`, beyond --memory_limit_mb for large values. Once
+// the client reads, every reply comes, in order.
+TEST(OperationsE2e, AClientThatReadsNothingGetsAFewMegabytesQueuedAtMost) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--threads=1"}));
+  Client hog;
+  ASSERT_TRUE(hog.connect(server.port()));
+  const std::string value(900 * 1000, 'p');
+  ASSERT_EQ(hog.store("set", "big", value), "STORED");
+  constexpr int kGets = 60;
+  std::string gets;
+  for (int i = 0; i < kGets; ++i)
+    gets += "get big\r\n";
+  ASSERT_TRUE(hog.send(gets + "version\r\n"));
+  Client observer;
+  ASSERT_TRUE(observer.connect(server.port()));
+  uint64_t hits = 0;
+  ASSERT_TRUE(e2e::eventually([&] {
+    hits = e2e::stat_u64(observer.stats(), "get_hits");
+    return hits >= 4;
+  }));
+  // The gets run in one read's turn, or a few megabytes' worth at a time.
+  EXPECT_LT(e2e::stat_u64(observer.stats(), "get_hits"), 20u);
+  for (int i = 0; i < kGets; ++i) {
+    auto values = hog.read_values(10s);
+    ASSERT_TRUE(values.has_value()) << "reply " << i << ": " << hog.last_error();
+    ASSERT_EQ(values->size(), 1u);
+  }
+  EXPECT_EQ(hog.read_line().rfind("VERSION ", 0), 0u);
+}
+
 // As root, --user drops to that user after binding; as anyone else the
 // switch is impossible and the server must refuse to start rather than run
 // as someone it was not asked to be.

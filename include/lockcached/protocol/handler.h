@@ -14,18 +14,27 @@ namespace lockcached::protocol {
 // puts it in its own error form.
 constexpr std::string_view kReadOnlyReason = "read-only replica: writes go to the master";
 
+// The most replies a connection queues for its client: once this much waits
+// unsent, it runs no further request until the client has read some.
+inline constexpr size_t kMaxQueuedOutput = 4 * 1024 * 1024;
+
 // memcached's -R (CommandPolicy::requests_per_event): a cache protocol
 // counts the requests it runs in one consume() and, once the limit ran,
 // stops; the connection then yields (has_unfinished_work) and comes back
 // for the rest after the other connections on its thread had their turn.
+// It stops the same way once kMaxQueuedOutput of replies wait: one read
+// of pipelined requests (a turn's worth) could queue far more than that,
+// and pin every item its replies refer to. The connection comes back once
+// the client read enough.
 class TurnBudget {
  public:
   explicit TurnBudget(uint32_t limit) : limit_(limit) {}
   // At the start of consume().
   void start_turn() { used_ = 0; }
-  // Before a complete request: false once the turn's requests are spent.
-  bool take() {
-    if (limit_ != 0 && used_ == limit_) {
+  // Before a complete request, with `out` the replies queued so far: false
+  // once the turn's requests are spent or the queue is full.
+  bool take(const OutputQueue& out) {
+    if ((limit_ != 0 && used_ == limit_) || out.pending() >= kMaxQueuedOutput) {
       yielded_ = true;
       return false;
     }

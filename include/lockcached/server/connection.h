@@ -149,7 +149,7 @@ class Connection final : public net::EventHandler {
 
   // Stop reading from a client while this much of its output waits unsent: a
   // client that never reads must not make the server buffer without bound.
-  static constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
+  static constexpr size_t kMaxPendingOutput = protocol::kMaxQueuedOutput;
 
   Worker& worker_;
   int fd_;
