@@ -3,6 +3,7 @@
 #include <charconv>
 #include <limits>
 
+#include "lockcached/store/decimal.h"
 #include "lockcached/store/store.h"
 
 namespace lockcached::protocol {
@@ -40,14 +41,13 @@ bool parse_u32(std::string_view word, uint32_t* value) {
 
 bool parse_i32(std::string_view word, int32_t* value) {
   int64_t wide;
-  if (!parse_whole(word, &wide)) return false;
+  if (!store::read_signed_decimal(word, &wide)) return false;
   *value = static_cast<int32_t>(wide);
   return true;
 }
 
 bool parse_u64(std::string_view word, uint64_t* value) {
-  if (!word.empty() && word[0] == '-') return false;
-  return parse_whole(word, value);
+  return store::read_unsigned_decimal(word, value);
 }
 
 bool parse_double(std::string_view word, double* value) {

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "lockcached/store/decimal.h"
 #include "lockcached/store/hash.h"
 #include "lockcached/store/hash_table.h"
 
@@ -24,26 +24,6 @@ constexpr size_t kInitialBuckets = 128;
 // microseconds; a whole table's walk per refused store would make a full
 // cache slow for everyone).
 constexpr size_t kReclaimLookahead = 1024;
-
-// memcached's rule for the value incr/decr work on (safe_strtoull, which
-// is strtoull's): optional leading whitespace, an optional sign, decimal
-// digits that fit in 64 bits, then the end, whitespace or a NUL (whatever
-// follows that is ignored). A minus negates, as strtoull does, and is
-// refused only where the result is negative as a signed number ("-0" is 0;
-// "-1" is refused).
-bool parse_counter(std::string_view text, uint64_t* value) {
-  auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  size_t at = 0;
-  while (at < text.size() && is_space(text[at]))
-    ++at;
-  bool negative = at < text.size() && text[at] == '-';
-  if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
-  const char* end = text.data() + text.size();
-  auto [stop, error] = std::from_chars(text.data() + at, end, *value);
-  if (error != std::errc() || (stop != end && !is_space(*stop) && *stop != '\0')) return false;
-  if (negative) *value = 0 - *value;
-  return !negative || static_cast<int64_t>(*value) >= 0;
-}
 
 }  // namespace
 
@@ -632,7 +612,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     if (request.compare_cas != 0 && request.compare_cas != client_cas(*old_item)) {
       return {ArithStatus::kExists};
     }
-    if (!parse_counter(old_item->value_view(), &value)) return {ArithStatus::kNonNumeric};
+    if (!read_unsigned_decimal(old_item->value_view(), &value)) return {ArithStatus::kNonNumeric};
     if (request.increment) {
       value += request.delta;  // wraps at 2^64, as memcached
     } else {

@@ -337,6 +337,40 @@ def arithmetic_scenarios():
     ]
 
 
+def number_scenarios():
+    """Numbers as memcached's safe_strto* read them (strtol, strtoull):
+    whitespace around them, a sign, a minus that wraps, a NUL after them. A
+    number one server takes and the other refuses leaves a data block to be
+    read as a command."""
+    return [
+        scenario("number: CR after the length", b"set k 0 0 1\r\r\na\r\nget k\r\n"),
+        scenario("number: tab after the length", b"set k 0 0 1\t\r\na\r\nget k\r\n"),
+        scenario("number: tab before the length", b"set k 0 0 \t1\r\na\r\nget k\r\n"),
+        scenario("number: vertical tab after flags", b"set k 5\x0b 0 1\r\na\r\nget k\r\n"),
+        scenario("number: flags -0", b"set k -0 0 1\r\na\r\nget k\r\n"),
+        scenario("number: flags minus wraps", b"set k -18446744073709551615 0 1\r\na\r\nget k\r\n"),
+        scenario("number: plus minus exptime", b"set k 0 +-1 1\r\na\r\nget k\r\n"),
+        scenario("number: plus minus length", b"set k 0 0 +-0\r\n\r\n"),
+        scenario("number: exptime beyond 64 bits", b"set k 0 9223372036854775808 1\r\na\r\n"
+                 b"set k 0 -9223372036854775809 1\r\na\r\n"),
+        scenario("number: plus minus touch, gat, flush_all",
+                 b"touch k +-1\r\ngat +-1 k\r\nflush_all +-1\r\nget k\r\n",
+                 setup=b"set k 0 0 1\r\na\r\n"),
+        scenario("number: CR after a delta", b"incr n 5\r\r\nget n\r\n", setup=b"set n 0 0 1\r\n5\r\n"),
+        scenario("number: delta -0 and a wrapping one",
+                 b"incr n -0\r\nincr n -18446744073709551615\r\nget n\r\n",
+                 setup=b"set n 0 0 1\r\n5\r\n"),
+        scenario("number: cas -0", b"cas k 0 0 1 -0\r\nb\r\n", setup=b"set k 0 0 1\r\na\r\n"),
+        scenario("number: CR after verbosity and flush_all", b"verbosity 1\r\r\nflush_all 0\r\r\n"),
+        scenario("number: meta tab after a TTL", b"mg k T10\t t\r\n", setup=b"set k 0 0 1\r\na\r\n"),
+        scenario("number: meta D-0", b"ma n D-0 v\r\n", setup=b"set n 0 0 1\r\n5\r\n"),
+        scenario("number: values with a sign or a NUL",
+                 b"incr a 1\r\nincr b 1\r\nincr c 1\r\nincr d 1\r\nget a b c d\r\n",
+                 setup=b"set a 0 0 2\r\n+5\r\nset b 0 0 2\r\n-0\r\nset c 0 0 2\r\n5\x00\r\n"
+                       b"set d 0 0 2\r\n-1\r\n"),
+    ]
+
+
 def delete_scenarios():
     setup = b"set k 0 0 1\r\na\r\n"
     return [
@@ -801,7 +835,7 @@ def unimplemented_scenarios():
 
 def all_scenarios():
     scenarios = (storage_scenarios() + noreply_scenarios() + retrieval_scenarios() +
-                 arithmetic_scenarios() + delete_scenarios() + cas_scenarios() +
+                 arithmetic_scenarios() + number_scenarios() + delete_scenarios() + cas_scenarios() +
                  flush_scenarios() + misc_scenarios() + stats_scenarios() +
                  meta_scenarios() + lru_scenarios() + unimplemented_scenarios())
     names = [s.name for s in scenarios]

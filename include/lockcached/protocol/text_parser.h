@@ -86,9 +86,11 @@ void for_each_get_line(std::string_view lines, size_t max_lines, OnGet&& on_get)
   }
 }
 
-// Decimal numbers, optionally signed where a sign makes sense. The whole
-// word must be the number. The 32-bit ones accept any 64-bit number and
-// truncate it, exactly as memcached does.
+// Decimal numbers as memcached reads them (store/decimal.h): a sign,
+// whitespace before, and whitespace or a NUL after the digits are taken;
+// an unsigned one refuses a minus only where it makes the number negative.
+// The 32-bit ones accept any 64-bit number and truncate it, exactly as
+// memcached does.
 bool parse_u32(std::string_view word, uint32_t* value);
 bool parse_i32(std::string_view word, int32_t* value);
 bool parse_u64(std::string_view word, uint64_t* value);
