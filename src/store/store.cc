@@ -485,8 +485,8 @@ MetaGetResult Store::meta_get(std::string_view key, const MetaGetRequest& reques
         break;
     }
   }
-  if (won) item->token_sent = true;
-  result.won = won;
+  if (won && request.claims) item->token_sent = true;
+  result.won = won && request.claims;
   if (request.bump) note_access(item, found.now);
   result.exptime = item->exptime;
   result.item = ItemRef::share(item);

@@ -731,6 +731,8 @@ def meta_scenarios():
         scenario("me key 251", b"me " + KEY_251 + b"\r\n"),
         scenario("me fetch", b"me k\r\nget k\r\nme k x\r\n", setup=k),
         scenario("me TTL", b"me k\r\n", setup=b"set k 0 1000 1\r\na\r\n"),
+        scenario("me leaves a stale item's recache token", b"md k I\r\nme k\r\nmg k v\r\nmg k v\r\n",
+                 setup=k),
         scenario("me binary key", b"ms aGVsbG8= 2 b\r\nhi\r\nme aGVsbG8= b\r\nme hello\r\n"),
         scenario("me b on a plain key", b"me aGVsbG8= b\r\nme aGVsbG8 b\r\nme k b\r\n",
                  setup=b"set hello 0 0 1\r\n1\r\nset k 0 0 1\r\n1\r\n"),

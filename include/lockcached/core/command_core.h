@@ -130,6 +130,7 @@ class CommandCore {
   store::MetaGetResult peek(std::string_view key) {
     store::MetaGetRequest request;
     request.bump = false;
+    request.claims = false;
     return store_.meta_get(key, request);
   }
   // A set that cannot be stored (too large, no memory) must not leave the old

@@ -116,6 +116,9 @@ struct MetaGetRequest {
 
   bool bump = true;     // false: "u", leave access state alone
   bool vivify = false;  // "N": create an empty item on a miss
+  // False: a look that claims nothing ("me"): a stale item's recache token
+  // (W) stays for the next reader.
+  bool claims = true;
   std::array<Action, kMaxActions> actions{};
   size_t action_count = 0;
 };
