@@ -523,6 +523,11 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
   request.exptime = core_.rel_time(flags.vivify_ttl);
   request.set_exptime = flags.has_ttl;
   request.new_exptime = core_.rel_time(flags.ttl);
+  // memcached applies T and N in the request's order.
+  for (size_t i = 2; i < words.count; ++i) {
+    if (words[i][0] == 'T') request.creation_ttl_last = false;
+    if (words[i][0] == 'N') request.creation_ttl_last = true;
+  }
   store::ArithResult result = core_.arith(key, request);
 
   switch (result.status) {
@@ -542,21 +547,20 @@ void MetaCommands::arith(const Words& words, OutputQueue& out) {
   if (flags.quiet && !result.created) return;
   std::string number = std::to_string(result.value);
   std::string line = flags.value ? "VA " + std::to_string(number.size()) : "HD";
-  bool ttl_changed = false;  // memcached applies T and N in request order
+  store::RelTime ttl = result.exptime_before;  // as of each flag's place
   for (size_t i = 2; i < words.count; ++i) {
     switch (words[i][0]) {
       case 'T':
-        ttl_changed = true;
+        ttl = request.new_exptime;
         break;
       case 'N':
-        ttl_changed |= result.created;
+        if (result.created) ttl = request.exptime;
         break;
       case 'c':
         add_unsigned(line, 'c', result.cas);
         break;
       case 't':
-        add_number(line, 't',
-                   ttl_left(ttl_changed ? result.exptime : result.exptime_before, core_.now()));
+        add_number(line, 't', ttl_left(ttl, core_.now()));
         break;
       case 'O':
       case 'k':

@@ -623,7 +623,9 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     flags = old_item->flags;
     exptime = exptime_before = old_item->exptime;
   }
-  if (request.set_exptime) exptime = request.new_exptime;
+  if (request.set_exptime && !(old_item == nullptr && request.creation_ttl_last)) {
+    exptime = request.new_exptime;
+  }
 
   char digits[24];
   auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;

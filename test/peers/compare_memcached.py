@@ -710,6 +710,8 @@ def meta_scenarios():
                  b"ma z N0 v\r\nma j J5 v\r\nget n d z j\r\n"),
         scenario("ma N TTL", b"ma n N1000 J10 v t\r\nma n N5 v t\r\nmg n t\r\n"),
         scenario("ma T", b"ma n T1000 v t\r\nmg n t\r\nma m N0 T500 v t\r\n", setup=n10),
+        scenario("ma creation: T then N, N last wins", b"ma a T50 N100 J3 v\r\nmg a t\r\n"
+                 b"ma b T50 t N100 J3\r\nmg b t\r\nma c N100 T50 t J3\r\nmg c t\r\n"),
         scenario("ma C", b"ma n C" + BAD_CAS + b" v\r\nma n C" + BAD_CAS + b" O3 k\r\n"
                  b"ma n C{cas:n} v c\r\nmg n v c\r\nma n C{cas:n}\r\n", setup=n10),
         scenario("ma q", b"ma n q\r\nma n q v\r\nma n q C" + BAD_CAS + b"\r\nma x q\r\n"

@@ -70,9 +70,11 @@ struct ArithRequest {
   bool increment = true;
   uint64_t delta = 0;
   uint64_t compare_cas = 0;  // 0: no check
-  // Meta arithmetic: a new exptime on success.
+  // Meta arithmetic: a new exptime on success; on a creation, unless the
+  // client gave N after T (memcached applies them in the request's order).
   bool set_exptime = false;
   RelTime new_exptime = 0;
+  bool creation_ttl_last = false;
   // Binary protocol: create the item with `initial` when it is missing.
   bool create = false;
   uint64_t initial = 0;
