@@ -371,6 +371,16 @@ def number_scenarios():
     ]
 
 
+def nul_scenarios():
+    """memcached reads a request line as a C string: a NUL ends it."""
+    return [
+        scenario("NUL ends a set's line", b"set k 0 0 1\x00junk\r\na\r\nget k\r\n"),
+        scenario("NUL inside a key", b"set a\x00b 0 0 1\r\na\r\nget a\x00b\r\nget a\r\n"),
+        scenario("NUL after a get's key", b"get k\x00junk\r\n", setup=b"set k 0 0 1\r\na\r\n"),
+        scenario("NUL after meta flags", b"mg k v\x00 zz\r\n", setup=b"set k 0 0 1\r\na\r\n"),
+    ]
+
+
 def delete_scenarios():
     setup = b"set k 0 0 1\r\na\r\n"
     return [
@@ -839,7 +849,8 @@ def unimplemented_scenarios():
 
 def all_scenarios():
     scenarios = (storage_scenarios() + noreply_scenarios() + retrieval_scenarios() +
-                 arithmetic_scenarios() + number_scenarios() + delete_scenarios() + cas_scenarios() +
+                 arithmetic_scenarios() + number_scenarios() + nul_scenarios() +
+                 delete_scenarios() + cas_scenarios() +
                  flush_scenarios() + misc_scenarios() + stats_scenarios() +
                  meta_scenarios() + lru_scenarios() + unimplemented_scenarios())
     names = [s.name for s in scenarios]
