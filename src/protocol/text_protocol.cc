@@ -220,12 +220,6 @@ void TextProtocol::execute(std::string_view line, OutputQueue& out) {
   // -vv, as memcached's: every request line, after the connection's id.
   LOCKCACHED_VLOG(2) << '<' << core_.owner() << ' ' << escape_for_log(line);
   noreply_ = false;
-  // memcached reads a request line as a C string: a NUL ends it, and what
-  // follows is not read (a set's length after one would be lost, and its
-  // data block read as a command).
-  if (size_t nul = line.find('\0'); nul != std::string_view::npos) [[unlikely]] {
-    line = line.substr(0, nul);
-  }
   if (core_.auth_required()) [[unlikely]] return unauthenticated(line, out);
   // The most frequent request skips the split into words: its keys are
   // walked as they are looked up anyway.
