@@ -116,7 +116,7 @@ void Connection::close_after_error(int error) {
 
 void Connection::on_event(uint32_t events) {
   if (closed()) return;  // closed earlier in this batch of events
-  if (waiting_for_room_) return on_room_to_send();  // io_uring, after EAGAIN
+  if (waiting_for_room_) [[unlikely]] return on_room_to_send();  // io_uring, after EAGAIN
   if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) {
     return close_after_error(net::socket_error(fd_));
   }
@@ -197,7 +197,7 @@ void Connection::on_readable() {
 void Connection::finish_read(const Input& input) {
   switch (input.status) {
     case Input::Status::kBytes:
-      client_ended_ = input.ended;
+      if (input.ended) [[unlikely]] client_ended_ = true;
       return take_input(input.bytes);
     case Input::Status::kAgain:
       return flush();  // a handshake's answers, if any; and read on
@@ -290,7 +290,7 @@ void Connection::update_interest() {
   // reads on (and drops what it reads), to see its client go.
   bool input = wants_input(unfinished) || io_ == IoState::kWatching;
   // Nothing the client sent before its end is left to run.
-  if (client_ended_ && input && !stashed_) return close_when_sent();
+  if (client_ended_ && input && !stashed_) [[unlikely]] return close_when_sent();
   if (completes_io_) return update_io(input, unfinished);
   // Unfinished work asks for EPOLLOUT even with nothing queued: a writable
   // socket then brings us back on the next loop turn.

@@ -17,13 +17,17 @@ namespace lockcached::store {
 // Sets the sign and the digits' value; false without digits, or when they
 // overflow 64 bits.
 inline bool read_decimal(std::string_view text, bool* negative, uint64_t* magnitude) {
+  *negative = false;
+  const char* end = text.data() + text.size();
+  // The usual number, digits alone, read once (a set reads three).
+  auto [whole, failed] = std::from_chars(text.data(), end, *magnitude);
+  if (failed == std::errc() && whole == end) return true;
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   size_t at = 0;
   while (at < text.size() && is_space(text[at]))
     ++at;
   *negative = at < text.size() && text[at] == '-';
   if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
-  const char* end = text.data() + text.size();
   auto [stop, error] = std::from_chars(text.data() + at, end, *magnitude);
   return error == std::errc() && (stop == end || is_space(*stop) || *stop == '\0');
 }
