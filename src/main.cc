@@ -105,14 +105,17 @@ bool become_user(const std::string& user, const std::string& unix_socket) {
 int start(server::Server& server, const server::Settings& settings,
           const config::ProcessSettings& process, server::PidFile& pid_file) {
   std::string error;
-  if (bool configuration_error = false; !server.start(&error, &configuration_error)) {
-    LOG(ERROR) << "cannot start: " << error;
-    return configuration_error ? config::kUsageError : kStartFailure;
-  }
-  if (!pid_file.write(process.pid_file, &error)) {
+  bool configuration_error = false;
+  // The pid file between the two: after the bind, so that a start that
+  // finds its port taken leaves a running server's pid file alone; before
+  // the memory file is loaded (and removed), so that a failure to write it
+  // leaves the warm restart for the next start. (config::load checked that
+  // it can be written.)
+  if (!server.bind(&error, &configuration_error) || !pid_file.write(process.pid_file, &error) ||
+      !server.start(&error, &configuration_error)) {
     LOG(ERROR) << "cannot start: " << error;
     server.stop();
-    return kStartFailure;
+    return configuration_error ? config::kUsageError : kStartFailure;
   }
   if (!become_user(process.user, settings.unix_socket)) {
     server.stop();

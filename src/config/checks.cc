@@ -24,6 +24,10 @@ bool is_problem(const FlagProblem& problem) {
   return !problem.flag.empty();
 }
 
+std::filesystem::path directory_of(const std::filesystem::path& path) {
+  return path.parent_path().empty() ? "." : path.parent_path();
+}
+
 // A flag that means something only beside another: set alone, it means
 // the operator believes the other is on.
 FlagProblem set_without(std::initializer_list<const char*> names, const std::string& why) {
@@ -99,22 +103,51 @@ FlagProblem replica_buffer_holds_items(const ParsedFlags&) {
   return kNoProblem;
 }
 
+// What keeps `path` from naming a file to create or replace in a directory
+// that exists; "" when nothing.
+std::string file_path_problem(const std::filesystem::path& path) {
+  std::error_code ignored;  // a path that cannot be looked at is no directory
+  std::filesystem::file_status status = std::filesystem::status(path, ignored);
+  if (!path.has_filename() || std::filesystem::is_directory(status)) {
+    return "must name a file, not a directory: " + path.string();
+  }
+  if (!std::filesystem::is_directory(directory_of(path), ignored)) {
+    return "no such directory: " + directory_of(path).string();
+  }
+  return "";
+}
+
 // The file is written at the stop, maybe after weeks: a directory that
 // cannot take it is a mistake to report now. (Started as root with --user,
 // the user's permission is not known here; the save logs a failure.)
 FlagProblem memory_file_writable(const ParsedFlags&) {
   if (FLAGS_memory_file.empty()) return kNoProblem;
-  std::filesystem::path path(FLAGS_memory_file);
-  std::filesystem::path directory = path.parent_path().empty() ? "." : path.parent_path();
-  if (!path.has_filename() || std::filesystem::is_directory(path)) {
-    return {"memory_file", "must name a file, not a directory: " + FLAGS_memory_file};
+  if (std::string problem = file_path_problem(FLAGS_memory_file); !problem.empty()) {
+    return {"memory_file", problem};
   }
-  if (!std::filesystem::is_directory(directory)) {
-    return {"memory_file", "no such directory: " + directory.string()};
-  }
+  std::filesystem::path directory = directory_of(FLAGS_memory_file);
   bool as_other_user = geteuid() == 0 && !FLAGS_user.empty();
   if (!as_other_user && access(directory.c_str(), W_OK | X_OK) != 0) {
     return {"memory_file", "cannot write in " + directory.string() + ": " + strerror(errno)};
+  }
+  return kNoProblem;
+}
+
+// Written once the ports are bound, before --user takes effect and before
+// --memory_file is loaded (and so removed): a failure there would stop a
+// start that had already used up the warm restart. As fopen writes it: the
+// file where it is there, else a new one in its directory.
+FlagProblem pid_file_writable(const ParsedFlags&) {
+  if (FLAGS_pid_file.empty()) return kNoProblem;
+  std::filesystem::path path(FLAGS_pid_file);
+  if (std::string problem = file_path_problem(path); !problem.empty()) {
+    return {"pid_file", problem};
+  }
+  std::error_code ignored;
+  std::filesystem::path written =
+      std::filesystem::exists(path, ignored) ? path : directory_of(path);
+  if (access(written.c_str(), W_OK) != 0) {
+    return {"pid_file", "cannot write " + written.string() + ": " + strerror(errno)};
   }
   return kNoProblem;
 }
@@ -186,8 +219,8 @@ FlagProblem sasl_needs_auth_file(const ParsedFlags&) {
 // what it needs of the parsed flags (a rule that needs none ignores them).
 constexpr FlagProblem (*kRules[])(const ParsedFlags& parsed) = {
     uring_sqpoll_needs_uring, log_dir_writable,           item_fits_memory,     notls_needs_tls,
-    virtual_ip_listened,      replica_buffer_holds_items, memory_file_writable, cluster_flags_agree,
-    tls_flags_agree,          sasl_needs_auth_file,
+    virtual_ip_listened,      replica_buffer_holds_items, memory_file_writable, pid_file_writable,
+    cluster_flags_agree,      tls_flags_agree,            sasl_needs_auth_file,
 };
 
 }  // namespace

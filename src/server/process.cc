@@ -93,12 +93,12 @@ bool PidFile::write(const std::string& path, std::string* error) {
   if (path.empty()) return true;
   FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) {
-    *error = "-P " + path + ": " + std::strerror(errno);
+    *error = "--pid_file " + path + ": " + std::strerror(errno);
     return false;
   }
   std::fprintf(file, "%ld\n", static_cast<long>(getpid()));
   if (std::fclose(file) != 0) {
-    *error = "-P " + path + ": " + std::strerror(errno);
+    *error = "--pid_file " + path + ": " + std::strerror(errno);
     return false;
   }
   path_ = path;

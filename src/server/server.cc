@@ -65,7 +65,7 @@ Server::~Server() {
   stop();
 }
 
-bool Server::start(std::string* error, bool* configuration_error) {
+bool Server::bind(std::string* error, bool* configuration_error) {
   *configuration_error = false;
   const Settings& settings = state_.settings;
   for (unsigned i = 0; i < settings.threads; ++i) {
@@ -88,6 +88,12 @@ bool Server::start(std::string* error, bool* configuration_error) {
     *configuration_error = failure.configuration;
     return false;
   }
+  return true;
+}
+
+bool Server::start(std::string* error, bool* configuration_error) {
+  *configuration_error = false;
+  const Settings& settings = state_.settings;
   // Once the ports are ours (a start that fails there leaves the file for
   // the next try), before any client is served.
   load_memory_file();

@@ -577,6 +577,19 @@ TEST(ConfigurationE2e, DebianMemcachedConfDaemonizesAndWritesThePidFile) {
   EXPECT_TRUE(e2e::eventually([&] { return !fs::exists(pid_path); }));
 }
 
+// memcached only warns and runs without its pid file; here, as for any
+// other flag, the mistake stops the start, named as the checks name flags.
+TEST(ConfigurationE2e, APidFileThatCannotBeWrittenStopsTheStart) {
+  TempDir dir;
+  std::string missing = (dir.path() / "missing" / "x.pid").string();
+  expect_configuration_error({"--port=0", "--pid_file=" + missing},
+                             "lockcached: --pid_file: no such directory: " +
+                                 (dir.path() / "missing").string() + " (command line)");
+  expect_configuration_error({"-p", "0", "-P", missing}, "lockcached: --pid_file: no such directory");
+  expect_configuration_error({"--port=0", "--pid_file=" + dir.path().string()},
+                             "lockcached: --pid_file: must name a file, not a directory");
+}
+
 TEST(ConfigurationE2e, ADaemonThatCannotStartFailsItsStarter) {
   ServerProcess holder;
   ASSERT_TRUE(holder.start());

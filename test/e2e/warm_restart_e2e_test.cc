@@ -263,6 +263,28 @@ TEST_F(WarmRestartE2e, LocksAreNotRestored) {
   EXPECT_EQ(other_named.request("lock deploy").rfind("200 Acquired ", 0), 0u);
 }
 
+// A pid file that cannot be written stops the start before the memory
+// file is loaded, and so removed: the next start, put right, is warm.
+TEST_F(WarmRestartE2e, APidFileThatCannotBeWrittenLeavesTheFileForTheNextStart) {
+  fill_and_stop(SIGUSR1);
+  for (const std::string& bad : {(directory_ / "missing" / "pid").string(), directory_.string()}) {
+    ServerProcess server;
+    EXPECT_FALSE(start(server, {"-P", bad}));
+    std::optional<int> status = server.wait_for_exit(5s);
+    ASSERT_TRUE(status);
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
+        << e2e::describe_wait_status(status);
+    EXPECT_TRUE(server.wait_for_output_end(5s));
+    EXPECT_EQ(lines_with(server.log(), "lockcached: --pid_file: "), 1u) << server.log();
+    EXPECT_TRUE(fs::exists(path_)) << server.log();
+  }
+  ServerProcess server;
+  ASSERT_TRUE(start(server, {"-P", (directory_ / "pid").string()}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.get("key"), "value");
+}
+
 TEST_F(WarmRestartE2e, ADirectoryThatCannotTakeTheFileStopsTheStart) {
   for (const std::string& bad : {(directory_ / "missing" / "cache").string(), directory_.string()}) {
     ServerProcess server;

@@ -36,10 +36,13 @@ class Server final : public core::StatsSource, public core::ServerControl {
   explicit Server(const Settings& settings);
   ~Server() override;
 
-  // Binds every listener and starts the workers. False, with *error set, if
-  // something cannot be started; *configuration_error then says whether the
-  // configuration is at fault (net::ListenError, TLS files that do not
-  // load), so that a retry cannot help.
+  // Binds every listener; then start() loads --memory_file and starts the
+  // workers. Two steps, so that what must succeed before the memory file is
+  // used up (loading removes it) comes between: main's pid file. False,
+  // with *error set, if something cannot be started; *configuration_error
+  // then says whether the configuration is at fault (net::ListenError, TLS
+  // files that do not load), so that a retry cannot help.
+  bool bind(std::string* error, bool* configuration_error);
   bool start(std::string* error, bool* configuration_error);
   // Closes listeners and connections and joins the workers.
   void stop();
