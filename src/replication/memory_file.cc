@@ -121,13 +121,13 @@ class HashedFile {
   uint64_t written_ = 0;
 };
 
-std::string header(const store::Store& store) {
+std::string header(const store::Store& store, size_t memory_limit) {
   std::string out(kMagic);
   append_u32(kFormat, out);
   std::string version = LOCKCACHED_VERSION;
   version.resize(kVersionSize, '\0');
   out += version;
-  append_u64(store.stats().limit_bytes, out);
+  append_u64(memory_limit, out);
   append_u64(store.max_item_size(), out);
   append_u64(static_cast<uint64_t>(unix_now(store.clock())), out);
   append_u64(store.cas_counter(), out);
@@ -256,11 +256,12 @@ MemoryFileLoaded refused(std::string why) {
 
 }  // namespace
 
-MemoryFileSaved save_memory_file(const std::string& path, store::Store& store) {
+MemoryFileSaved save_memory_file(const std::string& path, store::Store& store,
+                                 size_t memory_limit) {
   MemoryFileSaved saved;
   std::string temp = path + ".tmp";
   HashedFile file;
-  std::string head = header(store);
+  std::string head = header(store, memory_limit);
   if (!file.create(temp, &saved.error)) return saved;
   uint64_t items = 0;
   bool written = file.write(head, &saved.error) && write_items(store, file, &items, &saved.error);

@@ -59,6 +59,7 @@ std::vector<std::pair<std::string, bool>> hosts_and_notls(
 Server::Server(const Settings& settings)
     : state_(settings),
       governor_(state_.store, {allocator_resident_bytes, allocator_release_free_pages}),
+      configured_memory_limit_(settings.memory_limit),
       prefix_stats_(settings.stats_prefix_delimiter, settings.stats_detail) {}
 
 Server::~Server() {
@@ -430,7 +431,10 @@ void Server::reload(const std::optional<RunTimeChanges>& changes) {
   // must not wait for a mistake in the flagfile to be fixed.
   reload_users();
   if (!changes) return;
-  if (changes->memory_limit) state_.store.set_memory_limit(*changes->memory_limit);
+  if (changes->memory_limit) {
+    configured_memory_limit_ = *changes->memory_limit;
+    state_.store.set_memory_limit(*changes->memory_limit);
+  }
   if (changes->idle_timeout_seconds) {
     state_.idle_timeout_seconds.store(*changes->idle_timeout_seconds, std::memory_order_relaxed);
   }
@@ -523,7 +527,7 @@ bool Server::save_memory_file() {
   const std::string& path = state_.settings.memory_file;
   if (path.empty()) return true;
   auto started = std::chrono::steady_clock::now();
-  replication::MemoryFileSaved saved = replication::save_memory_file(path, state_.store);
+  replication::MemoryFileSaved saved = replication::save_memory_file(path, state_.store, configured_memory_limit_);
   if (!saved.ok) {
     LOG(ERROR) << "--memory_file " << path << ": " << saved.error
                << "; the next start will be cold";

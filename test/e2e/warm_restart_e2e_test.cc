@@ -228,6 +228,50 @@ TEST_F(WarmRestartE2e, AnotherMemoryLimitStartsCold) {
   expect_cold_start("written with a memory limit of 64 MB", {"-m", "65"});
 }
 
+// cache_memlimit lasts until the next start: the file records
+// --memory_limit_mb, so the next start with the same flags loads it.
+TEST_F(WarmRestartE2e, CacheMemlimitAtRunTimeStillStartsWarm) {
+  {
+    ServerProcess server;
+    ASSERT_TRUE(start(server, {"-m", "64"}));
+    Client client;
+    ASSERT_TRUE(client.connect(server.port()));
+    ASSERT_EQ(client.store("set", "key", "value"), "STORED");
+    ASSERT_EQ(client.request("cache_memlimit 128"), "OK");
+    ASSERT_EQ(e2e::stat_u64(client.stats(), "limit_maxbytes"), uint64_t{128} << 20);
+    stop(server, SIGUSR1);
+  }
+  ServerProcess server;
+  ASSERT_TRUE(start(server, {"-m", "64"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.get("key"), "value");
+  EXPECT_TRUE(logged(server, "1 items restored")) << server.log();
+}
+
+// SIGHUP's --memory_limit_mb is the configured one from then on: the file
+// records it, for a start with the flagfile as it is now.
+TEST_F(WarmRestartE2e, AMemoryLimitThatSighupChangedIsTheOneRecorded) {
+  std::string flagfile = (directory_ / "lockcached.conf").string();
+  std::ofstream(flagfile) << "--memory_limit_mb=64\n";
+  {
+    ServerProcess server;
+    ASSERT_TRUE(start(server, {"--flagfile=" + flagfile}));
+    Client client;
+    ASSERT_TRUE(client.connect(server.port()));
+    ASSERT_EQ(client.store("set", "key", "value"), "STORED");
+    std::ofstream(flagfile) << "--memory_limit_mb=65\n";
+    ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+    ASSERT_TRUE(logged(server, "SIGHUP: --memory_limit_mb 64 -> 65"));
+    stop(server, SIGUSR1);
+  }
+  ServerProcess server;
+  ASSERT_TRUE(start(server, {"-m", "65"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.get("key"), "value");
+}
+
 TEST_F(WarmRestartE2e, AnotherItemSizeStartsCold) {
   fill_and_stop(SIGUSR1, {"-I", "1m"});
   expect_cold_start("items up to 1048576 bytes, this server has", {"-I", "2m"});

@@ -72,7 +72,7 @@ class MemoryFileTest : public testing::Test {
 
   // The store of the first life, saved.
   void save() {
-    MemoryFileSaved saved = save_memory_file(path_, before_);
+    MemoryFileSaved saved = save_memory_file(path_, before_, before_.stats().limit_bytes);
     ASSERT_TRUE(saved.ok) << saved.error;
     EXPECT_EQ(saved.bytes, fs::file_size(path_));
   }
@@ -321,7 +321,7 @@ TEST_F(MemoryFileTest, AnotherMemoryLimitOrItemSizeStartsCold) {
 TEST_F(MemoryFileTest, AFailedSaveLeavesNothingBehind) {
   put(before_, "key", "value");
   std::string nowhere = (directory_ / "missing" / "cache").string();
-  MemoryFileSaved saved = save_memory_file(nowhere, before_);
+  MemoryFileSaved saved = save_memory_file(nowhere, before_, before_.stats().limit_bytes);
   EXPECT_FALSE(saved.ok);
   EXPECT_NE(saved.error.find("No such file or directory"), std::string::npos) << saved.error;
   EXPECT_TRUE(fs::is_empty(directory_));

@@ -42,8 +42,12 @@ struct MemoryFileLoaded {
 };
 
 // Writes every live item of `store` to `path`. The store must be quiet (the
-// server's workers stopped): the file is one moment of it.
-MemoryFileSaved save_memory_file(const std::string& path, store::Store& store);
+// server's workers stopped): the file is one moment of it. The file records
+// `memory_limit`, the configured one (--memory_limit_mb), which a start with
+// the same flags has: not the store's, which cache_memlimit may have changed
+// for this run only.
+MemoryFileSaved save_memory_file(const std::string& path, store::Store& store,
+                                 size_t memory_limit);
 
 // Loads `path` into `store`, which must be empty, and removes the file.
 // The file must have been written with the same memory limit and item size

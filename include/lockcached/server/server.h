@@ -151,6 +151,10 @@ class Server final : public core::StatsSource, public core::ServerControl {
   uint16_t lock_port_ = 0;
   uint16_t tls_port_ = 0;
   uint16_t lock_tls_port_ = 0;
+  // --memory_limit_mb as configured, SIGHUP's change included; the store's
+  // own limit may differ until the next start (cache_memlimit). What the
+  // memory file records, for the next start with the same flags to load.
+  size_t configured_memory_limit_;
   mutable std::mutex baseline_mutex_;
   core::CounterValues baseline_;  // counters at the last "stats reset"
   core::PrefixStats prefix_stats_;
