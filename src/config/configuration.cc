@@ -65,9 +65,21 @@ void answer_info_request(const std::string& request, const char* program) {
 // operators run them, -p 11211, -p 11212...) never share one.
 constexpr int kLockPortOffset = 11400 - 11211;
 
-// Sets --lock_port from --port where it was not given; a warning when that
-// leaves the lock service off.
-std::string follow_cache_port() {
+// The cache port as Server::listen_cache binds it: --port, unless every
+// --listen address has a port of its own (memcached's -l HOST:PORT); the
+// first address's then.
+int cache_port(const std::vector<server::ListenAddress>& addresses) {
+  bool own_ports = !addresses.empty() && std::none_of(addresses.begin(), addresses.end(),
+                                                      [](const auto& address) {
+                                                        return address.port ==
+                                                               server::ListenAddress::kDefaultPort;
+                                                      });
+  return own_ports ? addresses.front().port : FLAGS_port;
+}
+
+// Sets --lock_port from the cache port where it was not given; a warning
+// when that leaves the lock service off.
+std::string follow_cache_port(const std::vector<server::ListenAddress>& addresses) {
   if (!is_default("lock_port")) return "";
   // --unix_socket is memcached's -s, which turns the network off: no lock
   // port either, unless asked for (or --cluster, whose leader serves it).
@@ -75,14 +87,15 @@ std::string follow_cache_port() {
     FLAGS_lock_port = server::kLockServiceOff;
     return "";
   }
-  if (FLAGS_port == 0) {
+  int port = cache_port(addresses);
+  if (port == 0) {
     FLAGS_lock_port = server::kAnyFreePort;
     return "";
   }
-  FLAGS_lock_port = FLAGS_port + kLockPortOffset;
+  FLAGS_lock_port = port + kLockPortOffset;
   if (FLAGS_lock_port <= 65535) return "";
   FLAGS_lock_port = server::kLockServiceOff;
-  return "no lock service: --port " + std::to_string(FLAGS_port) + " plus " +
+  return "no lock service: the cache port " + std::to_string(port) + " plus " +
          std::to_string(kLockPortOffset) + " is no port (give --lock_port)";
 }
 
@@ -169,10 +182,10 @@ Configuration load(int argc, char** argv) {
   LoadedFlags loaded = load_flags(command_line.args, registry);
   if (!loaded.error.empty()) usage_error(loaded.error);
   answer_info_request(loaded.info_request, argv[0]);
-  if (std::string warning = follow_cache_port(); !warning.empty()) {
+  ParsedFlags parsed = parse_flags();
+  if (std::string warning = follow_cache_port(parsed.listen); !warning.empty()) {
     command_line.warnings.push_back(warning);
   }
-  ParsedFlags parsed = parse_flags();
   if (FlagProblem problem = check_flags(parsed); !problem.flag.empty()) {
     std::string origin = loaded.origin_of(problem.flag);
     usage_error("--" + problem.flag + ": " + problem.message +

@@ -14,9 +14,9 @@
 DEFINE_int32(port, 11211, "TCP port of the memcached protocols (0: any free port)");
 DEFINE_int32(lock_port, 11400,
              "TCP port of the named-lock service (0: off, -1: any free port). Not given, it "
-             "follows --port: --port plus 189 (11211: 11400), any free port with --port=0, off "
-             "above 65346 and with --unix_socket; so instances on different cache ports each "
-             "get their own");
+             "follows the cache port (--port, or the port every --listen address gives, the "
+             "first's): plus 189 (11211: 11400), any free port with port 0, off above 65346 and "
+             "with --unix_socket; so instances on different cache ports each get their own");
 DEFINE_string(listen, "0.0.0.0",
               "Where the memcached protocols listen, as memcached's -l: [notls:]HOST[:PORT],... "
               "(a PORT of the address's own instead of --port; notls: plain with --tls; "

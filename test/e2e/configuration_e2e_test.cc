@@ -650,6 +650,24 @@ TEST(ConfigurationE2e, TwoInstancesOnMemcachedsOptionsRunSideBySide) {
   }
 }
 
+// The same with the cache port in memcached's -l HOST:PORT instead of -p:
+// the lock port follows the port the server listens on.
+TEST(ConfigurationE2e, TwoInstancesOnListenPortsRunSideBySide) {
+  uint16_t first = free_ports_for_two_instances();
+  ASSERT_NE(first, 0);
+  ServerProcess servers[2];
+  for (uint16_t i : {0, 1}) {
+    uint16_t port = static_cast<uint16_t>(first + i);
+    ASSERT_TRUE(servers[i].start_as_given({"-l", "127.0.0.1:" + std::to_string(port), "-m", "64"}));
+    Client cache, locks;
+    ASSERT_TRUE(cache.connect(port));
+    uint16_t lock_port = static_cast<uint16_t>(port + 189);
+    EXPECT_EQ(e2e::stat_u64(cache.stats("settings"), "lock_port"), lock_port);
+    ASSERT_TRUE(locks.connect(lock_port));
+    EXPECT_EQ(locks.request("lock deploy 0").rfind("200 Acquired", 0), 0u) << port;
+  }
+}
+
 // Cache clients filling --max_connections must not keep lock-service
 // clients out: the lock port counts against --lock_max_connections.
 TEST(ConfigurationE2e, TheLockPortAcceptsAClientWhileTheCachePortIsFull) {
