@@ -104,12 +104,16 @@ FlagProblem replica_buffer_holds_items(const ParsedFlags&) {
 }
 
 // What keeps `path` from naming a file to create or replace in a directory
-// that exists; "" when nothing.
+// that exists; "" when nothing. Anything there but a regular file is
+// refused: opening a FIFO would hang the start, a device is no place for it.
 std::string file_path_problem(const std::filesystem::path& path) {
   std::error_code ignored;  // a path that cannot be looked at is no directory
   std::filesystem::file_status status = std::filesystem::status(path, ignored);
   if (!path.has_filename() || std::filesystem::is_directory(status)) {
     return "must name a file, not a directory: " + path.string();
+  }
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return "must name a regular file: " + path.string() + " is not one";
   }
   if (!std::filesystem::is_directory(directory_of(path), ignored)) {
     return "no such directory: " + directory_of(path).string();

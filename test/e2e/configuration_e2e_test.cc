@@ -588,6 +588,11 @@ TEST(ConfigurationE2e, APidFileThatCannotBeWrittenStopsTheStart) {
   expect_configuration_error({"-p", "0", "-P", missing}, "lockcached: --pid_file: no such directory");
   expect_configuration_error({"--port=0", "--pid_file=" + dir.path().string()},
                              "lockcached: --pid_file: must name a file, not a directory");
+  // fopen would wait for a reader.
+  fs::path fifo = dir.path() / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_configuration_error({"--port=0", "--pid_file=" + fifo.string()},
+                             "lockcached: --pid_file: must name a regular file");
 }
 
 TEST(ConfigurationE2e, ADaemonThatCannotStartFailsItsStarter) {

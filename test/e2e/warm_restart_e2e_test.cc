@@ -3,6 +3,7 @@
 // again on the same file serves what it held; any other stop, a damaged
 // file or other settings start it cold, with one log line.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -340,6 +341,23 @@ TEST_F(WarmRestartE2e, ADirectoryThatCannotTakeTheFileStopsTheStart) {
     EXPECT_TRUE(server.wait_for_output_end(5s));
     EXPECT_EQ(lines_with(server.log(), "lockcached: --memory_file: "), 1u) << server.log();
   }
+}
+
+// A FIFO (or a device) is no file to load: opening one would hang the start.
+TEST_F(WarmRestartE2e, AFileThatIsNoRegularFileStopsTheStart) {
+  std::string fifo = (directory_ / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  ServerProcess server;
+  EXPECT_FALSE(server.start({"-e", fifo}));
+  std::optional<int> status = server.wait_for_exit(5s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
+      << e2e::describe_wait_status(status);
+  EXPECT_TRUE(server.wait_for_output_end(5s));
+  EXPECT_EQ(lines_with(server.log(), "lockcached: --memory_file: must name a regular file: " +
+                                         fifo + " is not one"),
+            1u)
+      << server.log();
 }
 
 }  // namespace
