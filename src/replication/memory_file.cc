@@ -36,6 +36,9 @@ constexpr size_t kVersionSize = 32;
 constexpr size_t kHeaderSize = kMagic.size() + 4 + kVersionSize + 4 * 8;
 constexpr size_t kDigestSize = 32;
 constexpr size_t kFooterSize = kEndMagic.size() + 2 * 8 + kDigestSize;
+// The smallest an item's frame can be: a SetQ's header, its extras and a
+// key of one byte. A count of more than the body holds is a writer's bug.
+constexpr size_t kMinItemFrame = wire::kHeaderSize + wire::kSetExtras + 1;
 // Bytes gathered before each write.
 constexpr size_t kWriteChunk = size_t{1} << 20;
 
@@ -225,6 +228,12 @@ Contents check(std::string_view file, const store::Store& store) {
   uint64_t body_size = u64_at(footer.data() + kEndMagic.size() + 8);
   if (body_size != file.size() - kHeaderSize - kFooterSize) {
     contents.why = "damaged (its length)";
+    return contents;
+  }
+  // Before anything is sized by it (Store::reserve): a count the body
+  // cannot hold would ask for memory without bound.
+  if (contents.items > body_size / kMinItemFrame) {
+    contents.why = "damaged (its item count)";
     return contents;
   }
   contents.body = file.substr(kHeaderSize, body_size);

@@ -2,6 +2,7 @@
 // store saved, then loaded into a new store whose clock says how long the
 // server was down, as a restart would.
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "lockcached/protocol/binary_wire.h"
 #include "lockcached/replication/memory_file.h"
 #include "lockcached/store/clock.h"
 #include "lockcached/store/store.h"
@@ -302,6 +304,35 @@ TEST_F(MemoryFileTest, DamageIsNamed) {
   EXPECT_EQ(load(after).why, "damaged (its checksum does not match)");
   write("memcached");
   EXPECT_EQ(load(after).why, "not a lockcached memory file");
+}
+
+// A file's SHA-256, as its footer ends with it.
+std::string sha256(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), length);
+}
+
+// A count far beyond what the body holds, under a checksum that matches (a
+// writer's bug): refused before the count sizes the store's tables, which
+// would have asked for memory without bound.
+TEST_F(MemoryFileTest, AnItemCountTheBodyCannotHoldLoadsNothing) {
+  put(before_, "key", "value");
+  save();
+  std::string file = bytes();
+  constexpr size_t kDigest = 32;
+  std::string count;  // the footer: magic, items, body bytes, digest
+  protocol::binary::append_u64(uint64_t{1} << 61, count);
+  file.replace(file.size() - kDigest - 16, 8, count);
+  file.replace(file.size() - kDigest, kDigest, sha256(file.substr(0, file.size() - kDigest)));
+  write(file);
+  Store after(config(), first_);
+  MemoryFileLoaded loaded = load(after);
+  EXPECT_EQ(loaded.outcome, MemoryFileLoaded::kRefused);
+  EXPECT_EQ(loaded.why, "damaged (its item count)");
+  EXPECT_EQ(after.stats().curr_items, 0u);
+  EXPECT_FALSE(fs::exists(path_));
 }
 
 TEST_F(MemoryFileTest, AnotherMemoryLimitOrItemSizeStartsCold) {
