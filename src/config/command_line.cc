@@ -154,13 +154,16 @@ const NoEffect kNoEffect[] = {
 struct LongAlias {
   std::string_view long_name;
   char letter;
+  // getopt's optional_argument: a value may follow '=', and memcached
+  // ignores it (its --verbose=2 is one -v, as is --verbose=abc).
+  bool ignores_value = false;
 };
 constexpr LongAlias kLongAliases[] = {
     {"memory-limit", 'm'},
     {"conn-limit", 'c'},
     {"max-item-size", 'I'},
     {"udp-port", 'U'},
-    {"verbose", 'v'},
+    {"verbose", 'v', /*ignores_value=*/true},
     {"daemon", 'd'},
     {"pidfile", 'P'},
     {"enable-ssl", 'Z'},
@@ -351,12 +354,11 @@ class Translator {
     if (equals != std::string_view::npos) value = body.substr(equals + 1);
     for (const LongAlias& alias : kLongAliases) {
       if (alias.long_name != name) continue;
-      if (!takes_value(alias.letter) && value) {
-        fail("--" + std::string(name) + " takes no value");
-      } else {
-        option(alias.letter, value, "--" + std::string(name));
+      if (!takes_value(alias.letter) && value && !alias.ignores_value) {
+        return fail("--" + std::string(name) + " takes no value");
       }
-      return;
+      if (alias.ignores_value) value.reset();
+      return option(alias.letter, value, "--" + std::string(name));
     }
     result_.args.push_back(arg);
   }

@@ -122,6 +122,14 @@ TEST(OptionsE2e, VerboseLogsConnectionsOnly) {
   EXPECT_EQ(log.find("greeting"), std::string::npos) << log;
 }
 
+// memcached 1.6.18 starts with --verbose=2 as with -v: the value of its
+// optional argument is ignored.
+TEST(OptionsE2e, VerboseWithAValueIsOneV) {
+  std::string log = log_of_one_session({"--verbose=2"});
+  EXPECT_NE(log.find(" new cache connection"), std::string::npos) << log;
+  EXPECT_EQ(log.find("greeting"), std::string::npos) << log;
+}
+
 TEST(OptionsE2e, QuietByDefault) {
   std::string log = log_of_one_session({});
   EXPECT_EQ(log.find(" new cache connection"), std::string::npos) << log;

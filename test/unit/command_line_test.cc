@@ -55,6 +55,9 @@ TEST(CommandLineTest, VerbosityCountsEveryV) {
   EXPECT_EQ(translated({"-vv"}), (Args{"--v=1", "--v=2"}));
   EXPECT_EQ(translated({"-v", "-vv"}), (Args{"--v=1", "--v=2", "--v=3"}));
   EXPECT_EQ(translated({"--verbose"}), (Args{"--v=1"}));
+  // memcached's getopt takes a value after '=' and ignores it: one -v each.
+  EXPECT_EQ(translated({"--verbose=2"}), (Args{"--v=1"}));
+  EXPECT_EQ(translated({"--verbose=abc", "--verbose"}), (Args{"--v=1", "--v=2"}));
 }
 
 TEST(CommandLineTest, ItemSizeTakesKAndMSuffixes) {
@@ -277,7 +280,7 @@ TEST(CommandLineTest, BadValuesAreErrors) {
   EXPECT_EQ(translate({"-m", "0"}).error, "-m 0: expected a whole number from 1 to 2147483647");
   EXPECT_EQ(translate({"--conn-limit=x"}).error,
             "--conn-limit x: expected a whole number from 1 to 2147483647");
-  EXPECT_EQ(translate({"--verbose=2"}).error, "--verbose takes no value");
+  EXPECT_EQ(translate({"--daemon=1"}).error, "--daemon takes no value");
   EXPECT_EQ(translate({"-u", ""}).error, "-u needs a user name");
 }
 
