@@ -156,13 +156,13 @@ void announce_ready(const server::Server& server, const server::Settings& settin
 // blocked in every thread (block_signals), so they arrive here and nowhere
 // else, and the default actions that would kill the process without
 // flushing the log never run.
-int serve_until_stopped(server::Server& server, const std::vector<std::string>& args,
+int serve_until_stopped(server::Server& server, const config::Configuration& configuration,
                         const sigset_t& signals) {
   for (;;) {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     if (signal_number == SIGHUP) {
-      server.reload(config::reloaded(args));
+      server.reload(config::reloaded(configuration.args, configuration.parsed));
       google::FlushLogFiles(google::GLOG_INFO);
       continue;
     }
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   announce_ready(server, settings);
   daemon.ready(/*keep_output=*/FLAGS_v > 0);
 
-  int stop_signal = serve_until_stopped(server, configuration.args, signals);
+  int stop_signal = serve_until_stopped(server, configuration, signals);
   notify_service_manager("STOPPING=1");
   server.stop();
   save_cache(server, settings.memory_file, stop_signal);

@@ -219,12 +219,27 @@ FlagProblem sasl_needs_auth_file(const ParsedFlags&) {
   return kNoProblem;
 }
 
-// The rules between flags, in the order they are checked; each reads
-// what it needs of the parsed flags (a rule that needs none ignores them).
-constexpr FlagProblem (*kRules[])(const ParsedFlags& parsed) = {
-    uring_sqpoll_needs_uring, log_dir_writable,           item_fits_memory,     notls_needs_tls,
-    virtual_ip_listened,      replica_buffer_holds_items, memory_file_writable, pid_file_writable,
-    cluster_flags_agree,      tls_flags_agree,            sasl_needs_auth_file,
+// A rule between flags; it reads what it needs of the parsed flags (a rule
+// that needs none ignores them). kOnSighup: it reads a flag that SIGHUP
+// re-reads (flags.cc), so a reload checks it too, with the new values.
+struct Rule {
+  FlagProblem (*check)(const ParsedFlags& parsed);
+  Reload reload = Reload::kAtStart;
+};
+
+// The rules, in the order they are checked.
+const Rule kRules[] = {
+    {uring_sqpoll_needs_uring},
+    {log_dir_writable},
+    {item_fits_memory, Reload::kOnSighup},  // --memory_limit_mb
+    {notls_needs_tls},
+    {virtual_ip_listened},
+    {replica_buffer_holds_items},
+    {memory_file_writable},
+    {pid_file_writable},
+    {cluster_flags_agree},
+    {tls_flags_agree},
+    {sasl_needs_auth_file},
 };
 
 }  // namespace
@@ -285,8 +300,16 @@ FlagProblem check_flags(const ParsedFlags& parsed) {
     if (message.empty() && flag.check) message = flag.check(value_of(flag));
     if (!message.empty()) return {std::string(flag.name), message};
   }
-  for (auto rule : kRules) {
-    if (FlagProblem problem = rule(parsed); is_problem(problem)) return problem;
+  for (const Rule& rule : kRules) {
+    if (FlagProblem problem = rule.check(parsed); is_problem(problem)) return problem;
+  }
+  return kNoProblem;
+}
+
+FlagProblem check_reloaded_rules(const ParsedFlags& parsed) {
+  for (const Rule& rule : kRules) {
+    if (rule.reload != Reload::kOnSighup) continue;
+    if (FlagProblem problem = rule.check(parsed); is_problem(problem)) return problem;
   }
   return kNoProblem;
 }

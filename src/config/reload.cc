@@ -2,9 +2,13 @@
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include <glog/logging.h>
 
+#include "lockcached/config/checks.h"
 #include "lockcached/config/configuration.h"
 #include "lockcached/config/flag_loader.h"
 #include "lockcached/config/flags.h"
@@ -48,6 +52,26 @@ std::optional<Values> reread(const std::vector<std::string>& args) {
   return values;
 }
 
+// Whether the rules between flags allow `values` (a start with them would
+// be refused otherwise); logged when they do not. The values are set for
+// the rules to read, then set back: reloaded() sets what changed. Not
+// --v, whose level in force is core::log_verbosity, and which no rule reads.
+bool rules_allow(const Values& values, const ParsedFlags& parsed) {
+  std::vector<std::pair<int32_t*, int32_t>> in_force;
+  for (const auto& [name, value] : values) {
+    if (name == "v") continue;
+    auto* flag = std::get<int32_t*>(find_flag(name)->storage);  // flags_test.cc
+    in_force.emplace_back(flag, *flag);
+    *flag = static_cast<int32_t>(value);
+  }
+  FlagProblem problem = check_reloaded_rules(parsed);
+  for (auto [flag, value] : in_force)
+    *flag = value;
+  if (problem.flag.empty()) return true;
+  LOG(ERROR) << "SIGHUP: configuration unchanged: --" << problem.flag << ": " << problem.message;
+  return false;
+}
+
 // `name`'s value where the files changed it from `now`, logged; else nullopt.
 std::optional<int> changed(const Values& values, std::string_view name, int now) {
   auto found = values.find(name);
@@ -58,9 +82,10 @@ std::optional<int> changed(const Values& values, std::string_view name, int now)
 
 }  // namespace
 
-std::optional<server::RunTimeChanges> reloaded(const std::vector<std::string>& args) {
+std::optional<server::RunTimeChanges> reloaded(const std::vector<std::string>& args,
+                                               const ParsedFlags& parsed) {
   std::optional<Values> values = reread(args);
-  if (!values) return std::nullopt;
+  if (!values || !rules_allow(*values, parsed)) return std::nullopt;
   server::RunTimeChanges changes;
   if (std::optional<int> megabytes = changed(*values, "memory_limit_mb", FLAGS_memory_limit_mb)) {
     FLAGS_memory_limit_mb = *megabytes;

@@ -437,6 +437,26 @@ TEST(ConfigurationE2e, SighupKeepsServingAndRereadsTheRunTimeSettings) {
   })) << server.log();
 }
 
+// SIGHUP applies no value that the start would refuse: the rules between
+// flags hold at a reload as at the start.
+TEST(ConfigurationE2e, SighupRefusesWhatTheStartWouldRefuse) {
+  TempDir dir;
+  fs::path conf = dir.path() / "lockcached.conf";
+  write_file(conf, "--memory_limit_mb=64\n--max_item_size=4194304\n");
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--flagfile=" + conf.string()}));
+  write_file(conf, "--memory_limit_mb=2\n--max_item_size=4194304\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  EXPECT_TRUE(e2e::eventually([&] {
+    return server.log().find("SIGHUP: configuration unchanged: --max_item_size: must be at most "
+                             "half of --memory_limit_mb (2 MB)") != std::string::npos;
+  })) << server.log();
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(64 << 20));
+  EXPECT_EQ(server.log().find("SIGHUP: --memory_limit_mb"), std::string::npos) << server.log();
+}
+
 // A comment may follow a value after a blank; a '#' inside a value stays.
 TEST(ConfigurationE2e, AFlagfileLineMayEndInAComment) {
   TempDir dir;

@@ -24,7 +24,7 @@ class ReloadTest : public testing::Test {
 
   std::optional<server::RunTimeChanges> reload(const std::string& flagfile) {
     std::ofstream(path_, std::ios::trunc) << flagfile;
-    return reloaded({"lockcached", "--flagfile=" + path_});
+    return reloaded({"lockcached", "--flagfile=" + path_}, ParsedFlags{});
   }
 
   gflags::FlagSaver saver_;  // the flags as they were, after each test
@@ -63,6 +63,19 @@ TEST_F(ReloadTest, AMistakeAnywhereChangesNothing) {
   EXPECT_FALSE(reload("--idle_timeout=-1\n"));
   EXPECT_FALSE(reload("--v=99999999999\n"));
   EXPECT_EQ(FLAGS_memory_limit_mb, 64);
+}
+
+// The rules between flags, as at start: no item of --max_item_size would
+// fit in half of 2 MB.
+TEST_F(ReloadTest, WhatTheStartWouldRefuseChangesNothing) {
+  FLAGS_memory_limit_mb = 64;
+  FLAGS_max_item_size = 4 << 20;
+  EXPECT_FALSE(reload("--memory_limit_mb=2\n--idle_timeout=9\n"));
+  EXPECT_EQ(FLAGS_memory_limit_mb, 64);
+  EXPECT_EQ(FLAGS_idle_timeout, 0);
+  std::optional<server::RunTimeChanges> changes = reload("--memory_limit_mb=8\n");
+  ASSERT_TRUE(changes);
+  EXPECT_EQ(changes->memory_limit, size_t{8} << 20);
 }
 
 }  // namespace

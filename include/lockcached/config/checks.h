@@ -40,4 +40,9 @@ struct FlagProblem {
 // flags (checks.cc), which read the parsed flags from `parsed`.
 FlagProblem check_flags(const ParsedFlags& parsed);
 
+// The first problem of the rules between flags that read a flag SIGHUP
+// re-reads, for the values in FLAGS_* now: what SIGHUP must not change
+// them to, since a start with them would be refused.
+FlagProblem check_reloaded_rules(const ParsedFlags& parsed);
+
 }  // namespace lockcached::config

@@ -42,7 +42,9 @@ Configuration load(int argc, char** argv);
 // SIGHUP: `args` (Configuration::args) walked again, the flagfiles read
 // afresh, for the flags that may change while serving (Reload::kOnSighup):
 // those that changed, each logged, for Server::reload. nullopt (logged) for
-// a mistake anywhere: then nothing changes.
-std::optional<server::RunTimeChanges> reloaded(const std::vector<std::string>& args);
+// a mistake anywhere, or values that the rules between flags (checks.h)
+// refuse with `parsed` (Configuration::parsed): then nothing changes.
+std::optional<server::RunTimeChanges> reloaded(const std::vector<std::string>& args,
+                                               const ParsedFlags& parsed);
 
 }  // namespace lockcached::config
