@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -127,6 +128,13 @@ class FlagWalker {
       }
       return flagfile(*flag.value, origin, depth);
     }
+    if (flag.name == "fromenv" || flag.name == "tryfromenv") {
+      if (!flag.value || flag.value->empty()) {
+        error = "--" + flag.name + " needs a list of flags" + where(origin);
+        return;
+      }
+      return from_environment(*flag.value, flag.name == "fromenv", origin, depth);
+    }
     if (std::string request = info_request_of(flag.name); !request.empty()) {
       if (info_request.empty()) info_request = request;
       return;
@@ -167,6 +175,35 @@ class FlagWalker {
       args.push_back({std::string(line), path + ":" + std::to_string(n + 1)});
     }
     walk(args, depth + 1);
+  }
+
+  // gflags' --fromenv=a,b and --tryfromenv=a,b: each flag set from
+  // $FLAGS_a, as gflags sets it. Its mistakes are gflags' errors too (an
+  // unknown flag, a bad value, and for --fromenv a variable not set), which
+  // gflags' SetCommandLineOption would drop, starting with the default.
+  void from_environment(const std::string& names, bool required, const std::string& origin,
+                        int depth) {
+    const std::string option = required ? "--fromenv" : "--tryfromenv";
+    if (depth >= kMaxFlagfileDepth) {
+      error = option + "=" + names + where(origin) + ": nested too deep";
+      return;
+    }
+    for (size_t start = 0; start <= names.size() && error.empty();) {
+      size_t comma = std::min(names.find(',', start), names.size());
+      std::string name = names.substr(start, comma - start);
+      start = comma + 1;
+      if (name.empty()) continue;
+      std::string variable = "FLAGS_" + name;
+      const char* value = std::getenv(variable.c_str());
+      if (resolve(registry_, name).type == FlagType::kUnknown) {
+        error = "unknown flag --" + name + where(option + "=" + names + ", " + origin);
+      } else if (value == nullptr && required) {
+        error = option + "=" + names + where(origin) + ": " + variable +
+                " not found in environment";
+      } else if (value != nullptr) {
+        one_flag({name, std::string(value)}, variable + " in the environment", depth + 1);
+      }
+    }
   }
 
   const FlagRegistry& registry_;

@@ -148,6 +148,45 @@ TEST(ConfigurationE2e, ABadValueStopsTheStartNamingFlagAndOrigin) {
                              "--uring_sqpoll: needs --io=uring or --io=auto (command line)");
 }
 
+// An environment variable for the servers this test starts, unset after.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedVariable() { unsetenv(name_); }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// gflags' --fromenv sets flags from $FLAGS_name; what gflags calls an
+// error there (a variable not set, an unknown flag, a bad value) stops
+// the start as any bad flag does, instead of a start with the default.
+TEST(ConfigurationE2e, FromenvMistakesStopTheStart) {
+  expect_configuration_error({"--port=0", "--fromenv=memory_limit_mb"},
+                             "lockcached: --fromenv=memory_limit_mb (command line): "
+                             "FLAGS_memory_limit_mb not found in environment");
+  expect_configuration_error({"--port=0", "--fromenv=bogusflag"},
+                             "lockcached: unknown flag --bogusflag (--fromenv=bogusflag, command "
+                             "line)");
+  ScopedVariable variable("FLAGS_memory_limit_mb", "abc");
+  expect_configuration_error({"--port=0", "--fromenv=memory_limit_mb"},
+                             "lockcached: bad value 'abc' for --memory_limit_mb "
+                             "(FLAGS_memory_limit_mb in the environment)");
+}
+
+TEST(ConfigurationE2e, FromenvAndTryfromenvSetFlags) {
+  ScopedVariable variable("FLAGS_memory_limit_mb", "32");
+  for (const char* option : {"--fromenv=memory_limit_mb", "--tryfromenv=memory_limit_mb,v"}) {
+    ServerProcess server;
+    ASSERT_TRUE(server.start({option}));
+    Client client;
+    ASSERT_TRUE(client.connect(server.port()));
+    EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(32 << 20)) << option;
+  }
+}
+
 // A users file that cannot be read or parsed stops the start, naming file
 // and line; memcached's -S means nothing without one.
 TEST(ConfigurationE2e, AuthFileMistakesStopTheStart) {
