@@ -432,6 +432,20 @@ bool setting_becomes(uint16_t port, const std::string& name, const std::string& 
   });
 }
 
+// Rewrites the flagfile `conf` to `text`, then sends SIGHUP.
+void sighup_with(const ServerProcess& server, const fs::path& conf, const std::string& text) {
+  write_file(conf, text);
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+}
+
+// Whether the server comes to log `text` (SIGHUP's only answer).
+::testing::AssertionResult comes_to_log(const ServerProcess& server, const std::string& text) {
+  if (e2e::eventually([&] { return server.log().find(text) != std::string::npos; })) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no \"" << text << "\" in\n" << server.log();
+}
+
 TEST(ConfigurationE2e, SighupKeepsServingAndRereadsTheRunTimeSettings) {
   TempDir dir;
   fs::path conf = dir.path() / "lockcached.conf";
@@ -443,37 +457,27 @@ TEST(ConfigurationE2e, SighupKeepsServingAndRereadsTheRunTimeSettings) {
   ASSERT_EQ(client.store("set", "kept", "value"), "STORED");
   EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(64 << 20));
 
-  write_file(conf, "--memory_limit_mb=32\n--idle_timeout=600\n--v=1\n");
-  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  sighup_with(server, conf, "--memory_limit_mb=32\n--idle_timeout=600\n--v=1\n");
   EXPECT_TRUE(setting_becomes(server.port(), "maxbytes", std::to_string(32 << 20)));
   EXPECT_TRUE(setting_becomes(server.port(), "idle_timeout", "600"));
   // Alive, same process, same data, same connection.
   EXPECT_EQ(client.get("kept"), "value");
-  EXPECT_TRUE(e2e::eventually(
-      [&] { return server.log().find("SIGHUP: --memory_limit_mb 64 -> 32") != std::string::npos; }));
+  EXPECT_TRUE(comes_to_log(server, "SIGHUP: --memory_limit_mb 64 -> 32"));
   // --v=1 is in force: a new connection is logged.
   Client another;
   ASSERT_TRUE(another.connect(server.port()));
-  EXPECT_TRUE(e2e::eventually(
-      [&] { return server.log().find(" new cache connection") != std::string::npos; }));
+  EXPECT_TRUE(comes_to_log(server, " new cache connection"));
 
   // A mistake in the file at SIGHUP changes nothing and stops nothing.
-  write_file(conf, "--memory_limit_mb=16\n--memory_limt=1\n");
-  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
-  EXPECT_TRUE(e2e::eventually([&] {
-    return server.log().find("SIGHUP: configuration unchanged: unknown flag --memory_limt") !=
-           std::string::npos;
-  }));
+  sighup_with(server, conf, "--memory_limit_mb=16\n--memory_limt=1\n");
+  EXPECT_TRUE(comes_to_log(server, "SIGHUP: configuration unchanged: unknown flag --memory_limt"));
   EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(32 << 20));
   EXPECT_EQ(client.get("kept"), "value");
 
   // A bad value names its file and line, as at start.
-  write_file(conf, "--idle_timeout=0\n--memory_limit_mb=lots\n");
-  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
-  EXPECT_TRUE(e2e::eventually([&] {
-    return server.log().find("SIGHUP: configuration unchanged: bad value 'lots' for "
-                             "--memory_limit_mb (" + conf.string() + ":2)") != std::string::npos;
-  })) << server.log();
+  sighup_with(server, conf, "--idle_timeout=0\n--memory_limit_mb=lots\n");
+  EXPECT_TRUE(comes_to_log(server, "SIGHUP: configuration unchanged: bad value 'lots' for "
+                                   "--memory_limit_mb (" + conf.string() + ":2)"));
 }
 
 // SIGHUP applies no value that the start would refuse: the rules between
@@ -481,15 +485,12 @@ TEST(ConfigurationE2e, SighupKeepsServingAndRereadsTheRunTimeSettings) {
 TEST(ConfigurationE2e, SighupRefusesWhatTheStartWouldRefuse) {
   TempDir dir;
   fs::path conf = dir.path() / "lockcached.conf";
-  write_file(conf, "--memory_limit_mb=64\n--max_item_size=4194304\n");
+  write_file(conf, "--memory_limit_mb=64\n");
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--flagfile=" + conf.string()}));
-  write_file(conf, "--memory_limit_mb=2\n--max_item_size=4194304\n");
-  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
-  EXPECT_TRUE(e2e::eventually([&] {
-    return server.log().find("SIGHUP: configuration unchanged: --max_item_size: must be at most "
-                             "half of --memory_limit_mb (2 MB)") != std::string::npos;
-  })) << server.log();
+  ASSERT_TRUE(server.start({"--flagfile=" + conf.string(), "--max_item_size=4194304"}));
+  sighup_with(server, conf, "--memory_limit_mb=2\n");
+  EXPECT_TRUE(comes_to_log(server, "SIGHUP: configuration unchanged: --max_item_size: must be at "
+                                   "most half of --memory_limit_mb (2 MB)"));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(64 << 20));
@@ -680,6 +681,17 @@ uint16_t free_ports_for_two_instances() {
   return 0;
 }
 
+// The server on cache port `port` has its lock service beside it, on
+// `port` + 189, and serves a lock there.
+void expect_lock_port_beside(uint16_t port) {
+  Client cache, locks;
+  ASSERT_TRUE(cache.connect(port));
+  uint16_t lock_port = static_cast<uint16_t>(port + 189);
+  EXPECT_EQ(e2e::stat_u64(cache.stats("settings"), "lock_port"), lock_port);
+  ASSERT_TRUE(locks.connect(lock_port));
+  EXPECT_EQ(locks.request("lock deploy 0").rfind("200 Acquired", 0), 0u) << port;
+}
+
 // memcached's operators run instances side by side, each started with
 // memcached's options alone: each gets the lock port beside its own cache
 // port (cache port + 189), so the second starts as the first did.
@@ -698,14 +710,8 @@ TEST(ConfigurationE2e, TwoInstancesOnMemcachedsOptionsRunSideBySide) {
     ASSERT_TRUE(started.exited_with(0)) << e2e::describe_wait_status(started.wait_status) << "\n"
                                         << started.output;
   }
-  for (uint16_t port : {first, static_cast<uint16_t>(first + 1)}) {
-    Client cache, locks;
-    ASSERT_TRUE(cache.connect(port));
-    uint16_t lock_port = static_cast<uint16_t>(port + 189);
-    EXPECT_EQ(e2e::stat_u64(cache.stats("settings"), "lock_port"), lock_port);
-    ASSERT_TRUE(locks.connect(lock_port));
-    EXPECT_EQ(locks.request("lock deploy 0").rfind("200 Acquired", 0), 0u) << port;
-  }
+  for (uint16_t port : {first, static_cast<uint16_t>(first + 1)})
+    expect_lock_port_beside(port);
   for (const fs::path& pid_file : pid_files) {
     pid_t pid = static_cast<pid_t>(std::stol(read_file(pid_file)));
     ASSERT_GT(pid, 1);
@@ -723,12 +729,7 @@ TEST(ConfigurationE2e, TwoInstancesOnListenPortsRunSideBySide) {
   for (uint16_t i : {0, 1}) {
     uint16_t port = static_cast<uint16_t>(first + i);
     ASSERT_TRUE(servers[i].start_as_given({"-l", "127.0.0.1:" + std::to_string(port), "-m", "64"}));
-    Client cache, locks;
-    ASSERT_TRUE(cache.connect(port));
-    uint16_t lock_port = static_cast<uint16_t>(port + 189);
-    EXPECT_EQ(e2e::stat_u64(cache.stats("settings"), "lock_port"), lock_port);
-    ASSERT_TRUE(locks.connect(lock_port));
-    EXPECT_EQ(locks.request("lock deploy 0").rfind("200 Acquired", 0), 0u) << port;
+    expect_lock_port_beside(port);
   }
 }
 

@@ -168,14 +168,8 @@ TEST(OptionsE2e, MixesWithGflagsFormsAndFlagfile) {
 // Starts the server with `args`, expects it to exit at once with EX_USAGE
 // (64) and to have said `message`.
 void expect_usage_error(const std::vector<std::string>& args, const std::string& message) {
-  ServerProcess server;
-  EXPECT_FALSE(server.start(args));
-  std::optional<int> status = server.wait_for_exit(5s);
-  ASSERT_TRUE(status);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
-      << e2e::describe_wait_status(status);
-  EXPECT_TRUE(server.wait_for_output_end(5s));
-  EXPECT_NE(server.log().find(message), std::string::npos) << server.log();
+  std::string output = e2e::output_of_refused_start(args);
+  EXPECT_NE(output.find(message), std::string::npos) << output;
 }
 
 TEST(OptionsE2e, UnknownAndUnsupportedOptionsAreRefused) {

@@ -117,6 +117,16 @@ std::string describe_wait_status(std::optional<int> status) {
   return "wait status " + std::to_string(*status);
 }
 
+std::string output_of_refused_start(const std::vector<std::string>& flags) {
+  ServerProcess server;
+  EXPECT_FALSE(server.start(flags));
+  std::optional<int> status = server.wait_for_exit(std::chrono::seconds(5));
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
+      << describe_wait_status(status);
+  EXPECT_TRUE(server.wait_for_output_end(std::chrono::seconds(5)));
+  return server.log();
+}
+
 // --- ServerProcess -----------------------------------------------------------
 
 ServerProcess::~ServerProcess() {

@@ -127,6 +127,10 @@ uid_t uid_of(pid_t pid);
 // Describes a wait status: "exited with 0", "killed by signal 9", ...
 std::string describe_wait_status(std::optional<int> status);
 
+// Starts the server with `flags` (as ServerProcess::start), expects it to
+// exit at once with EX_USAGE (64), and returns all it wrote.
+std::string output_of_refused_start(const std::vector<std::string>& flags);
+
 // One VALUE block of a get/gets/gat/gats reply.
 struct Value {
   std::string key;

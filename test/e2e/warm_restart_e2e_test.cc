@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -74,14 +75,27 @@ class WarmRestartE2e : public testing::Test {
     return server.log();
   }
 
-  // A server on the file that holds `key`, stopped with `signal`.
-  void fill_and_stop(int signal, std::vector<std::string> flags = {}) {
+  // A server on the file that holds `key`, stopped with `signal` after
+  // `meanwhile` ran.
+  void fill_and_stop(int signal, std::vector<std::string> flags = {},
+                     const std::function<void(ServerProcess&, Client&)>& meanwhile = {}) {
     ServerProcess server;
     ASSERT_TRUE(start(server, flags));
     Client client;
     ASSERT_TRUE(client.connect(server.port()));
     ASSERT_EQ(client.store("set", "key", "value"), "STORED");
+    if (meanwhile) meanwhile(server, client);
     stop(server, signal);
+  }
+
+  // Starts a server on the file and expects it warm: `key` came back.
+  void expect_warm_start(std::vector<std::string> flags = {}) {
+    ServerProcess server;
+    ASSERT_TRUE(start(server, flags));
+    Client client;
+    ASSERT_TRUE(client.connect(server.port()));
+    EXPECT_EQ(client.get("key"), "value");
+    EXPECT_TRUE(logged(server, "1 items restored"));
   }
 
   // Starts a server on the file and expects it cold, its log saying
@@ -96,6 +110,12 @@ class WarmRestartE2e : public testing::Test {
     EXPECT_TRUE(logged(server, why));
     EXPECT_EQ(lines_with(server.log(), "--memory_file"), 1u) << server.log();
     EXPECT_FALSE(fs::exists(path_));
+  }
+
+  // Starting with `flags` fails with exit status 64 and one line with `line`.
+  static void expect_start_refused(const std::vector<std::string>& flags, const std::string& line) {
+    std::string output = e2e::output_of_refused_start(flags);
+    EXPECT_EQ(lines_with(output, line), 1u) << output;
   }
 
   // Whether `server` logs one line with `text`; its output reaches log()
@@ -232,22 +252,11 @@ TEST_F(WarmRestartE2e, AnotherMemoryLimitStartsCold) {
 // cache_memlimit lasts until the next start: the file records
 // --memory_limit_mb, so the next start with the same flags loads it.
 TEST_F(WarmRestartE2e, CacheMemlimitAtRunTimeStillStartsWarm) {
-  {
-    ServerProcess server;
-    ASSERT_TRUE(start(server, {"-m", "64"}));
-    Client client;
-    ASSERT_TRUE(client.connect(server.port()));
-    ASSERT_EQ(client.store("set", "key", "value"), "STORED");
+  fill_and_stop(SIGUSR1, {"-m", "64"}, [](ServerProcess&, Client& client) {
     ASSERT_EQ(client.request("cache_memlimit 128"), "OK");
     ASSERT_EQ(e2e::stat_u64(client.stats(), "limit_maxbytes"), uint64_t{128} << 20);
-    stop(server, SIGUSR1);
-  }
-  ServerProcess server;
-  ASSERT_TRUE(start(server, {"-m", "64"}));
-  Client client;
-  ASSERT_TRUE(client.connect(server.port()));
-  EXPECT_EQ(client.get("key"), "value");
-  EXPECT_TRUE(logged(server, "1 items restored")) << server.log();
+  });
+  expect_warm_start({"-m", "64"});
 }
 
 // SIGHUP's --memory_limit_mb is the configured one from then on: the file
@@ -255,22 +264,12 @@ TEST_F(WarmRestartE2e, CacheMemlimitAtRunTimeStillStartsWarm) {
 TEST_F(WarmRestartE2e, AMemoryLimitThatSighupChangedIsTheOneRecorded) {
   std::string flagfile = (directory_ / "lockcached.conf").string();
   std::ofstream(flagfile) << "--memory_limit_mb=64\n";
-  {
-    ServerProcess server;
-    ASSERT_TRUE(start(server, {"--flagfile=" + flagfile}));
-    Client client;
-    ASSERT_TRUE(client.connect(server.port()));
-    ASSERT_EQ(client.store("set", "key", "value"), "STORED");
+  fill_and_stop(SIGUSR1, {"--flagfile=" + flagfile}, [&](ServerProcess& server, Client&) {
     std::ofstream(flagfile) << "--memory_limit_mb=65\n";
     ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
     ASSERT_TRUE(logged(server, "SIGHUP: --memory_limit_mb 64 -> 65"));
-    stop(server, SIGUSR1);
-  }
-  ServerProcess server;
-  ASSERT_TRUE(start(server, {"-m", "65"}));
-  Client client;
-  ASSERT_TRUE(client.connect(server.port()));
-  EXPECT_EQ(client.get("key"), "value");
+  });
+  expect_warm_start({"-m", "65"});
 }
 
 TEST_F(WarmRestartE2e, AnotherItemSizeStartsCold) {
@@ -313,51 +312,23 @@ TEST_F(WarmRestartE2e, LocksAreNotRestored) {
 TEST_F(WarmRestartE2e, APidFileThatCannotBeWrittenLeavesTheFileForTheNextStart) {
   fill_and_stop(SIGUSR1);
   for (const std::string& bad : {(directory_ / "missing" / "pid").string(), directory_.string()}) {
-    ServerProcess server;
-    EXPECT_FALSE(start(server, {"-P", bad}));
-    std::optional<int> status = server.wait_for_exit(5s);
-    ASSERT_TRUE(status);
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
-        << e2e::describe_wait_status(status);
-    EXPECT_TRUE(server.wait_for_output_end(5s));
-    EXPECT_EQ(lines_with(server.log(), "lockcached: --pid_file: "), 1u) << server.log();
-    EXPECT_TRUE(fs::exists(path_)) << server.log();
+    expect_start_refused({"--memory_file=" + path_, "-P", bad}, "lockcached: --pid_file: ");
+    EXPECT_TRUE(fs::exists(path_)) << bad;
   }
-  ServerProcess server;
-  ASSERT_TRUE(start(server, {"-P", (directory_ / "pid").string()}));
-  Client client;
-  ASSERT_TRUE(client.connect(server.port()));
-  EXPECT_EQ(client.get("key"), "value");
+  expect_warm_start({"-P", (directory_ / "pid").string()});
 }
 
 TEST_F(WarmRestartE2e, ADirectoryThatCannotTakeTheFileStopsTheStart) {
-  for (const std::string& bad : {(directory_ / "missing" / "cache").string(), directory_.string()}) {
-    ServerProcess server;
-    EXPECT_FALSE(server.start({"-e", bad}));
-    std::optional<int> status = server.wait_for_exit(5s);
-    ASSERT_TRUE(status);
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
-        << e2e::describe_wait_status(status);
-    EXPECT_TRUE(server.wait_for_output_end(5s));
-    EXPECT_EQ(lines_with(server.log(), "lockcached: --memory_file: "), 1u) << server.log();
-  }
+  for (const std::string& bad : {(directory_ / "missing" / "cache").string(), directory_.string()})
+    expect_start_refused({"-e", bad}, "lockcached: --memory_file: ");
 }
 
 // A FIFO (or a device) is no file to load: opening one would hang the start.
 TEST_F(WarmRestartE2e, AFileThatIsNoRegularFileStopsTheStart) {
   std::string fifo = (directory_ / "fifo").string();
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
-  ServerProcess server;
-  EXPECT_FALSE(server.start({"-e", fifo}));
-  std::optional<int> status = server.wait_for_exit(5s);
-  ASSERT_TRUE(status);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 64)
-      << e2e::describe_wait_status(status);
-  EXPECT_TRUE(server.wait_for_output_end(5s));
-  EXPECT_EQ(lines_with(server.log(), "lockcached: --memory_file: must name a regular file: " +
-                                         fifo + " is not one"),
-            1u)
-      << server.log();
+  expect_start_refused({"-e", fifo},
+                       "lockcached: --memory_file: must name a regular file: " + fifo + " is not one");
 }
 
 }  // namespace
