@@ -140,13 +140,13 @@ void LockServiceProtocol::execute(std::string_view line, OutputQueue& out) {
   // -vv: every request line after the connection's id, as the cache's;
   // never a password or a session's secret.
   LOCKCACHED_VLOG(2) << '<' << client().id << ' ' << escape_for_log(loggable(line, words));
-  if (words.count == 0) return out.append("400 Unknown command\r\n");
-  const Command* command = find_command(words[0]);
+  const Command* command = words.count > 0 ? find_command(words[0]) : nullptr;
   Access access = command != nullptr ? command->access : Access::kChanges;
   // --auth_file: nothing but `auth` and `quit` before authenticating.
   if (auth_.required() && access != Access::kAnyone) [[unlikely]] {
     return out.append("401 Authentication required\r\n");
   }
+  if (words.count == 0) return out.append("400 Unknown command\r\n");
   if (access != Access::kChanges) return (this->*command->handler)(words, out);
   // Acquire: a node that stopped being a replica retired its service
   // first, so this sees that the connection's service is stale.
@@ -430,7 +430,8 @@ void LockServiceProtocol::confirm(std::string_view reply, OutputQueue& out) {
 }
 
 void LockServiceProtocol::unlock(const Words& words, OutputQueue& out) {
-  if (words.count != 2) return out.append("400 Missing lock name\r\n");
+  if (words.count < 2) return out.append("400 Missing lock name\r\n");
+  if (words.count > 2) return out.append("400 Too many arguments\r\n");
   if (!printable_key(words[1])) return out.append("400 Bad lock name\r\n");
   if (watched()) {
     bool held;

@@ -35,7 +35,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::
       accepted_ms_(worker.reactor().now_ms()),
       over_tls_(tls != nullptr),
       transport_(make_transport(worker, id, std::move(tls))),
-      last_read_ms_(accepted_ms_),
+      last_active_ms_(accepted_ms_),
       client_{id, std::move(peer)},
       core_(worker.state().store, worker.stats(), worker.stats_source(), id,
             &worker.state().read_only, &worker.state().watch, &client_, &worker.control(),
@@ -43,7 +43,7 @@ Connection::Connection(Worker& worker, int fd, uint64_t id, PortKind kind, net::
       input_(worker.scratch(), Worker::kScratchSize) {
   if (kind == PortKind::kLockService) {
     protocol_ = std::make_unique<protocol::LockServiceProtocol>(protocol::LockServiceContext{
-        worker_.state().lock_coordinator(), worker_.reactor(), out_, [this] { resume_input(); },
+        worker_.state().lock_coordinator(), worker_.reactor(), out_, [this] { on_async_reply(); },
         // In a Raft cluster a replica's lock service says who leads instead.
         worker_.state().settings.cluster.empty() ? &worker_.state().read_only : nullptr,
         &worker_.state().watch, &client_, worker_.state().settings.authenticator.get(),
@@ -129,7 +129,7 @@ void Connection::on_event(uint32_t events) {
 // long command runs, a lock wait (quiet by nature) or a watcher.
 bool Connection::idle_since(int64_t since) const {
   return !closed() && io_ != IoState::kWatching &&
-         last_read_ms_.load(std::memory_order_relaxed) < since && !output_pending() &&
+         last_active_ms_.load(std::memory_order_relaxed) < since && !output_pending() &&
          !(protocol_ && (protocol_->blocked() || protocol_->has_unfinished_work()));
 }
 
@@ -145,7 +145,7 @@ ConnectionStatus Connection::status() const {
   status.local_address = local_;
   status.state = state_.load(std::memory_order_relaxed);
   status.protocol = protocol_kind_.load(std::memory_order_relaxed);
-  status.last_active_ms = last_read_ms_.load(std::memory_order_relaxed);
+  status.last_active_ms = last_active_ms_.load(std::memory_order_relaxed);
   return status;
 }
 
@@ -174,6 +174,13 @@ void Connection::on_writable() {
   // connections had their turn: memcached's conn_yields.
   worker_.stats().conn_yields.add();
   protocol_->continue_work(out_);
+  resume_input();
+}
+
+// A lock wait (or a cluster's change) was answered: the client, quiet
+// while it waited, is active again as of now (--idle_timeout).
+void Connection::on_async_reply() {
+  last_active_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
   resume_input();
 }
 
@@ -213,7 +220,7 @@ void Connection::finish_read(const Input& input) {
 
 void Connection::take_input(std::string_view bytes) {
   worker_.stats().bytes_read.add(bytes.size());
-  last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
+  last_active_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
   if (!protocol_) choose_protocol(bytes.front());
   if (input_.empty()) return run(bytes);
   input_.append(bytes);

@@ -54,7 +54,7 @@ void Connection::on_received(const char* data, int result, bool more) {
 void Connection::stash(const char* data, size_t size) {
   if (io_ == IoState::kDraining) return;  // nothing more is read once a client said quit
   worker_.stats().bytes_read.add(size);
-  last_read_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
+  last_active_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
   transport_->keep(data, size, input_);
   stashed_ = true;
 }

@@ -131,6 +131,8 @@ TEST_F(AuthE2e, LockServiceNeedsAuthBeforeAnythingAndBeforeAResume) {
   Client holder;
   ASSERT_TRUE(holder.connect(lock_port()));
   EXPECT_EQ(holder.request("lock job"), "401 Authentication required");
+  EXPECT_EQ(holder.request(""), "401 Authentication required");
+  EXPECT_EQ(holder.request("  "), "401 Authentication required");
   EXPECT_EQ(holder.request("auth alice wrong"), "401 Authentication failed");
   EXPECT_EQ(holder.request("auth alice"), "400 auth takes USER PASSWORD");
   EXPECT_EQ(holder.request("auth alice secret"), "200 Authenticated");

@@ -813,6 +813,8 @@ TEST_F(LockServiceE2e, BadArgumentsKeepTheConnectionUsable) {
   }
   EXPECT_EQ(client.request("bogus"), "400 Unknown command");
   EXPECT_EQ(client.request("lock"), "400 Missing lock name");
+  EXPECT_EQ(client.request("unlock"), "400 Missing lock name");
+  EXPECT_EQ(client.request("unlock a b"), "400 Too many arguments");
   // None of them took a lock, and the connection still works.
   EXPECT_TRUE(lock_list(client).empty());
   std::map<std::string, uint64_t> counters = stats(client);

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -46,6 +48,45 @@ TEST(OperationsE2e, IdleTimeoutClosesIdleConnectionsOnly) {
   // The waiter is still there and gets the lock when it is released.
   ASSERT_EQ(holder.request("unlock quiet"), "200 Released");
   EXPECT_EQ(waiter.read_line().rfind("200 Acquired", 0), 0u);
+}
+
+// A waiter sends nothing while it waits, and a wait is not idle; once the
+// lock is granted, its idle time starts then, not at its `lock` line. It
+// started there before, and the next sweep closed the connection, and
+// released the lock just granted (lockcached-cli run lost it so, its pings
+// notwithstanding). Checked through `stats conns`, which shows the same
+// clock: right after the grant, 0 seconds since the waiter's last command.
+TEST(OperationsE2e, IdleTimeCountsFromTheEndOfALockWait) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--idle_timeout=1", "--threads=1", "--lock_port=-1"}));
+  std::optional<uint16_t> lock_port = server.lock_port();
+  ASSERT_TRUE(lock_port);
+  Client holder, waiter, idle, observer;
+  ASSERT_TRUE(holder.connect(*lock_port));
+  ASSERT_TRUE(waiter.connect(*lock_port));
+  ASSERT_EQ(holder.request("lock x").rfind("200 Acquired", 0), 0u);
+  ASSERT_TRUE(waiter.send("lock x 30\r\n"));
+  ASSERT_TRUE(idle.connect(server.port()));
+  // A sweep has closed a connection opened after the wait began: the
+  // waiter has waited longer than the timeout. The holder keeps talking.
+  bool idle_closed = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       !idle_closed && std::chrono::steady_clock::now() < deadline;) {
+    ASSERT_EQ(holder.request("conn_id").rfind("200 ", 0), 0u);
+    idle_closed = idle.wait_for_close(200ms);
+  }
+  ASSERT_TRUE(idle_closed);
+  ASSERT_EQ(holder.request("unlock x"), "200 Released");
+  ASSERT_EQ(waiter.read_line().rfind("200 Acquired", 0), 0u);
+  ASSERT_TRUE(observer.connect(server.port()));
+  std::map<std::string, std::string> conns = observer.stats("conns");
+  std::string waiter_id;
+  for (const auto& [name, value] : conns) {
+    if (value == "tcp:" + waiter.local_address()) waiter_id = name.substr(0, name.find(':'));
+  }
+  ASSERT_FALSE(waiter_id.empty()) << "the waiter is not in stats conns";
+  EXPECT_EQ(conns[waiter_id + ":secs_since_last_cmd"], "0");
+  EXPECT_EQ(waiter.request("conn_id").rfind("200 ", 0), 0u) << "the waiter was closed";
 }
 
 // A client that reads a long reply sends nothing meanwhile: it is not idle,

@@ -102,6 +102,7 @@ class Connection final : public net::EventHandler {
   void end_of_input();
   // A reply was queued outside a read (a lock wait ended): send it and go
   // on with requests that arrived meanwhile.
+  void on_async_reply();
   void resume_input();
   // Feeds input to the protocol, keeps what it did not consume, replies.
   void run(std::string_view input);
@@ -161,8 +162,11 @@ class Connection final : public net::EventHandler {
   IoState io_ = IoState::kServing;
   const std::unique_ptr<Transport> transport_;
   uint32_t interest_ = 0;
-  // Written by this connection's thread only; read by `stats conns` from any.
-  std::atomic<int64_t> last_read_ms_;
+  // When the client last sent a request, or a lock wait of its ended (a
+  // waiter sends nothing meanwhile): --idle_timeout counts from there, and
+  // `stats conns` shows it. Written by this connection's thread only; read
+  // by `stats conns` from any.
+  std::atomic<int64_t> last_active_ms_;
   std::atomic<ConnState> state_{ConnState::kWaiting};
   std::atomic<ConnProtocol> protocol_kind_{ConnProtocol::kUndecided};
   const net::ClientInfo client_;  // its id and the peer; before core_, which points to it

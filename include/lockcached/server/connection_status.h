@@ -36,7 +36,7 @@ struct ConnectionStatus {
   net::Endpoint local_address;
   ConnState state = ConnState::kWaiting;
   ConnProtocol protocol = ConnProtocol::kUndecided;
-  int64_t last_active_ms = 0;  // monotonic: the last read (a listener: its opening)
+  int64_t last_active_ms = 0;  // monotonic: the last request, or a lock wait ended (a listener: its opening)
 };
 
 }  // namespace lockcached::server
