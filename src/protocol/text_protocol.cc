@@ -709,7 +709,11 @@ void TextProtocol::cache_memlimit(const Words& words, OutputQueue& out) {
   if (megabytes > 1000000000) {
     return reply(out, "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
   }
-  core_.set_memory_limit(size_t{megabytes} << 20);
+  // memcached's reply for a limit it cannot apply: here one below what the
+  // shards counted at the start need to hold the largest items.
+  if (!core_.set_memory_limit(size_t{megabytes} << 20)) {
+    return reply(out, "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust");
+  }
   reply(out, "OK");
 }
 

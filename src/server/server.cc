@@ -433,7 +433,14 @@ void Server::reload(const std::optional<RunTimeChanges>& changes) {
   if (!changes) return;
   if (changes->memory_limit) {
     configured_memory_limit_ = *changes->memory_limit;
-    state_.store.set_memory_limit(*changes->memory_limit);
+    if (*changes->memory_limit < state_.store.smallest_memory_limit()) {
+      LOG(WARNING) << "SIGHUP: --memory_limit_mb " << (*changes->memory_limit >> 20)
+                   << " takes effect at the next start: below "
+                   << (state_.store.smallest_memory_limit() >> 20)
+                   << " MB its shards (counted at the start) could not hold the largest items";
+    } else {
+      state_.store.set_memory_limit(*changes->memory_limit);
+    }
   }
   if (changes->idle_timeout_seconds) {
     state_.idle_timeout_seconds.store(*changes->idle_timeout_seconds, std::memory_order_relaxed);

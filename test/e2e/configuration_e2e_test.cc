@@ -497,6 +497,24 @@ TEST(ConfigurationE2e, SighupRefusesWhatTheStartWouldRefuse) {
   EXPECT_EQ(server.log().find("SIGHUP: --memory_limit_mb"), std::string::npos) << server.log();
 }
 
+// A limit the start would take, but below what the shards the start made
+// need for the largest items (Store::smallest_memory_limit: 16 shards of a
+// 64 MB start, 1 MB items), waits for the next start; SIGHUP says so.
+TEST(ConfigurationE2e, SighupKeepsALimitTooLowForTheShardsForTheNextStart) {
+  TempDir dir;
+  fs::path conf = dir.path() / "lockcached.conf";
+  write_file(conf, "--memory_limit_mb=64\n");
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--flagfile=" + conf.string()}));
+  sighup_with(server, conf, "--memory_limit_mb=8\n");
+  EXPECT_TRUE(comes_to_log(server, "SIGHUP: --memory_limit_mb 8 takes effect at the next start"));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  EXPECT_EQ(client.stats()["limit_maxbytes"], std::to_string(64 << 20));
+  const std::string large(1000 * 1000, 'L');
+  EXPECT_EQ(client.store("set", "large", large), "STORED");
+}
+
 // A comment may follow a value after a blank; a '#' inside a value stays.
 TEST(ConfigurationE2e, AFlagfileLineMayEndInAComment) {
   TempDir dir;

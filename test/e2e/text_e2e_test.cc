@@ -529,13 +529,15 @@ TEST_F(TextE2e, UnknownAndMalformedCommandsAnswerErrorAndKeepTheConnection) {
 // we, at once, except for locked items.
 TEST(TextStandaloneE2e, CacheMemlimitEvictsDownToTheNewLimitButKeepsLockedItems) {
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--memory_limit_mb=64"}));
+  // 32 MB: 8 shards of 4 MB at the start, so that 8 MB still gives each
+  // shard room for a 1 MB item (Store::smallest_memory_limit).
+  ASSERT_TRUE(server.start({"--memory_limit_mb=32"}));
   Client c;
   ASSERT_TRUE(c.connect(server.port()));
   const std::string value(10000, 'v');
   EXPECT_EQ(c.store("set", "keep", value), "STORED");
   EXPECT_EQ(c.request("lock keep"), "OK");
-  constexpr int kItems = 4000;  // about 40 MB
+  constexpr int kItems = 2000;  // about 20 MB
   std::string sets;
   for (int i = 0; i < kItems; ++i)
     sets += store_bytes("set", "item" + std::to_string(i), value, 0, 0, "noreply");
@@ -556,6 +558,25 @@ TEST(TextStandaloneE2e, CacheMemlimitEvictsDownToTheNewLimitButKeepsLockedItems)
             "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
   EXPECT_EQ(c.request("cache_memlimit 64"), "OK");
   EXPECT_EQ(stat_u64(c.stats(), "limit_maxbytes"), 64u << 20);
+}
+
+// The shards are counted at the start, each to hold a few of the largest
+// items; a limit set later is shared among them. One so low that a shard's
+// share is less than a largest item is refused: before, it was taken, and
+// every set of a large value then failed "out of memory" on an empty cache
+// (memcached stores them). 64 MB makes 16 shards: 16 MB is the least.
+TEST(TextStandaloneE2e, CacheMemlimitRefusesALimitTooLowForTheLargestItems) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--memory_limit_mb=64"}));
+  Client c;
+  ASSERT_TRUE(c.connect(server.port()));
+  EXPECT_EQ(c.request("cache_memlimit 15"),
+            "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust");
+  EXPECT_EQ(stat_u64(c.stats(), "limit_maxbytes"), 64u << 20);
+  EXPECT_EQ(c.request("cache_memlimit 16"), "OK");
+  const std::string large(1000 * 1000, 'L');
+  EXPECT_EQ(c.store("set", "large", large), "STORED");
+  EXPECT_EQ(c.get("large"), large);
 }
 
 // memcached 1.6.18's replies, word for word; enable and disable pause and

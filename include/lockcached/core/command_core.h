@@ -142,7 +142,12 @@ class CommandCore {
   // counted all the same as memcached counts it, where the policy refuses
   // flush_all (memcached's -F).
   bool flush_all(int64_t when);
-  void set_memory_limit(size_t bytes) { store_.set_memory_limit(bytes); }
+  // False, changing nothing, below Store::smallest_memory_limit.
+  bool set_memory_limit(size_t bytes) {
+    if (bytes < store_.smallest_memory_limit()) return false;
+    store_.set_memory_limit(bytes);
+    return true;
+  }
 
   // Server-side locks. The core remembers which keys this connection holds
   // so that release_all_locks() (unlock_all, disconnect) never scans the store.

@@ -6,9 +6,11 @@
 // memory only once every item on an allocator page is gone, so for a while
 // the old pages and the new items both take memory (memcached's slab
 // calcification, in another form). The governor reads what the allocator
-// holds resident every few milliseconds and, while that is more than the
+// holds resident every few milliseconds and, once that is more than the
 // limit allows, lowers the store's eviction target by the excess, so that
-// eviction empties pages sooner; it raises the target back as memory comes
+// eviction empties pages sooner, and again by whatever the heap grows
+// after (not by the same excess again: evictions that leave holes shrink
+// the items, not the heap); it raises the target back as memory comes
 // down. The store holds fewer items for a while instead of growing.
 //
 // Free pages come first: the allocator keeps freed pages for a moment
@@ -31,6 +33,14 @@ struct MemoryReading {
   size_t item_bytes = 0;     // what the items take now
   size_t target = 0;         // the eviction target now
   size_t heap_resident = 0;  // what the allocator holds resident
+  // The heap as of the target's last cut (the lowest since); 0 while the
+  // heap has been within bounds since.
+  size_t heap_at_cut = 0;
+};
+
+struct EvictionTarget {
+  size_t target = 0;
+  size_t heap_at_cut = 0;  // for the next reading
 };
 
 // What the heap may hold for a given item limit: the limit, an eighth more
@@ -38,7 +48,7 @@ struct MemoryReading {
 size_t allowed_heap(size_t limit);
 // The eviction target for the next interval: the pure control law, apart
 // from the thread so that it can be tested alone.
-size_t next_eviction_target(const MemoryReading& reading);
+EvictionTarget next_eviction_target(const MemoryReading& reading);
 
 // What the governor needs of the memory allocator.
 struct AllocatorControl {
@@ -62,6 +72,7 @@ class MemoryGovernor {
 
   Store& store_;
   AllocatorControl allocator_;
+  size_t heap_at_cut_ = 0;  // MemoryReading::heap_at_cut, the loop's thread only
   BackgroundLoop loop_;
 };
 

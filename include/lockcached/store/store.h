@@ -211,6 +211,11 @@ class Store {
 
   const Clock& clock() const { return clock_; }
   size_t max_item_size() const { return max_item_size_; }
+  // The lowest limit at which every shard still holds one of the largest
+  // items: the shards are counted once, at the start, for the limit then,
+  // and each takes its share of a limit set later. Below it the largest
+  // items could no longer be stored.
+  size_t smallest_memory_limit() const { return shards_.size() * max_item_size_; }
   bool cas_enabled() const { return cas_enabled_; }
   bool evictions() const { return evictions_; }
   // The CAS a client is shown of `item`: 0 with cas_enabled false.
