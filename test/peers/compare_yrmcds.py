@@ -55,7 +55,7 @@ from contextlib import contextmanager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # test/
 from lockcached_server import (  # noqa: E402
-    _stop, _stop_after_error, answers_version, binary_from_argv, free_port, lockcached)
+    _stop_after_error, answers_version, binary_from_argv, free_port, lockcached)
 
 DEADLINE_S = 10      # one step at most
 POLL_S = 10          # a poll step at most
@@ -150,10 +150,11 @@ def yrmcds(yrmcdsd):
             raise RuntimeError(f"yrmcdsd did not start and serve:\n{log}")
         try:
             yield port
-        except BaseException:
+        finally:
+            # The reference's own exit is not under test: on a loaded machine
+            # (CI stage 22 once) yrmcds took over 5 s after SIGTERM. Said,
+            # not failed.
             _stop_after_error(process, "yrmcds")
-            raise
-        _stop(process, "yrmcds")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
