@@ -197,7 +197,7 @@ Item* Store::find_live(Shard& shard, uint64_t hash, std::string_view key, RelTim
   return nullptr;
 }
 
-void Store::link(Shard& shard, uint64_t hash, Item* item) {
+void Store::link(Shard& shard, uint64_t hash, Item* item, bool counted) {
   // The table doubles: bucket b is now b and b + old size, so the hand
   // goes on from the first of them.
   if (shard.table.insert(hash, item)) shard.hand *= 2;
@@ -213,7 +213,7 @@ void Store::link(Shard& shard, uint64_t hash, Item* item) {
   ++counters.number;
   counters.requested += size;
   counters.allocated += allocation_size(size);
-  ++shard.total_items;
+  if (counted) ++shard.total_items;
   // Encoding the change is the listener's business: it may copy the bytes
   // now or keep a reference and copy them after the lock is released.
   if (ChangeListener* listener = this->listener()) listener->on_store(*item);
@@ -245,7 +245,8 @@ void Store::detach(Shard& shard, Item* item, uint64_t hash) {
   item_release(item);
 }
 
-void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item) {
+void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item,
+                    bool counted) {
   if (old_item) {
     if (old_item->locked) {  // the holder's write keeps its lock
       new_item->locked = true;
@@ -253,7 +254,7 @@ void Store::replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item)
     }
     detach(shard, old_item, hash);  // link reports the new version
   }
-  link(shard, hash, new_item);
+  link(shard, hash, new_item, counted);
 }
 
 bool Store::make_room(Shard& shard, size_t needed, size_t freed, RelTime now, const Item* keep) {
@@ -508,7 +509,7 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   copy->fetched = item->fetched;
   copy->key_binary = item->key_binary;
   copy->cas = next_cas();
-  replace(found.shard, found.hash, item, copy.get());
+  replace(found.shard, found.hash, item, copy.get(), /*counted=*/false);  // in place in memcached
   return DeleteStatus::kDeleted;
 }
 
@@ -650,7 +651,9 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     return {ArithStatus::kNoMemory};
   }
   fresh->cas = next_cas();
-  replace(found.shard, found.hash, old_item, fresh.get());
+  // memcached rewrites a number that fits in place: no new item to count.
+  bool in_place = old_item && length <= old_item->value_len;
+  replace(found.shard, found.hash, old_item, fresh.get(), !in_place);
   return {ArithStatus::kOk, value, client_cas(*fresh), exptime, exptime_before,
           old_item == nullptr};
 }
@@ -718,7 +721,7 @@ LockStatus Store::unlock(std::string_view key, OwnerId owner) {
     if (copy) {
       std::memcpy(copy->value(), item->value(), item->value_len);
       copy->cas = next_cas();
-      replace(found.shard, found.hash, item, copy.get());
+      replace(found.shard, found.hash, item, copy.get(), /*counted=*/false);  // the same item
     }
   }
   return LockStatus::kOk;

@@ -923,6 +923,20 @@ TEST_F(StoreTest, StatsCountItemsAndBytes) {
   EXPECT_EQ(stats.curr_items, 1u);  // a gauge, not a counter
 }
 
+// memcached counts in total_items the items it links, not the ones it
+// changes in place: an incr whose number still fits, and md's invalidation.
+// Here both make a copy, which was counted (6 for a set and five incrs).
+TEST_F(StoreTest, WhatMemcachedChangesInPlaceIsNoNewItem) {
+  ASSERT_EQ(set("n", "10"), StoreStatus::kStored);
+  ASSERT_EQ(arith("n", true, 1).status, ArithStatus::kOk);   // 11
+  ASSERT_EQ(arith("n", false, 5).status, ArithStatus::kOk);  // 6, padded
+  EXPECT_EQ(store_.stats().total_items, 1u);
+  ASSERT_EQ(arith("n", true, 1000).status, ArithStatus::kOk);  // 1006: a new item
+  EXPECT_EQ(store_.stats().total_items, 2u);
+  ASSERT_EQ(store_.invalidate("n", 0, kNoOwner, nullptr), DeleteStatus::kDeleted);
+  EXPECT_EQ(store_.stats().total_items, 2u);
+}
+
 TEST_F(StoreTest, SetMemoryLimit) {
   store_.set_memory_limit(size_t{8} << 20);
   EXPECT_EQ(store_.stats().limit_bytes, size_t{8} << 20);

@@ -471,7 +471,10 @@ class Store {
   }
   // find, once apply_due_flush(now) ran.
   Item* find_live(Shard& shard, uint64_t hash, std::string_view key, RelTime now);
-  void link(Shard& shard, uint64_t hash, Item* item);
+  // `counted`: a new item for total_items; false for a copy that stands for
+  // memcached changing its item in place (an incr that fits, md I, the
+  // unlock of a flush-spared item), which memcached does not count.
+  void link(Shard& shard, uint64_t hash, Item* item, bool counted = true);
   // Takes an item out of its shard and reports the key gone. Callers that
   // hold the key's hash pass it, sparing a second pass over the key.
   void unlink(Shard& shard, Item* item);
@@ -479,7 +482,8 @@ class Store {
   // unlink without the report: the key lives on in a new item.
   void detach(Shard& shard, Item* item, uint64_t hash);
   // Links new_item in place of old_item (which may be null).
-  void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item);
+  void replace(Shard& shard, uint64_t hash, Item* old_item, Item* new_item,
+               bool counted = true);
   // Evicts until an item of `needed` bytes fits, counting `freed` bytes
   // (the item it replaces) as free; never evicts `keep`. When nothing more
   // can go, counts the refusal against needed's size class.
