@@ -90,7 +90,7 @@ LockServiceProtocol::~LockServiceProtocol() {
 
 size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
   size_t pos = 0;
-  while (pos < input.size() && !close_ && !blocked()) {
+  while (pos < input.size() && !close_ && !blocked() && !has_unfinished_work()) {
     size_t newline = input.find('\n', pos);
     // Too long whether or not its end has arrived: the verdict must not
     // depend on how TCP split the bytes.
@@ -103,6 +103,9 @@ size_t LockServiceProtocol::consume(std::string_view input, OutputQueue& out) {
       break;
     }
     if (newline == std::string_view::npos) break;
+    // The replies a client has not read are bounded as on the cache port
+    // (`stats locks` can be megabytes): the rest waits until it read some.
+    if (!budget_.take(out)) break;
     execute(input.substr(pos, end - pos), out);
     pos = newline + 1;
   }

@@ -825,6 +825,69 @@ TEST_F(LockServiceE2e, BadArgumentsKeepTheConnectionUsable) {
   EXPECT_EQ(client.request("set_timeout 1000"), "200 Timeout set");
 }
 
+// The replies a client has not read are bounded here as on the cache port:
+// 60 `stats locks` of 1000 long names (about 16 MB) and a `lock`, in one
+// write, are not all run while the client reads nothing. Before, every
+// line of a read ran, before any reply went out: 40 MB queued for one
+// client in a review. Once it reads, all come.
+TEST_F(LockServiceE2e, AClientThatReadsNothingGetsAFewMegabytesQueuedAtMost) {
+  Client holder = connect();
+  std::string locks;
+  for (int i = 0; i < 1000; ++i)
+    locks += "lock " + std::to_string(i) + std::string(240, 'n') + "\r\n";
+  ASSERT_TRUE(holder.send(locks));
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_TRUE(starts_with(holder.read_line(), "200 Acquired ")) << i;
+  Client hog = connect();
+  std::string requests;
+  for (int i = 0; i < 60; ++i)
+    requests += "stats locks\r\n";
+  ASSERT_TRUE(hog.send(requests + "lock marker\r\n"));
+  // Its first reply has come: the read holding every request was taken.
+  ASSERT_EQ(hog.read_line(10s), "200 LOCKS");
+  Client observer = connect();
+  EXPECT_EQ(observer.request("stats locks marker"), "200 LOCKS");
+  EXPECT_EQ(observer.read_line(), "END") << "the lock after 16 MB of replies ran unread";
+  for (int i = 0; i < 60; ++i) {
+    if (i > 0) {
+      ASSERT_EQ(hog.read_line(10s), "200 LOCKS") << i;
+    }
+    for (std::string line = hog.read_line(); line != "END"; line = hog.read_line())
+      ASSERT_TRUE(starts_with(line, "LOCK ")) << line;
+  }
+  EXPECT_TRUE(starts_with(hog.read_line(), "200 Acquired "));
+}
+
+// A waiter has no reply owed yet: its end of stream is a hang-up. It leaves
+// the queue, and what it pipelined behind the wait is not run
+// (docs/reliability.md); the holder's release grants nobody.
+TEST_F(LockServiceE2e, AWaiterThatHalfClosesLeavesTheQueue) {
+  Client holder = connect();
+  expect_acquired(holder.request("lock held"));
+  Client waiter = connect();
+  ASSERT_TRUE(waiter.send("lock held 30\r\nlock other\r\n"));
+  Client observer = connect();
+  ASSERT_TRUE(eventually([&] {
+    std::vector<LockLine> held = lock_list(observer, "held");
+    return held.size() == 1 && held[0].waiters == 1;
+  }));
+  ASSERT_TRUE(waiter.shutdown_send());
+  EXPECT_TRUE(waiter.wait_for_close());
+  EXPECT_TRUE(eventually([&] { return lock_list(observer, "held")[0].waiters == 0; }));
+  EXPECT_TRUE(lock_list(observer, "other").empty());
+  EXPECT_EQ(holder.request("unlock held"), "200 Released");
+  EXPECT_TRUE(lock_list(observer, "held").empty());
+}
+
+// A wait is at most a year, a grace seven days (docs/lock-service.md).
+TEST_F(LockServiceE2e, AWaitOverAYearAndAGraceOverSevenDaysAreRefused) {
+  Client client = connect();
+  EXPECT_EQ(client.request("lock a 31536000.5"), "400 Bad timeout");
+  EXPECT_EQ(client.request("set_timeout 604800001"), "400 Bad timeout");
+  EXPECT_EQ(client.request("set_timeout 604800000"), "200 Timeout set");
+  expect_acquired(client.request("lock a 31536000"));
+}
+
 TEST_F(LockServiceE2e, LineOverLimitIsRefusedAndClosed) {
   Client client = connect();
   expect_acquired(client.request("lock before"));

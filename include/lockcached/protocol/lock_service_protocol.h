@@ -59,6 +59,9 @@ class LockServiceProtocol final : public ProtocolHandler {
   size_t consume(std::string_view input, OutputQueue& out) override;
   bool wants_close() const override { return close_; }
   bool blocked() const override { return pending_ || waiting_ || changing_members_; }
+  // Stopped while kMaxQueuedOutput of replies wait (TurnBudget, no -R here).
+  bool has_unfinished_work() const override { return budget_.yielded(); }
+  void continue_work(OutputQueue& /*out*/) override { budget_.resume(); }
   // Blocked in a `lock NAME SECONDS` (else, when blocked, on a change being
   // decided, or on a `cluster` command).
   bool waiting_for_lock() const { return waiting_; }
@@ -120,6 +123,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
   bool changing_members_ = false;  // a `cluster` change waits for the cluster
+  TurnBudget budget_{0};
   bool close_ = false;
   bool closed_ = false;
 };
