@@ -17,6 +17,18 @@ using namespace std::chrono_literals;
 using e2e::Client;
 using e2e::ServerProcess;
 
+// Connects `client`, stores a value of `size` bytes and sends `gets` gets of
+// it, then `after`, in one write; reads nothing.
+void ask_for_large_values(const ServerProcess& server, Client& client, size_t size, int gets,
+                          const std::string& after) {
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "big", std::string(size, 'v')), "STORED");
+  std::string requests;
+  for (int i = 0; i < gets; ++i)
+    requests += "get big\r\n";
+  ASSERT_TRUE(client.send(requests + after));
+}
+
 TEST(OperationsE2e, IdleTimeoutClosesIdleConnectionsOnly) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--idle_timeout=1", "--lock_port=-1"}));
@@ -98,14 +110,8 @@ TEST(OperationsE2e, IdleTimeoutSparesAClientReadingALongReply) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--idle_timeout=1", "--threads=1"}));
   Client reader;
-  ASSERT_TRUE(reader.connect(server.port()));
-  const std::string value(100 * 1000, 'r');
-  ASSERT_EQ(reader.store("set", "big", value), "STORED");
   constexpr int kGets = 100;
-  std::string gets;
-  for (int i = 0; i < kGets; ++i)
-    gets += "get big\r\n";
-  ASSERT_TRUE(reader.send(gets));
+  ASSERT_NO_FATAL_FAILURE(ask_for_large_values(server, reader, 100 * 1000, kGets, ""));
   Client idle;
   ASSERT_TRUE(idle.connect(server.port()));
   ASSERT_TRUE(idle.wait_for_close(10s)) << "the server never closed an idle connection";
@@ -127,14 +133,8 @@ TEST(OperationsE2e, AClientThatReadsNothingGetsAFewMegabytesQueuedAtMost) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--threads=1"}));
   Client hog;
-  ASSERT_TRUE(hog.connect(server.port()));
-  const std::string value(900 * 1000, 'p');
-  ASSERT_EQ(hog.store("set", "big", value), "STORED");
   constexpr int kGets = 60;
-  std::string gets;
-  for (int i = 0; i < kGets; ++i)
-    gets += "get big\r\n";
-  ASSERT_TRUE(hog.send(gets + "version\r\n"));
+  ASSERT_NO_FATAL_FAILURE(ask_for_large_values(server, hog, 900 * 1000, kGets, "version\r\n"));
   Client observer;
   ASSERT_TRUE(observer.connect(server.port()));
   uint64_t hits = 0;
