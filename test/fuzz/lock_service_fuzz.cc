@@ -206,11 +206,13 @@ class LockHarness {
   struct Conn {
     Conn(LockHarness& harness, int slot)
         : slot(slot),
+          behind_auth(harness.auth_on_),
           protocol(protocol::LockServiceContext{harness.coordinator_, harness.reactor_, out,
                                                 [&harness, this] { harness.resume(*this); },
                                                 nullptr, nullptr, nullptr,
                                                 harness.auth_on_ ? &authenticator() : nullptr}) {}
     int slot;                   // for traces
+    bool behind_auth;           // opened after Y: `auth` first
     protocol::OutputQueue out;  // before the protocol, which refers to it
     std::string pending;        // the unconsumed tail
     ReplyStream replies{ReplyStream::Kind::kLines};
@@ -375,19 +377,22 @@ class LockHarness {
       FUZZ_CHECK(lock.token > 0 && lock.token <= stats.grants);
     }
     FUZZ_CHECK(waiters == stats.waiters);
-    uint64_t live = 0, blocked = 0;
+    uint64_t with_session = 0, blocked = 0;
     for (const auto& c : conns_) {
       if (!c) continue;
       FUZZ_CHECK(!c->closed);
-      ++live;
+      // Behind authentication (Y), a connection opens its session with
+      // its first successful `auth`; without, at once.
+      FUZZ_CHECK(c->protocol.has_session() || c->behind_auth);
+      if (c->protocol.has_session()) ++with_session;
       if (c->protocol.blocked()) ++blocked;
     }
     // Every queued wait belongs to a connection that is blocked on it.
     FUZZ_CHECK(stats.waiters <= blocked);
-    // Every live connection has its own attached session; all others are
-    // in their grace period.
+    // Every live connection with a session has its own attached one; all
+    // others are in their grace period.
     FUZZ_CHECK(stats.sessions_in_grace <= stats.sessions);
-    FUZZ_CHECK(stats.sessions - stats.sessions_in_grace == live);
+    FUZZ_CHECK(stats.sessions - stats.sessions_in_grace == with_session);
   }
 
   // Every client hangs up; once every timer has run (grace periods

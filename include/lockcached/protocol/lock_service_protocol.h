@@ -66,6 +66,10 @@ class LockServiceProtocol final : public ProtocolHandler {
   // decided, or on a `cluster` command).
   bool waiting_for_lock() const { return waiting_; }
   bool awaits_cluster_change() const override { return changing_members_; }
+  // Whether the connection has a session of the service it serves (opened
+  // or resumed): not behind --auth_file before its `auth`, nor on a cluster
+  // member that did not lead. For checks (test/fuzz).
+  bool has_session() const { return session_ != nullptr; }
   void connection_closed(core::CloseReason reason) override;
 
  private:
