@@ -149,8 +149,6 @@ ConnectionStatus Connection::status() const {
   return status;
 }
 
-// Replies already queued are still owed (after quit, or when the client
-// half-closed): stop reading, and close once the queue has drained.
 // The client ended its stream (end of file, a half-close, TLS close_notify).
 // It may still read: what it asked before is answered first, then the
 // connection closes (update_interest, once input would be taken again).
@@ -159,6 +157,9 @@ void Connection::end_of_input() {
   update_interest();
 }
 
+// Replies already queued are still owed (after quit, or once a client that
+// ended its stream has been answered): stop reading, and close once the
+// queue has drained.
 void Connection::close_when_sent() {
   if (closed()) return;
   io_ = IoState::kDraining;

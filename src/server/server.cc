@@ -534,7 +534,8 @@ bool Server::save_memory_file() {
   const std::string& path = state_.settings.memory_file;
   if (path.empty()) return true;
   auto started = std::chrono::steady_clock::now();
-  replication::MemoryFileSaved saved = replication::save_memory_file(path, state_.store, configured_memory_limit_);
+  replication::MemoryFileSaved saved =
+      replication::save_memory_file(path, state_.store, configured_memory_limit_);
   if (!saved.ok) {
     LOG(ERROR) << "--memory_file " << path << ": " << saved.error
                << "; the next start will be cold";

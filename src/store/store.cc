@@ -636,10 +636,11 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   ItemRef fresh = allocate(key, flags, exptime, min_length);
   if (!fresh) return {ArithStatus::kNoMemory};
   std::memcpy(fresh->value(), digits, length);
-  if (old_item && length <= old_item->value_len) {
-    // memcached rewrites a number that still fits in place, so the item's
-    // meta state (stale, win token, binary key) carries over; a longer one
-    // is a new, plain item there too.
+  // memcached rewrites a number that still fits in place, so the item's
+  // meta state (stale, win token, binary key) carries over, and it counts
+  // no new item; a longer one is a new, plain item there too.
+  bool in_place = old_item && length <= old_item->value_len;
+  if (in_place) {
     fresh->stale = old_item->stale;
     fresh->token_sent = old_item->token_sent;
     fresh->fetched = old_item->fetched;
@@ -651,8 +652,6 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
     return {ArithStatus::kNoMemory};
   }
   fresh->cas = next_cas();
-  // memcached rewrites a number that fits in place: no new item to count.
-  bool in_place = old_item && length <= old_item->value_len;
   replace(found.shard, found.hash, old_item, fresh.get(), !in_place);
   return {ArithStatus::kOk, value, client_cas(*fresh), exptime, exptime_before,
           old_item == nullptr};

@@ -46,8 +46,9 @@ class Connection final : public net::EventHandler {
   void on_event(uint32_t events) override;
   void on_received(const char* data, int result, bool more) override;
   void on_sent(int result) override;
-  // Idle: nothing read since `since` (monotonic ms) and waiting for a
-  // request (--idle_timeout; connection.cc says what does not count).
+  // Idle: no request (nor a lock wait's end) since `since` (monotonic ms)
+  // and waiting for one (--idle_timeout; connection.cc says what does not
+  // count).
   bool idle_since(int64_t since) const;
   // A TLS client that has not finished its handshake since `since`.
   bool handshake_pending_since(int64_t since) const;
@@ -129,9 +130,9 @@ class Connection final : public net::EventHandler {
   // Sends the next raw bytes of in_flight_, if any; false when the stream
   // broke.
   bool send_in_flight();
-  // Bytes that came while input was paused wait to be handled.
   // io_uring: the socket takes bytes again after a send's EAGAIN.
   void on_room_to_send();
+  // Bytes that came while input was paused wait to be handled.
   void stash(const char* data, size_t size);
   void call_next_turn();
   void on_next_turn();
