@@ -1,4 +1,5 @@
 #include <atomic>
+#include <mutex>
 
 #include "lockcached/locks/coordinator.h"
 
@@ -6,8 +7,12 @@ namespace lockcached::locks {
 namespace {
 
 // A queued wait's end: its grant or its timeout, whichever comes first.
+// `mutex` keeps the grant's answer back while the timer is ending a wait:
+// the timer names the session, not the wait, so until the client hears of
+// the grant it cannot have started a newer wait that the timer would end.
 struct WaitEnd {
-  std::atomic<bool> over{false};
+  std::mutex mutex;
+  bool over = false;  // guarded by mutex
   std::atomic<timing::Scheduler::TimerId> timer{0};
   Answer answer;
 };
@@ -30,14 +35,17 @@ Outcome LocalCoordinator::submit(Change&& change, Answer answer) {
 }
 
 // A grant and a timeout exclude each other (the name's shard lock decides
-// which takes the ticket out of its queue); `over` only tells the loser's
-// timer it need not run.
+// which takes the ticket out of its queue); `over` tells the timer that the
+// grant won, and WaitEnd::mutex why the timer may trust it.
 Outcome LocalCoordinator::wait(Change& change, Answer answer) {
   auto end = std::make_shared<WaitEnd>();
   end->answer = std::move(answer);
   timing::Scheduler* timers = &timers_;
   Outcome outcome = service_->apply(change, [end, timers](uint64_t token) {
-    end->over.store(true);
+    {
+      std::lock_guard lock(end->mutex);
+      end->over = true;
+    }
     if (auto timer = end->timer.load()) timers->cancel(timer);
     Outcome granted;
     granted.token = token;
@@ -48,7 +56,8 @@ Outcome LocalCoordinator::wait(Change& change, Answer answer) {
   end->timer = timers_.after(change.wait_ms, [end, service, session = change.session,
                                                attachment = change.detachment] {
     std::shared_ptr<LockService> alive = service.lock();
-    if (!alive || end->over.load()) return;
+    std::lock_guard lock(end->mutex);
+    if (!alive || end->over) return;
     Change cancel = Change::wait_timed_out(attachment);
     cancel.session = session;
     if (alive->apply(cancel).status != OutcomeStatus::kDone) return;  // granted meanwhile
@@ -56,7 +65,12 @@ Outcome LocalCoordinator::wait(Change& change, Answer answer) {
     timed_out.status = OutcomeStatus::kBusy;
     end->answer(timed_out);
   });
-  if (end->over.load()) timers_.cancel(end->timer);  // granted before the timer was set
+  bool granted_already;
+  {
+    std::lock_guard lock(end->mutex);
+    granted_already = end->over;
+  }
+  if (granted_already) timers_.cancel(end->timer);  // granted before the timer was set
   return outcome;
 }
 

@@ -5,8 +5,12 @@
 // leader's first change.
 #include "lockcached/locks/coordinator.h"
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -112,6 +116,103 @@ TEST_F(LocalCoordinatorTest, ADetachedSessionsLocksEndWithItsGraceUnlessResumed)
   timers_.advance(kDefaultGraceMs);
   EXPECT_EQ(service_->list("").size(), 1u);
   EXPECT_EQ(expired.size(), 1u);
+}
+
+// A scheduler whose timers the test runs by hand, on a thread of its own
+// choosing: a timer that is already running when the grant tries to cancel
+// it, as a reactor thread's timer may be.
+class HandScheduler final : public timing::Scheduler {
+ public:
+  int64_t now_ms() const override { return 0; }
+  TimerId after(int64_t, Task task) override {
+    std::lock_guard lock(mutex_);
+    timers_.emplace(next_id_, std::move(task));
+    return next_id_++;
+  }
+  void cancel(TimerId id) override {
+    std::lock_guard lock(mutex_);
+    timers_.erase(id);
+  }
+  // The oldest timer not yet run or cancelled, taken out (so the grant's
+  // cancel cannot stop it any more).
+  Task take_oldest() {
+    std::lock_guard lock(mutex_);
+    Task task = std::move(timers_.begin()->second);
+    timers_.erase(timers_.begin());
+    return task;
+  }
+
+ private:
+  std::mutex mutex_;
+  TimerId next_id_ = 1;
+  std::map<TimerId, Task> timers_;
+};
+
+// A wait's timer that runs while the wait is granted must not end the
+// session's next wait, which the client starts as soon as it hears of the
+// grant. Run as a race, many times: the timer on a thread of its own, the
+// release that grants the wait on this one, and the grant's answer starting
+// the next wait at once.
+TEST(LocalCoordinatorRace, ALateTimeoutNeverEndsTheWaitAfterTheGrant) {
+  HandScheduler timers;
+  auto service = std::make_shared<LockService>(LockLimits{}, 0, timers);
+  LocalCoordinator coordinator(service, timers);
+  auto submit = [&](ChangeKind kind, const std::shared_ptr<Session>& session,
+                    const std::string& name = "", int64_t wait_ms = 0, Answer answer = nullptr) {
+    Change change;
+    change.kind = kind;
+    change.session = session;
+    change.name = name;
+    change.wait_ms = wait_ms;
+    return coordinator.submit(std::move(change), std::move(answer));
+  };
+  int granted_first = 0;
+  for (int round = 0; round < 2000; ++round) {
+    auto holder = submit(ChangeKind::kOpen, nullptr).session;
+    auto waiter = submit(ChangeKind::kOpen, nullptr).session;
+    ASSERT_EQ(submit(ChangeKind::kAcquire, holder, "n").status, OutcomeStatus::kDone);
+    ASSERT_EQ(submit(ChangeKind::kAcquire, holder, "m").status, OutcomeStatus::kDone);
+    std::atomic<int> first{0};  // 1: granted, 2: timed out
+    std::atomic<int> first_answers{0};
+    std::atomic<bool> next_ended{false};
+    Answer on_next = [&](const Outcome&) { next_ended = true; };
+    Outcome queued = submit(ChangeKind::kAcquire, waiter, "n", 60000, [&](const Outcome& end) {
+      first_answers.fetch_add(1);
+      if (end.status != OutcomeStatus::kDone) {
+        first = 2;
+        return;
+      }
+      first = 1;
+      submit(ChangeKind::kAcquire, waiter, "m", 60000, on_next);
+    });
+    ASSERT_EQ(queued.status, OutcomeStatus::kQueued);
+    timing::Scheduler::Task timeout = timers.take_oldest();
+    std::atomic<int> ready{0};
+    std::thread timer_thread([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      timeout();
+    });
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    Change release;
+    release.kind = ChangeKind::kRelease;
+    release.session = holder;
+    release.name = "n";
+    coordinator.submit(std::move(release), nullptr);
+    timer_thread.join();
+    ASSERT_EQ(first_answers.load(), 1) << "round " << round;
+    if (first.load() == 1) {
+      ++granted_first;
+      EXPECT_FALSE(next_ended.load()) << "round " << round << ": the next wait was answered";
+      ASSERT_EQ(service->stats().waiters, 1u) << "round " << round << ": the next wait was ended";
+    }
+    submit(ChangeKind::kReleaseAll, holder);
+    submit(ChangeKind::kReleaseAll, waiter);
+  }
+  EXPECT_GT(granted_first, 0);
 }
 
 // A new leader (kTermStart): every session detaches, those in their grace
