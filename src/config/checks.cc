@@ -219,6 +219,41 @@ FlagProblem sasl_needs_auth_file(const ParsedFlags&) {
   return kNoProblem;
 }
 
+// Every listener binds a port of its own on the same hosts (the lock and
+// TLS ports listen on each host the cache port does; with --virtual_ip the
+// cache listens on every address, the virtual IP's replication port too):
+// one number twice would fail the second bind, after the first's.
+FlagProblem ports_distinct(const ParsedFlags& parsed) {
+  std::vector<std::pair<int, std::string>> taken;  // the port, and whose
+  if (FLAGS_unix_socket.empty()) {
+    for (const server::ListenAddress& address : parsed.listen) {
+      bool own = address.port != server::ListenAddress::kDefaultPort;
+      taken.emplace_back(own ? address.port : FLAGS_port, own ? "listen" : "port");
+    }
+  }
+  // A --lock_port that follows the cache port comes last: the port the
+  // operator gave is the one to name.
+  const bool lock_given = !parsed.lock_port_follows_cache;
+  const std::pair<const char*, int> listeners[] = {
+      {"lock_port", lock_given ? FLAGS_lock_port : 0},
+      {"tls_port", FLAGS_tls_port},
+      {"lock_tls_port", FLAGS_lock_tls_port},
+      {"repl_port", FLAGS_virtual_ip.empty() ? 0 : FLAGS_repl_port},
+      {"lock_port", lock_given ? 0 : FLAGS_lock_port},
+  };
+  for (const auto& [flag, port] : listeners) {
+    if (port <= 0) continue;
+    for (const auto& [other, whose] : taken) {
+      if (other != port) continue;
+      std::string followed = lock_given ? "" : " (--lock_port follows the cache port: give one)";
+      return {flag, std::to_string(port) + " is --" + whose + "'s too: each listener needs a " +
+                        "port of its own" + (std::string(flag) == "lock_port" ? followed : "")};
+    }
+    taken.emplace_back(port, flag);
+  }
+  return kNoProblem;
+}
+
 // A rule between flags; it reads what it needs of the parsed flags (a rule
 // that needs none ignores them). kOnSighup: it reads a flag that SIGHUP
 // re-reads (flags.cc), so a reload checks it too, with the new values.
@@ -233,6 +268,7 @@ const Rule kRules[] = {
     {log_dir_writable},
     {item_fits_memory, Reload::kOnSighup},  // --memory_limit_mb
     {notls_needs_tls},
+    {ports_distinct},
     {virtual_ip_listened},
     {replica_buffer_holds_items},
     {memory_file_writable},

@@ -79,15 +79,16 @@ int cache_port(const std::vector<server::ListenAddress>& addresses) {
 
 // Sets --lock_port from the cache port where it was not given; a warning
 // when that leaves the lock service off.
-std::string follow_cache_port(const std::vector<server::ListenAddress>& addresses) {
+std::string follow_cache_port(ParsedFlags& parsed) {
   if (!is_default("lock_port")) return "";
+  parsed.lock_port_follows_cache = true;
   // --unix_socket is memcached's -s, which turns the network off: no lock
   // port either, unless asked for (or --cluster, whose leader serves it).
   if (!FLAGS_unix_socket.empty() && FLAGS_cluster.empty()) {
     FLAGS_lock_port = server::kLockServiceOff;
     return "";
   }
-  int port = cache_port(addresses);
+  int port = cache_port(parsed.listen);
   if (port == 0) {
     FLAGS_lock_port = server::kAnyFreePort;
     return "";
@@ -183,7 +184,7 @@ Configuration load(int argc, char** argv) {
   if (!loaded.error.empty()) usage_error(loaded.error);
   answer_info_request(loaded.info_request, argv[0]);
   ParsedFlags parsed = parse_flags();
-  if (std::string warning = follow_cache_port(parsed.listen); !warning.empty()) {
+  if (std::string warning = follow_cache_port(parsed); !warning.empty()) {
     command_line.warnings.push_back(warning);
   }
   if (FlagProblem problem = check_flags(parsed); !problem.flag.empty()) {

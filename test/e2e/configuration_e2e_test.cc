@@ -326,6 +326,21 @@ TEST(ConfigurationE2e, AClusterPortInUseExitsOneWithTheReason) {
       << outcome.output;
 }
 
+// Two of the server's own listeners on one port: the configuration is at
+// fault, not a port somebody else holds (exit 1 above).
+TEST(ConfigurationE2e, TwoListenersOnOnePortStopTheStart) {
+  std::string port = std::to_string(free_port());
+  expect_configuration_error({"--port=" + port, "--lock_port=" + port},
+                             "--lock_port: " + port + " is --port's too");
+  expect_configuration_error({"--listen=127.0.0.1:" + port, "--lock_port=1", "--tls_port=" + port},
+                             "--tls_port: " + port + " is --listen's too");
+  // The lock port that follows the cache port is the one named (checked
+  // before the TLS flags, so no certificate is needed to see it).
+  std::string beside = std::to_string(std::stoi(port) + 189);
+  expect_configuration_error({"--port=" + port, "--lock_tls_port=" + beside},
+                             "--lock_port: " + beside + " is --lock_tls_port's too");
+}
+
 // Where the server may never listen, the configuration is at fault: exit
 // 64 (lockcached.service does not restart) with the kernel's own reason.
 TEST(ConfigurationE2e, AnAddressNotOnThisHostExits64) {

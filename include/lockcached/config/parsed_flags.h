@@ -21,6 +21,8 @@ struct ParsedFlags {
   std::vector<consensus::Member> cluster;     // --cluster's members; none without it
   unsigned unix_socket_mask = 0700;           // --unix_socket_mask's permission bits
   tls::Settings tls;                          // the TLS flags, as tls::Context loads them
+  // --lock_port was not given: config::load set it from the cache port.
+  bool lock_port_follows_cache = false;
   // Why a flag's text did not parse, by the flag's name: the check of its
   // value alone, which check_flags reports in the table's order. Its value
   // above is then meaningless, and config::load stops the start.
