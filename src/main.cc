@@ -115,10 +115,12 @@ int start(server::Server& server, const server::Settings& settings,
       !server.start(&error, &configuration_error)) {
     LOG(ERROR) << "cannot start: " << error;
     server.stop();
+    server.keep_memory_file_for_the_next_start();
     return configuration_error ? config::kUsageError : kStartFailure;
   }
   if (!become_user(process.user, settings.unix_socket)) {
     server.stop();
+    server.keep_memory_file_for_the_next_start();
     return kStartFailure;
   }
   // Linux stops a process that changed its user from dumping core; -r

@@ -524,10 +524,18 @@ void Server::load_memory_file() {
     case replication::MemoryFileLoaded::kLoaded:
       break;
   }
+  memory_file_loaded_ = true;
   LOG(INFO) << "--memory_file " << path << ": " << loaded.restored << " items restored ("
             << loaded.dropped << " expired while down or found no room) in "
             << elapsed_ms(started) << " ms; written by lockcached " << loaded.written_by << " "
             << loaded.seconds_down << " s ago";
+}
+
+void Server::keep_memory_file_for_the_next_start() {
+  if (!memory_file_loaded_) return;
+  LOG(INFO) << "--memory_file " << state_.settings.memory_file
+            << ": the start failed after loading it; writing it back";
+  save_memory_file();
 }
 
 bool Server::save_memory_file() {

@@ -318,6 +318,32 @@ TEST_F(WarmRestartE2e, APidFileThatCannotBeWrittenLeavesTheFileForTheNextStart) 
   expect_warm_start({"-P", (directory_ / "pid").string()});
 }
 
+// A start that fails after the file was loaded (and so removed) writes it
+// back: here a cluster port another process holds (exit 1, which systemd
+// retries), found only once the cache is restored.
+TEST_F(WarmRestartE2e, AStartThatFailsAfterLoadingTheFileWritesItBack) {
+  fill_and_stop(SIGUSR1);
+  ServerProcess holder;  // its cache port is the cluster port taken
+  ASSERT_TRUE(holder.start());
+  std::string secret = (directory_ / "secret").string();
+  std::ofstream(secret) << "sixteen bytes or more\n";
+  fs::create_directory(directory_ / "data");
+  std::vector<uint16_t> others = e2e::free_ports(1);
+  ServerProcess failing;  // it may say where it listens before it fails: no verdict
+  (void)start(failing, {"--lock_port=-1",
+                        "--cluster=1@127.0.0.1:" + std::to_string(holder.port()) +
+                            ",2@127.0.0.1:" + std::to_string(others[0]),
+                        "--node_id=1", "--data_dir=" + (directory_ / "data").string(),
+                        "--cluster_secret_file=" + secret});
+  std::optional<int> status = failing.wait_for_exit(20s);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 1)
+      << e2e::describe_wait_status(status) << "\n" << failing.log();
+  EXPECT_TRUE(failing.wait_for_output_end(5s));
+  EXPECT_EQ(lines_with(failing.log(), "1 items restored"), 1u) << failing.log();
+  EXPECT_EQ(lines_with(failing.log(), "writing it back"), 1u) << failing.log();
+  expect_warm_start();
+}
+
 TEST_F(WarmRestartE2e, ADirectoryThatCannotTakeTheFileStopsTheStart) {
   for (const std::string& bad : {(directory_ / "missing" / "cache").string(), directory_.string()})
     expect_start_refused({"-e", bad}, "lockcached: --memory_file: ");

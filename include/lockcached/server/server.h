@@ -50,6 +50,9 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // Settings::memory_file, if set, for the next start to load. Logs what
   // it did; false when the file could not be written.
   bool save_memory_file();
+  // After stop(), when the start failed: start() had loaded (and so
+  // removed) the memory file, which is written back for the next try.
+  void keep_memory_file_for_the_next_start();
   // The memcached port actually bound (differs from the setting when it is
   // 0): --port's, or where every --listen address has its own port, the
   // first address's; 0 with --unix_socket alone.
@@ -155,6 +158,7 @@ class Server final : public core::StatsSource, public core::ServerControl {
   // own limit may differ until the next start (cache_memlimit). What the
   // memory file records, for the next start with the same flags to load.
   size_t configured_memory_limit_;
+  bool memory_file_loaded_ = false;  // start() restored the cache from it
   mutable std::mutex baseline_mutex_;
   core::CounterValues baseline_;  // counters at the last "stats reset"
   core::PrefixStats prefix_stats_;
