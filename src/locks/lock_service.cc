@@ -186,12 +186,15 @@ int64_t LockService::detach(const std::shared_ptr<Session>& session, uint64_t* d
         session->empty_in_grace = true;
       }
     }
-    if (grace > 0) ++in_grace_;
+    if (grace > 0) {
+      ++in_grace_;
+    } else {
+      // Gone before the locks are: a resume in between would take over a
+      // session whose locks go anyway (and count a grace never counted).
+      unregister_locked(*session);
+    }
   }
-  if (grace <= 0) {
-    release_all(session);
-    discard_session(session);
-  }
+  if (grace <= 0) release_all(session);
   return grace;
 }
 

@@ -66,6 +66,40 @@ class LockServiceTest : public ::testing::Test {
   std::vector<GrantRecord> grants_;
 };
 
+// A session with no grace ends with its connection: a resume racing the
+// detach (another connection with the id, on another thread) either comes
+// first, and is refused (the session is still attached), or comes after,
+// and finds no session. It never takes over a session whose locks the
+// detach is letting go. Run as a race, many times.
+TEST(LockServiceRace, AResumeNeverTakesOverASessionThatEndsWithoutGrace) {
+  LockService service;
+  for (int round = 0; round < 2000; ++round) {
+    auto session = service.create_session();
+    service.set_grace(session, 0);
+    for (int i = 0; i < 16; ++i)  // a longer release, a wider window
+      ASSERT_TRUE(service.try_acquire(session, "n" + std::to_string(i)).granted);
+    std::atomic<int> ready{0};
+    std::shared_ptr<Session> resumed;
+    std::thread resumer([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      while (!resumed && service.find_session(session->public_id()))
+        resumed = service.resume_session(session->id);
+    });
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    uint64_t detachment = 0;
+    EXPECT_EQ(service.detach(session, &detachment), 0);
+    resumer.join();
+    ASSERT_EQ(resumed, nullptr) << "round " << round << ": resumed with "
+                                << service.list("").size() << " locks left";
+    ASSERT_EQ(service.stats().sessions_in_grace, 0u) << "round " << round;
+    ASSERT_TRUE(service.list("").empty()) << "round " << round;
+  }
+}
+
 // The server passes its start time as the floor (docs/lock-service.md).
 TEST(LockServiceTokenFloorTest, TokensStartAboveTheFloorAndGrowByOne) {
   constexpr uint64_t kFloor = 1'795'462'512'000'000;
