@@ -25,6 +25,16 @@ constexpr size_t kInitialBuckets = 128;
 // cache slow for everyone).
 constexpr size_t kReclaimLookahead = 1024;
 
+// What memcached keeps of an item it changes in place, and so what a copy
+// standing in for such a change takes over: the meta state (stale, the win
+// token, fetched, the key's base64 encoding).
+void carry_meta_state(const Item& from, Item& to) {
+  to.stale = from.stale;
+  to.token_sent = from.token_sent;
+  to.fetched = from.fetched;
+  to.key_binary = from.key_binary;
+}
+
 }  // namespace
 
 struct Store::Shard {
@@ -505,9 +515,9 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   ItemRef copy = allocate(key, item->flags, exptime ? *exptime : item->exptime, item->value_len);
   if (!copy) return DeleteStatus::kNotFound;
   std::memcpy(copy->value(), item->value(), item->value_len);
+  carry_meta_state(*item, *copy);
   copy->stale = true;  // the next reader is told to recache (W), the rest Z
-  copy->fetched = item->fetched;
-  copy->key_binary = item->key_binary;
+  copy->token_sent = false;
   copy->cas = next_cas();
   replace(found.shard, found.hash, item, copy.get(), /*counted=*/false);  // in place in memcached
   return DeleteStatus::kDeleted;
@@ -640,12 +650,7 @@ ArithResult Store::arith(std::string_view key, const ArithRequest& request, Owne
   // meta state (stale, win token, binary key) carries over, and it counts
   // no new item; a longer one is a new, plain item there too.
   bool in_place = old_item && length <= old_item->value_len;
-  if (in_place) {
-    fresh->stale = old_item->stale;
-    fresh->token_sent = old_item->token_sent;
-    fresh->fetched = old_item->fetched;
-    fresh->key_binary = old_item->key_binary;
-  }
+  if (in_place) carry_meta_state(*old_item, *fresh);
   std::memset(fresh->value() + length, ' ', min_length - length);
   size_t freed = old_item ? old_item->total_size() : 0;
   if (!make_room(found.shard, fresh->total_size(), freed, found.now, old_item)) {
@@ -719,6 +724,7 @@ LockStatus Store::unlock(std::string_view key, OwnerId owner) {
     ItemRef copy = allocate(item->key(), item->flags, item->exptime, item->value_len);
     if (copy) {
       std::memcpy(copy->value(), item->value(), item->value_len);
+      carry_meta_state(*item, *copy);
       copy->cas = next_cas();
       replace(found.shard, found.hash, item, copy.get(), /*counted=*/false);  // the same item
     }

@@ -763,6 +763,28 @@ TEST_F(LockE2e, LockedItemSurvivesFlushAll) {
   EXPECT_EQ(b.get("k2"), "v2");
 }
 
+// What flush_all spared comes back from the unlock as it was, meta state
+// included: the key's base64 encoding ("a b" stored as YSBi with b) and a
+// stale mark (md I), not only the value and flags.
+TEST_F(LockE2e, AnItemFlushAllSparedKeepsItsMetaStateThroughTheUnlock) {
+  Client a, b;
+  BinClient bin;
+  ASSERT_TRUE(a.connect(port()));
+  ASSERT_TRUE(b.connect(port()));
+  ASSERT_TRUE(bin.connect(port()));
+  ASSERT_EQ(a.request("ms YSBi 1 b\r\nx"), "HD");
+  ASSERT_EQ(a.request("ms plain 1\r\np"), "HD");
+  ASSERT_EQ(a.request("md plain I"), "HD");
+  ASSERT_EQ(bin.status(op::kLock, "a b"), st::kSuccess);
+  ASSERT_EQ(bin.status(op::kLock, "plain"), st::kSuccess);
+  EXPECT_EQ(b.request("flush_all"), "OK");
+  EXPECT_EQ(bin.status(op::kUnlock, "a b"), st::kSuccess);
+  EXPECT_EQ(bin.status(op::kUnlock, "plain"), st::kSuccess);
+  EXPECT_EQ(b.request("mg YSBi b k v"), "VA 1 kYSBi b");
+  EXPECT_EQ(b.read_line(), "x");
+  EXPECT_EQ(b.request("mg plain"), "HD X W");  // memcached 1.6.18's order
+}
+
 // ---------------------------------------------------------------------------
 // Statistics
 
