@@ -79,8 +79,7 @@ bool CommandCore::touch(std::string_view key, int64_t exptime) {
 store::StoreResult CommandCore::store(store::StoreCommand command, const ItemRef& item,
                                       uint64_t compare_cas, bool mark_stale) {
   store::StoreResult result = store_.store(command, item, compare_cas, owner_, mark_stale);
-  stats_.cmd_set.add();
-  if (prefix_stats_) prefix_stats_->record_set(item->key());
+  count_set(result.status);
   if (command == store::StoreCommand::kCas) {
     switch (result.status) {
       case store::StoreStatus::kStored:
@@ -112,7 +111,6 @@ void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) 
 
 store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {
   store::DeleteStatus status = store_.remove(key, compare_cas, owner_);
-  if (prefix_stats_) prefix_stats_->record_delete(key);
   (status == store::DeleteStatus::kDeleted ? stats_.delete_hits : stats_.delete_misses).add();
   // Deleting a locked item also ends the lock.
   if (status == store::DeleteStatus::kDeleted && !held_.empty()) held_.erase(std::string(key));
@@ -168,8 +166,8 @@ store::LockStatus CommandCore::unlock(std::string_view key) {
 }
 
 store::StoreResult CommandCore::replace_and_unlock(const ItemRef& item, uint64_t compare_cas) {
-  stats_.cmd_set.add();
   store::StoreResult result = store_.replace_and_unlock(item, compare_cas, owner_);
+  count_set(result.status);
   bool stored = result.status == store::StoreStatus::kStored;
   if (stored) held_.erase(std::string(item->key()));
   if (watching(kWatchMutations)) {

@@ -226,6 +226,11 @@ WatchStats WatchHub::stats() const {
   return stats;
 }
 
+void WatchHub::reset_stats() {
+  sent_.store(0, std::memory_order_relaxed);
+  skipped_.store(0, std::memory_order_relaxed);
+}
+
 void WatchHub::publish(uint32_t stream, std::string_view body) {
   std::shared_ptr<const std::vector<std::shared_ptr<Watcher>>> watchers;
   {

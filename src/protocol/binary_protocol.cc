@@ -434,12 +434,14 @@ void BinaryProtocol::touch(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
   const OpInfo& info = op(h.opcode);
   store::ItemRef item = core_.get_and_touch(request.key, exptime_at(request.extras, 0));
+  core_.detail_get(request.key, static_cast<bool>(item));  // a touch too, as memcached
   if (item) return respond_item(out, h, *item, info.with_key, h.opcode != kTouch);
   if (!info.quiet) respond_miss(out, request);
 }
 
 void BinaryProtocol::remove(const Request& request, OutputQueue& out) {
   const Header& h = request.header;
+  core_.detail_delete(request.key);
   switch (core_.remove(request.key, h.cas)) {
     case store::DeleteStatus::kDeleted:
       return respond_status(out, h, kSuccess);
@@ -597,6 +599,7 @@ void BinaryProtocol::start_value(const Request& request, OutputQueue& out) {
   size_t value_length = h.body_length - h.extras_length - h.key_length;
   uint32_t flags = request.extras.empty() ? 0 : read_be32(request.extras, 0);
   int64_t exptime = request.extras.empty() ? 0 : exptime_at(request.extras, 4);
+  core_.detail_set(request.key);
   store::ItemRef item = core_.allocate(request.key, flags, exptime, value_length);
   if (!item) {
     respond_error(out, h, value_length > core_.max_item_size() ? kTooLarge : kOutOfMemory);

@@ -388,6 +388,7 @@ void TextProtocol::append_value(store::Item& item, bool with_cas, OutputQueue& o
 void TextProtocol::answer_key(std::string_view key, const GetOptions& options, OutputQueue& out) {
   if (options.touch) {
     store::ItemRef item = core_.get_and_touch(key, options.exptime);
+    core_.detail_get(key, static_cast<bool>(item));
     if (item) append_value(*item, options.with_cas, out);
     return;
   }
@@ -455,6 +456,7 @@ void TextProtocol::update(const Words& words, StoreCommand command, OutputQueue&
       length > kMaxDataLength) {
     return reply(out, kBadFormat);
   }
+  core_.detail_set(key);
   store::ItemRef item;
   if (refuse_data_block_) {
     refuse_on_replica(out);
@@ -565,6 +567,7 @@ void TextProtocol::remove(const Words& words, OutputQueue& out) {
     }
   }
   if (!valid_key(words[1])) return reply(out, kBadFormat);
+  core_.detail_delete(words[1]);
   switch (core_.remove(words[1], 0)) {
     case store::DeleteStatus::kDeleted:
       return reply(out, "DELETED");
@@ -675,6 +678,7 @@ void TextProtocol::shutdown(const Words& words, OutputQueue& out) {
   bool graceful = words.count == 2 && words[1] == "graceful";
   if (words.count != 1 && !graceful) return reply(out, "CLIENT_ERROR invalid shutdown mode");
   close_ = true;
+  close_reason_ = core::CloseReason::kShutdown;  // memcached's conn_close reason=shutdown
   core_.shutdown(graceful);
 }
 

@@ -311,6 +311,7 @@ void Connection::update_interest() {
 
 void Connection::start_watch() {
   io_ = IoState::kWatching;
+  set_state(ConnState::kWatch);
   watch_ = std::make_unique<WatchStream>(worker_.state().watch, core_.watcher(), worker_.reactor(),
                                          [this] { pump_watch(); });
   pump_watch();  // "OK", and whatever came before the stream started
@@ -338,6 +339,8 @@ void Connection::note_state(bool unfinished, bool pending) {
   ConnState state = ConnState::kWaiting;
   if (io_ == IoState::kDraining) {
     state = ConnState::kClosing;
+  } else if (io_ == IoState::kWatching) {
+    state = ConnState::kWatch;
   } else if (kind_ == PortKind::kLockService && protocol_->blocked()) {
     state = static_cast<const protocol::LockServiceProtocol&>(*protocol_).waiting_for_lock()
                 ? ConnState::kLockWait

@@ -574,6 +574,7 @@ void Server::reset() {
   state_.total_connections.store(0, std::memory_order_relaxed);
   state_.rejected_connections.store(0, std::memory_order_relaxed);
   state_.store.reset_stats();
+  state_.watch.reset_stats();
   prefix_stats_.clear();
 }
 

@@ -65,6 +65,8 @@ std::string_view state_name(ConnState state) {
       return "conn_repl_wait";
     case ConnState::kClosing:
       return "conn_closing";
+    case ConnState::kWatch:
+      return "conn_watch";
   }
   return "conn_unknown";
 }

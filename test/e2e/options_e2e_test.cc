@@ -291,7 +291,11 @@ TEST(OptionsE2e, DisableEvictionsRefusesInsteadOfEvicting) {
   EXPECT_EQ(reply, "SERVER_ERROR out of memory storing object");
   EXPECT_GT(stored, 5);
   EXPECT_EQ(client.get("k0"), value);
-  EXPECT_EQ(e2e::stat_u64(client.stats(), "evictions"), 0u);
+  auto stats = client.stats();
+  EXPECT_EQ(e2e::stat_u64(stats, "evictions"), 0u);
+  // As memcached counts a store that finds no room: not a set.
+  EXPECT_EQ(e2e::stat_u64(stats, "store_no_memory"), 1u);
+  EXPECT_EQ(e2e::stat_u64(stats, "cmd_set"), static_cast<uint64_t>(stored));
 }
 
 // -A: `shutdown` stops the server as SIGINT does, `shutdown graceful` as

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -236,6 +237,21 @@ TEST_F(WatchE2e, ConneventsShowClientsComingAndGoing) {
   EXPECT_EQ(hung_up["reason"], "error");
 }
 
+// -A: the connection that asks for the stop closes as memcached logs it.
+TEST(WatchShutdownE2e, TheConnectionThatAsksForShutdownClosesWithReasonShutdown) {
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"-A"}));
+  Watcher watcher;
+  ASSERT_TRUE(watcher.start(server.port(), "watch connevents"));
+  Client asking;
+  ASSERT_TRUE(asking.connect(server.port()));
+  const std::string asking_port = std::to_string(local_port(asking));
+  watcher.next_with({"type=conn_new", "rport=" + asking_port});
+  ASSERT_TRUE(asking.send("shutdown\r\n"));
+  auto closed = fields(watcher.next_with({"type=conn_close", "rport=" + asking_port}));
+  EXPECT_EQ(closed["reason"], "shutdown");
+}
+
 // One number names a client everywhere, as in memcached: the streams' cfd=
 // and `stats conns`.
 TEST_F(WatchE2e, StreamsAndStatsConnsNameAClientAlike) {
@@ -274,6 +290,16 @@ TEST_F(WatchE2e, AWatcherIgnoresWhatItSendsAndIsCountedInStats) {
   auto stats = c.stats();
   EXPECT_GE(stat_u64(stats, "log_watcher_sent"), 1u);
   EXPECT_EQ(stat_u64(stats, "log_watcher_skipped"), 0u);
+  // memcached's state for it, and `stats reset` starts its counters again.
+  std::map<std::string, std::string> conns = c.stats("conns");
+  EXPECT_EQ(std::count_if(conns.begin(), conns.end(),
+                          [](const auto& field) { return field.second == "conn_watch"; }),
+            1)
+      << ::testing::PrintToString(conns);
+  EXPECT_EQ(c.request("stats reset"), "RESET");
+  stats = c.stats();
+  EXPECT_EQ(stat_u64(stats, "log_watcher_sent"), 0u);
+  EXPECT_EQ(stat_u64(stats, "log_watchers"), 1u);
   watcher.client().close();
   EXPECT_TRUE(e2e::eventually([&] { return stat_u64(c.stats(), "log_watchers") == 0; }));
 }

@@ -494,6 +494,12 @@ def stats_scenarios():
         scenario("stats conns", b"stats conns\r\n"),
         scenario("stats unknown group", b"stats nonsense\r\n"),
         scenario("stats detail", b"stats detail on\r\nstats detail dump\r\nstats detail off\r\n"),
+        # memcached counts its classic commands per prefix (gat and gats as
+        # gets), not the meta commands.
+        scenario("stats detail counts classic commands",
+                 b"stats detail on\r\nset u:a 0 0 1\r\n1\r\nget u:a u:x\r\ngat 0 u:a\r\n"
+                 b"gats 0 u:b\r\nms u:c 1\r\n1\r\nmg u:c v\r\nmd u:c\r\ndelete u:a\r\n"
+                 b"delete u:zz\r\ntouch u:x 0\r\nstats detail dump\r\nstats detail off\r\n"),
     ]
 
 

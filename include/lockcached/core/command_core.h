@@ -198,6 +198,19 @@ class CommandCore {
   }
   // `stats detail`; nullptr where the server keeps no per-prefix counters.
   PrefixStats* prefix_stats() { return prefix_stats_; }
+  // memcached's `stats detail` counts what its classic commands (text and
+  // binary) ask for, where they ask, and no meta command: a gat with its hit
+  // (a get counts in read()), a storage command before its item is
+  // allocated (one too large counts too), a delete.
+  void detail_get(std::string_view key, bool hit) {
+    if (prefix_stats_) prefix_stats_->record_get(key, hit);
+  }
+  void detail_set(std::string_view key) {
+    if (prefix_stats_) prefix_stats_->record_set(key);
+  }
+  void detail_delete(std::string_view key) {
+    if (prefix_stats_) prefix_stats_->record_delete(key);
+  }
   void count_meta_command() { stats_.cmd_meta.add(); }
 
   // `watch`: makes this connection a watcher of `streams` (core/watch.h).
@@ -218,6 +231,12 @@ class CommandCore {
   }
   bool read_watched(std::string_view key, const std::function<void(store::Item&)>& reader);
 
+  // memcached counts a set once its item is allocated; a store that finds
+  // no room (the allocation here succeeds, the room is made later) is
+  // memcached's failed allocation: store_no_memory, and no set.
+  void count_set(store::StoreStatus status) {
+    (status == store::StoreStatus::kNoMemory ? stats_.store_no_memory : stats_.cmd_set).add();
+  }
   void count_get(std::string_view key, bool hit) {
     stats_.cmd_get.add();
     (hit ? stats_.get_hits : stats_.get_misses).add();

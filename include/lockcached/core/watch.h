@@ -121,6 +121,8 @@ class WatchHub final : public store::EvictionObserver {
                           std::string_view session);
 
   WatchStats stats() const;
+  // `stats reset`: log_watcher_sent and log_watcher_skipped start again.
+  void reset_stats();
 
  private:
   // Stamps `body` with memcached's "ts=... gid=... " and offers the line

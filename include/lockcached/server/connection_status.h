@@ -21,6 +21,7 @@ enum class ConnState : uint8_t {
   kLockWait,  // conn_lock_wait: a lock-service `lock NAME SECONDS` waits
   kReplWait,  // conn_repl_wait: a lock-service reply waits for the replicas
   kClosing,   // conn_closing: closed, or closing once its replies are sent
+  kWatch,     // conn_watch: a `watch` connection, streaming its lines
 };
 
 // The protocol a connection speaks: a cache connection chooses by its
