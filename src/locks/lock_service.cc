@@ -102,7 +102,11 @@ Outcome LockService::apply(const Change& change, GrantCallback on_grant) {
       // already (a cluster made it after the connection asked, or a release
       // granted it while the answer was on its way), it goes back. A
       // timeout never gives a grant back: it lost the race to it.
-      bool ended = cancel_session_wait(session, change.timed_out) ||
+      // Only the wait of the connection that sends it (its attachment):
+      // checked on the ticket itself, as still_attached above is a lock
+      // scope of its own, and the session may have been resumed and be
+      // waiting again on another connection by now.
+      bool ended = cancel_session_wait(session, change.timed_out, change.detachment) ||
                    (!change.timed_out &&
                     give_back_unheard_grant(session, change.name, change.detachment));
       if (!ended) outcome.status = OutcomeStatus::kRefused;
@@ -343,12 +347,14 @@ bool LockService::cancel_wait(WaitTicket& ticket, bool timed_out) {
   return true;
 }
 
-bool LockService::cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out) {
+bool LockService::cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out,
+                                      uint64_t attachment) {
   std::shared_ptr<WaitTicket> ticket;
   {
     std::lock_guard session_lock(session->mutex);
     ticket = session->wait.lock();
   }
+  if (ticket && attachment != 0 && ticket->attachment != attachment) return false;
   return ticket && cancel_wait(*ticket, timed_out);
 }
 
@@ -449,7 +455,9 @@ std::vector<LockInfo> LockService::list(std::string_view prefix) const {
     std::lock_guard lock(shards_[i].mutex);
     for (const auto& [name, entry] : shards_[i].entries) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      LockInfo info{name, std::string(entry.owner->public_id()), now - entry.acquired_ms,
+      // Taken after `now` was read, on another thread: 0, never negative.
+      LockInfo info{name, std::string(entry.owner->public_id()),
+                    std::max<int64_t>(0, now - entry.acquired_ms),
                     entry.waiters.size(), entry.token};
       {
         std::lock_guard session_lock(entry.owner->mutex);  // after the shard's, as everywhere

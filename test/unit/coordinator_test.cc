@@ -141,12 +141,28 @@ class HandScheduler final : public timing::Scheduler {
     timers_.erase(timers_.begin());
     return task;
   }
+  bool empty() {
+    std::lock_guard lock(mutex_);
+    return timers_.empty();
+  }
+  void clear() {
+    std::map<TimerId, Task> dropped;  // destroyed after the lock is let go
+    std::lock_guard lock(mutex_);
+    dropped.swap(timers_);
+  }
 
  private:
   std::mutex mutex_;
   TimerId next_id_ = 1;
   std::map<TimerId, Task> timers_;
 };
+
+// Releases two threads together.
+void spin_barrier(std::atomic<int>& ready) {
+  ready.fetch_add(1);
+  while (ready.load() < 2) {
+  }
+}
 
 // A wait's timer that runs while the wait is granted must not end the
 // session's next wait, which the client starts as soon as it hears of the
@@ -189,14 +205,10 @@ TEST(LocalCoordinatorRace, ALateTimeoutNeverEndsTheWaitAfterTheGrant) {
     timing::Scheduler::Task timeout = timers.take_oldest();
     std::atomic<int> ready{0};
     std::thread timer_thread([&] {
-      ready.fetch_add(1);
-      while (ready.load() < 2) {
-      }
+      spin_barrier(ready);
       timeout();
     });
-    ready.fetch_add(1);
-    while (ready.load() < 2) {
-    }
+    spin_barrier(ready);
     Change release;
     release.kind = ChangeKind::kRelease;
     release.session = holder;
@@ -213,6 +225,107 @@ TEST(LocalCoordinatorRace, ALateTimeoutNeverEndsTheWaitAfterTheGrant) {
     submit(ChangeKind::kReleaseAll, waiter);
   }
   EXPECT_GT(granted_first, 0);
+}
+
+// Connection A (worker 1) waits for "n"; its timeout fires on the
+// timer thread (worker 0). The timer's kCancelWait checks that A is still
+// attached (still_attached) and then, in a second lock scope, cancels
+// "whatever wait the session has queued" (cancel_session_wait). Between
+// the two, A's client drops (A cancels its own wait and detaches), the
+// client reconnects as C, resumes the session and waits for "m". The late
+// timer then cancels C's wait: C is never answered (its own timer later
+// finds no wait and says nothing), so its client hangs.
+TEST(LocalCoordinatorRace, AStaleWaitTimeoutNeverEndsTheResumedSessionsWait) {
+  HandScheduler timers;
+  auto service = std::make_shared<LockService>(LockLimits{}, 0, timers);
+  LocalCoordinator coordinator(service, timers);
+  auto submit = [&](Change change, Answer answer = nullptr) {
+    return coordinator.submit(std::move(change), std::move(answer));
+  };
+  auto open = [&] {
+    Change change;
+    change.kind = ChangeKind::kOpen;
+    return submit(change);
+  };
+  auto acquire = [&](const std::shared_ptr<Session>& session, uint64_t attachment,
+                     const std::string& name, int64_t wait_ms, Answer answer = nullptr) {
+    Change change;
+    change.kind = ChangeKind::kAcquire;
+    change.session = session;
+    change.name = name;
+    change.wait_ms = wait_ms;
+    change.detachment = attachment;
+    return submit(change, std::move(answer));
+  };
+  int lost = 0;
+  for (int round = 0; round < 5000; ++round) {
+    auto holder = open().session;
+    ASSERT_EQ(acquire(holder, 0, "n", 0).status, OutcomeStatus::kDone);
+    ASSERT_EQ(acquire(holder, 0, "m", 0).status, OutcomeStatus::kDone);
+    Outcome a = open();
+    std::shared_ptr<Session> session = a.session;
+    uint64_t att_a = a.attachment;
+    ASSERT_EQ(acquire(session, att_a, "n", 1000, [](const Outcome&) {}).status,
+              OutcomeStatus::kQueued);
+    timing::Scheduler::Task timeout = timers.take_oldest();  // A's wait timer
+    std::atomic<int> ready{0};
+    std::thread timer_thread([&] {
+      spin_barrier(ready);
+      timeout();
+    });
+    spin_barrier(ready);
+    // A's connection ends (LockServiceProtocol::connection_closed): its
+    // wait's cancel, then its detach; grace is the default 30 s.
+    Change cancel;
+    cancel.kind = ChangeKind::kCancelWait;
+    cancel.session = session;
+    cancel.name = "n";
+    cancel.detachment = att_a;
+    submit(cancel);
+    Change detach;
+    detach.kind = ChangeKind::kDetach;
+    detach.session = session;
+    detach.detachment = att_a;
+    ASSERT_GT(submit(detach).grace_ms, 0);
+    // The client reconnects (C), resumes, and waits for "m".
+    Outcome c = open();
+    Change resume;
+    resume.kind = ChangeKind::kResume;
+    resume.session = c.session;
+    resume.id = session->id;
+    Outcome resumed = submit(resume);
+    ASSERT_EQ(resumed.status, OutcomeStatus::kDone);
+    std::atomic<int> c_answers{0};
+    ASSERT_EQ(acquire(session, resumed.attachment, "m", 60000,
+                      [&](const Outcome&) { c_answers.fetch_add(1); })
+                  .status,
+              OutcomeStatus::kQueued);
+    timer_thread.join();
+    // C's wait is still queued (or was answered): never silently gone.
+    if (service->stats().waiters != 1u && c_answers.load() == 0) {
+      ++lost;
+      // Every timer left runs (A's grace: a no-op, resumed; C's own wait
+      // timeout: finds no wait, kRefused, says nothing): C stays unanswered.
+      while (!timers.empty())
+        timers.take_oldest()();
+      ADD_FAILURE() << "round " << round << ": C's wait was ended by A's stale timeout; C got "
+                    << c_answers.load() << " answers after every timer ran, and "
+                    << service->stats().timeouts << " timeouts are counted";
+      if (lost >= 3) break;
+    }
+    timers.clear();
+    Change all;
+    all.kind = ChangeKind::kReleaseAll;
+    all.session = holder;
+    submit(all);
+    all.session = session;
+    submit(all);
+    Change end;
+    end.kind = ChangeKind::kCancelWait;
+    end.session = session;
+    submit(end);
+    timers.clear();
+  }
 }
 
 // A new leader (kTermStart): every session detaches, those in their grace

@@ -100,6 +100,48 @@ TEST(LockServiceRace, AResumeNeverTakesOverASessionThatEndsWithoutGrace) {
   }
 }
 
+// `stats locks` (LockService::list) reads the clock once, then walks
+// the 64 shards; a lock taken on another thread after that read, in a
+// shard the walk reaches later, has acquired_ms > now: held_ms is negative,
+// and the protocol prints it as uint64_t (18446744073709551615 and near).
+TEST(LockServiceRace, ListNeverReportsANegativeHeldTime) {
+  LockService service(LockLimits{0, 0, 0});
+  auto many = service.create_session();
+  for (int i = 0; i < 10000; ++i)
+    ASSERT_TRUE(service.try_acquire(many, "held/" + std::to_string(i)).granted);
+  auto churn = service.create_session();
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  std::thread locker([&] {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    uint64_t i = 0;
+    while (!stop.load()) {
+      std::string name = "fresh/" + std::to_string(i++ % 997);
+      service.try_acquire(churn, name);
+      service.release(churn, name);
+    }
+  });
+  ready.fetch_add(1);
+  while (ready.load() < 2) {
+  }
+  int negative = 0;
+  for (int lists = 1; lists <= 100 && negative == 0; ++lists) {
+    for (const LockInfo& info : service.list("")) {
+      if (info.held_ms < 0) {
+        ++negative;
+        ADD_FAILURE() << "list " << lists << ": " << info.name << " held_ms " << info.held_ms
+                      << ", printed by `stats locks` as "
+                      << static_cast<uint64_t>(info.held_ms);
+        break;
+      }
+    }
+  }
+  stop = true;
+  locker.join();
+}
+
 // The server passes its start time as the floor (docs/lock-service.md).
 TEST(LockServiceTokenFloorTest, TokensStartAboveTheFloorAndGrowByOne) {
   constexpr uint64_t kFloor = 1'795'462'512'000'000;

@@ -194,8 +194,10 @@ class LockService {
   // Takes the ticket out of its queue. False when it is no longer queued: it
   // was granted and its on_grant call is on its way.
   bool cancel_wait(WaitTicket& ticket, bool timed_out);
-  // The same for whatever wait the session has queued; false when none.
-  bool cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out);
+  // The same for whatever wait the session has queued; false when none, or
+  // when `attachment` (0: any) is not the attachment the wait was made on.
+  bool cancel_session_wait(const std::shared_ptr<Session>& session, bool timed_out,
+                           uint64_t attachment = 0);
   // A wait's connection ended before its client heard the answer: when the
   // wait was granted already (`name` went to that connection's wait, and
   // nothing since told the client of it), the lock goes back. False when
