@@ -4,7 +4,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "lockcached/core/verbosity.h"
 
@@ -355,6 +357,7 @@ void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out
   }
   pending_.reset();
   waiting_ = false;
+  bool confirming = std::exchange(confirming_, false);
   switch (outcome.status) {
     case locks::OutcomeStatus::kNotLeader:
       not_leader_ = leader_for_client(outcome.leader, outcome.leader_tls);
@@ -388,7 +391,7 @@ void LockServiceProtocol::finish(const locks::Outcome& outcome, OutputQueue& out
       confirm("200 Resumed\r\n", out);
       return;
     case locks::ChangeKind::kSetGrace:
-      confirm("200 Timeout set\r\n", out);
+      confirm(confirming ? "200 Resumed\r\n" : "200 Timeout set\r\n", out);
       return;
     default:
       return;
@@ -458,8 +461,25 @@ void LockServiceProtocol::conn_id(const Words& words, OutputQueue& out) {
     return;
   }
   if (words.count != 2) return out.append("400 Too many arguments\r\n");
-  // Its own id, which the client knows; compared like any other all the same.
-  if (constant_time_equal(words[1], session_->id)) return out.append("200 Resumed\r\n");
+  // Its own id, which the client knows (compared like any other all the
+  // same): lockcached-cli's ping, whose 200 says the session and its locks
+  // are still the client's. A single server knows at once. A cluster member
+  // answers once the log commits a change that alters nothing (the grace the
+  // session has): a leader that lost its majority, and whose sessions a new
+  // leader may have ended, can no longer confirm one (a paused leader's
+  // queued pings were answered 200 after a new leader gave their locks away).
+  if (constant_time_equal(words[1], session_->id)) {
+    if (context_.coordinator->answers_at_once()) return out.append("200 Resumed\r\n");
+    locks::Change same;
+    same.kind = locks::ChangeKind::kSetGrace;
+    same.session = session_;
+    {
+      std::lock_guard lock(session_->mutex);
+      same.grace_ms = session_->grace_ms;
+    }
+    confirming_ = true;
+    return submit(std::move(same), out);
+  }
   locks::Change resume;
   resume.kind = locks::ChangeKind::kResume;
   resume.session = session_;

@@ -403,6 +403,40 @@ TEST_F(ClusterE2e, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
   EXPECT_GT(*handed, *later);
 }
 
+// lockcached-cli's ping, `conn_id <own id>`, tells the client its session
+// and locks are still its own. A leader paused long enough for another to
+// be elected and give the lock away must not say so when it thaws and
+// reads the pings queued meanwhile: it answers only through the log.
+TEST_F(ClusterE2e, APausedLeaderNeverConfirmsASessionThatANewLeaderEnded) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  Client holder = lock_client(lead);
+  ASSERT_EQ(holder.request("set_timeout 0"), "200 Timeout set");
+  std::string id = holder.request("conn_id").substr(4);
+  ASSERT_TRUE(acquired_token(holder.request("lock x")));
+  ASSERT_EQ(holder.request("conn_id " + id), "200 Resumed");  // the ping, while it leads
+
+  ASSERT_EQ(::kill(nodes_[lead - 1]->pid(), SIGSTOP), 0);
+  int next = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (int other = 1; other <= kNodes; ++other)
+          if (other != lead && node_stats(other)["role"] == "leader") next = other;
+        return next != 0;
+      },
+      kElection, 50ms));
+  std::optional<uint64_t> given{};
+  if (next != 0) given = acquired_token(lock_client(next).request("lock x 10", 15s));
+  ASSERT_TRUE(holder.send("conn_id " + id + "\r\n"));
+  ASSERT_EQ(::kill(nodes_[lead - 1]->pid(), SIGCONT), 0);
+  ASSERT_TRUE(given) << "the new leader did not give the lock away";
+  std::string reply = holder.read_line(10s);
+  EXPECT_NE(reply, "200 Resumed");
+  EXPECT_TRUE(reply.starts_with("503") || reply.find("closed by the server") != std::string::npos)
+      << reply;
+}
+
 // The cache's master is the Raft leader: the others refuse writes and
 // follow it, and when it dies the new leader has what it had and takes
 // writes, and the remaining follower follows the new one.

@@ -123,6 +123,7 @@ class LockServiceProtocol final : public ProtocolHandler {
   std::string pending_name_;
   int64_t pending_wait_ms_ = 0;
   bool waiting_ = false;    // queued behind a holder: the grant or timeout answers
+  bool confirming_ = false;  // the pending kSetGrace is `conn_id <own id>`'s (200 Resumed)
   std::string not_leader_;  // set once a change was refused as not the leader's
   // Callbacks that may outlive this object hold a weak_ptr to this.
   std::shared_ptr<LockServiceProtocol*> self_;
