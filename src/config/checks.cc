@@ -11,6 +11,7 @@
 #include <glog/logging.h>
 
 #include "lockcached/config/settings.h"
+#include "lockcached/consensus/data_dir.h"
 #include "lockcached/net/socket.h"
 #include "lockcached/replication/virtual_ip.h"
 #include "lockcached/server/process.h"
@@ -185,6 +186,10 @@ FlagProblem cluster_flags_agree(const ParsedFlags& parsed) {
             "members in"};
   }
   if (FlagProblem problem = data_dir_owned_by_user(); is_problem(problem)) return problem;
+  if (std::string problem = consensus::data_dir_claim_problem(FLAGS_data_dir, FLAGS_node_id);
+      !problem.empty()) {
+    return {"data_dir", problem};
+  }
   // One way to run a cluster: the leader is the master.
   if (!FLAGS_virtual_ip.empty()) return {"virtual_ip", "cannot be used with --cluster"};
   if (FLAGS_lock_port == 0) return {"lock_port", "cannot be 0 with --cluster"};

@@ -16,6 +16,7 @@
 #include <glog/logging.h>
 
 #include "consensus/authenticated_transport.h"
+#include "lockcached/consensus/data_dir.h"
 #include "lockcached/consensus/raft_io_guard.h"
 
 namespace lockcached::consensus {
@@ -90,6 +91,26 @@ Role role_of(int state) {
     default:
       return Role::kUnavailable;
   }
+}
+
+// What the directory's last configuration says of this node, against what
+// the flags say: "" when it lists node `id` at `address`, or lists nobody
+// (a new directory, or a joining node's before the leader's entries came).
+// A node it does not list was removed (its peers ignore it: it would stay
+// a candidate for good), or the directory is another cluster's.
+std::string stored_membership_problem(const struct raft_configuration& stored, raft_id id,
+                                      const std::string& address) {
+  if (stored.n == 0) return "";
+  for (unsigned i = 0; i < stored.n; ++i) {
+    if (stored.servers[i].id != id) continue;
+    if (address == stored.servers[i].address) return "";
+    return "node " + std::to_string(id) + " is at " + stored.servers[i].address +
+           " in its configuration, not at " + address + " (--cluster)";
+  }
+  return "node " + std::to_string(id) +
+         " is not in its configuration: removed from the cluster, or another cluster's "
+         "directory (to bring the machine back, empty the directory and add it with "
+         "--cluster_join under a new id)";
 }
 
 }  // namespace
@@ -278,6 +299,8 @@ struct RaftNode::Impl final : timing::Scheduler {
   bool closing = false;
   bool drain_deadline_armed = false;
   bool fresh = false;  // bootstrapped by this start (set before start() returns)
+  // open() failed on the operator's mistake, not the machine's: exit 64.
+  bool configuration_mistake = false;
 
   std::unordered_map<TimerId, Timer*> timers;
   TimerId next_timer = 1;
@@ -317,6 +340,13 @@ bool RaftNode::Impl::open(std::string* error) {
     *error = what + ": " + raft_strerror(rv) + (message && *message ? std::string(": ") + message : "");
     return false;
   };
+  // Before libraft reads the directory: whose is it?
+  if (std::string problem = data_dir_claim_problem(settings.data_dir, settings.id);
+      !problem.empty()) {
+    *error = "--data_dir " + problem;
+    configuration_mistake = true;
+    return false;
+  }
   int rv = authenticated_transport_init(&transport, &loop, settings.secret);
   if (rv != 0) return fail("cluster transport", rv, transport.errmsg);
   transport_ready = true;
@@ -355,6 +385,17 @@ bool RaftNode::Impl::open(std::string* error) {
   fresh = rv == 0;
   rv = raft_start(&raft);
   if (rv != 0) return fail("start", rv, raft.errmsg);
+  std::string problem = stored_membership_problem(raft.configuration, settings.id, address);
+  if (!problem.empty()) {
+    *error = "--data_dir " + settings.data_dir + ": " + problem;
+    configuration_mistake = true;
+    return false;
+  }
+  // Claimed only once it proved this node's: a refused start claims nothing.
+  if (problem = claim_data_dir(settings.data_dir, settings.id); !problem.empty()) {
+    *error = "--data_dir " + problem;
+    return false;
+  }
   uv_timer_start(&poll, on_poll, kStatusPollMs, kStatusPollMs);
   return true;
 }
@@ -681,13 +722,14 @@ RaftNode::~RaftNode() {
   stop();
 }
 
-bool RaftNode::start(std::string* error) {
+bool RaftNode::start(std::string* error, bool* configuration_error) {
   std::promise<std::string> started;
   std::future<std::string> outcome = started.get_future();
   impl_->thread = std::thread([this, &started] { impl_->run(&started); });
   *error = outcome.get();
   if (error->empty()) return true;
   impl_->thread.join();
+  if (configuration_error) *configuration_error = impl_->configuration_mistake;
   return false;
 }
 

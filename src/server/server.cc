@@ -305,7 +305,7 @@ bool Server::start_cluster(std::string* error, bool* configuration_error) {
   hooks.demoted = [this] { close_client_connections(false); };
   replication_ = std::make_unique<replication::Node>(node_settings, state_.store,
                                                      state_.read_only, std::move(hooks));
-  if (!raft_->start(error) || !replication_->start(error)) {
+  if (!raft_->start(error, configuration_error) || !replication_->start(error)) {
     *error = "--cluster: " + *error;
     return false;
   }

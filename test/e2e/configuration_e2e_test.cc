@@ -282,6 +282,49 @@ TEST(ConfigurationE2e, ClusterFlagsAreChecked) {
                                             ": the secret must be 16 bytes or more");
 }
 
+// A cluster's data directory is one node's, at one address: a start that
+// would speak for another node with it, or put the node where the stored
+// configuration says it is not, stops at once instead of joining with
+// votes and entries the node never cast or wrote.
+TEST(ConfigurationE2e, AClusterDataDirectoryIsOneNodesAtOneAddress) {
+  TempDir dir;
+  fs::path secret = dir.path() / "secret";
+  write_file(secret, "sixteen bytes or more\n");
+  fs::path data = dir.path() / "data";
+  fs::create_directories(data);
+  std::vector<uint16_t> ports = e2e::free_ports(3);
+  auto node = [&](int id, uint16_t cluster_port) {
+    return std::vector<std::string>{
+        "--port=0", "--lock_port=-1", "--repl_port=" + std::to_string(ports[2]),
+        "--cluster=" + std::to_string(id) + "@127.0.0.1:" + std::to_string(cluster_port),
+        "--node_id=" + std::to_string(id), "--data_dir=" + data.string(),
+        "--cluster_secret_file=" + secret.string()};
+  };
+  {
+    ServerProcess first;  // a cluster of one, which claims the directory
+    ASSERT_TRUE(first.start(node(1, ports[0])));
+    ASSERT_TRUE(first.stop(SIGTERM, 20s).has_value());
+  }
+  EXPECT_EQ(read_file(data / "member"), "lockcached member 1\n");
+  expect_configuration_error(node(2, ports[0]), "--data_dir: " + data.string() +
+                                                     " holds node 1's state, not node 2's");
+  Outcome moved = run_server(node(1, ports[1]));
+  EXPECT_TRUE(moved.exited_with(64)) << e2e::describe_wait_status(moved.wait_status);
+  EXPECT_NE(moved.output.find("node 1 is at 127.0.0.1:" + std::to_string(ports[0]) +
+                              " in its configuration, not at 127.0.0.1:" +
+                              std::to_string(ports[1]) + " (--cluster)"),
+            std::string::npos)
+      << moved.output;
+  // Without the claim (a directory from before it): the configuration
+  // still tells that node 3 was never in it.
+  fs::remove(data / "member");
+  Outcome stranger = run_server(node(3, ports[0]));
+  EXPECT_TRUE(stranger.exited_with(64)) << e2e::describe_wait_status(stranger.wait_status);
+  EXPECT_NE(stranger.output.find("node 3 is not in its configuration"), std::string::npos)
+      << stranger.output;
+  EXPECT_FALSE(fs::exists(data / "member")) << "claimed for a node refused";
+}
+
 TEST(ConfigurationE2e, AMissingFlagfileStopsTheStart) {
   expect_configuration_error({"--flagfile=/nonexistent/lockcached.conf"},
                              "cannot read flagfile /nonexistent/lockcached.conf (command line): "

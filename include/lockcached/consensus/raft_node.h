@@ -111,8 +111,11 @@ class RaftNode {
 
   // Loads the data directory (bootstraps it with the initial voters when it
   // is empty), starts listening on this member's address and starts the
-  // thread. False, with *error set, when any of that fails.
-  bool start(std::string* error);
+  // thread. False, with *error set, when any of that fails, and
+  // *configuration_error (if given) true when the flags are at fault: the
+  // data directory is another node's, or its configuration does not list
+  // this node where --cluster says it is (consensus/data_dir.h).
+  bool start(std::string* error, bool* configuration_error = nullptr);
   // Closes everything and joins the thread (a leader just stops; the
   // others elect a new one).
   void stop();
