@@ -112,8 +112,12 @@ void CommandCore::drop_stale(store::StoreCommand command, std::string_view key) 
 store::DeleteStatus CommandCore::remove(std::string_view key, uint64_t compare_cas) {
   store::DeleteStatus status = store_.remove(key, compare_cas, owner_);
   (status == store::DeleteStatus::kDeleted ? stats_.delete_hits : stats_.delete_misses).add();
-  // Deleting a locked item also ends the lock.
-  if (status == store::DeleteStatus::kDeleted && !held_.empty()) held_.erase(std::string(key));
+  // Deleting a locked item also ends the lock (its holder's delete: others
+  // get kLocked), which a watcher of locks is told of.
+  if (status == store::DeleteStatus::kDeleted && !held_.empty() &&
+      held_.erase(std::string(key)) > 0 && watching(kWatchLocks)) {
+    watch_->item_unlock(*client_, key, true, UnlockReason::kDelete);
+  }
   return status;
 }
 

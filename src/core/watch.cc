@@ -78,6 +78,8 @@ std::string_view unlock_reason_name(UnlockReason reason) {
       return "disconnect";
     case UnlockReason::kReplace:
       return "replace";
+    case UnlockReason::kDelete:
+      return "delete";
   }
   return "unlock";
 }

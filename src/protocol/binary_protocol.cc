@@ -385,7 +385,7 @@ void BinaryProtocol::dispatch(const Request& request, OutputQueue& out) {
 }
 
 void BinaryProtocol::quit(const Request& request, OutputQueue& out) {
-  core_.release_all_locks();
+  core_.release_all_locks(core::UnlockReason::kDisconnect);  // as a text `quit` logs it
   respond_status(out, request.header, kSuccess);
   close_ = true;
 }

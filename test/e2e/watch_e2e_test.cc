@@ -364,6 +364,31 @@ TEST_F(WatchE2e, LocksShowACacheLockAndItsReleaseOnDisconnect) {
   EXPECT_EQ(other.request("lock k"), "OK");
 }
 
+// A lock ends in other ways too, each named: its holder's delete, and a
+// binary Quit (a disconnect, as a text `quit` is).
+TEST_F(WatchE2e, LocksShowALockEndedByDeleteAndByABinaryQuit) {
+  Watcher watcher;
+  ASSERT_TRUE(watcher.start(server_.port(), "watch locks"));
+  Client holder = connect();
+  ASSERT_EQ(holder.store("set", "d", "v"), "STORED");
+  ASSERT_EQ(holder.request("lock d"), "OK");
+  EXPECT_EQ(fields(watcher.next())["status"], "granted");
+  ASSERT_EQ(holder.request("delete d"), "DELETED");
+  auto deleted = fields(watcher.next_with({"type=item_unlock"}));
+  EXPECT_EQ(deleted["key"], "d");
+  EXPECT_EQ(deleted["reason"], "delete");
+
+  e2e::binary::BinClient binary;
+  ASSERT_TRUE(binary.connect(server_.port()));
+  ASSERT_EQ(holder.store("set", "q", "v"), "STORED");
+  ASSERT_EQ(binary.status(e2e::binary::op::kLock, "q"), 0);
+  EXPECT_EQ(fields(watcher.next_with({"type=item_lock"}))["key"], "q");
+  EXPECT_EQ(binary.status(e2e::binary::op::kQuit), 0);
+  auto quit = fields(watcher.next_with({"type=item_unlock"}));
+  EXPECT_EQ(quit["key"], "q");
+  EXPECT_EQ(quit["reason"], "disconnect");
+}
+
 TEST(WatchLockServiceE2e, LocksShowTheLockServicesGrantsWaitsAndReleases) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--lock_port=-1"}));

@@ -40,7 +40,7 @@ constexpr uint32_t kWatchLocks = 1u << 4;
 uint32_t watch_stream(std::string_view name);
 
 // How a cache-object lock ended.
-enum class UnlockReason : uint8_t { kUnlock, kUnlockAll, kDisconnect, kReplace };
+enum class UnlockReason : uint8_t { kUnlock, kUnlockAll, kDisconnect, kReplace, kDelete };
 
 // One watching connection's pending lines. Shared by the hub (emitters
 // append from any thread) and the connection (it takes them on its thread).
