@@ -1,6 +1,7 @@
 #include "lockcached/consensus/raft_io_guard.h"
 
 #include <algorithm>
+#include <string>
 
 #include <glog/logging.h>
 
@@ -74,6 +75,7 @@ void RaftIoGuard::appended(struct raft_io_append* request, int status) {
   // is on disk. A write cancelled because the log is closing is no failure.
   LOG_IF(FATAL, status != 0 && status != RAFT_CANCELED)
       << "cluster: writing the Raft log failed (" << raft_strerror(status)
+      << (self->io_->errmsg[0] != '\0' ? std::string(": ") + self->io_->errmsg : std::string())
       << "); stopping, since a member that cannot write its log must not go on";
   if (status == 0) self->written_term_ = std::max(self->written_term_, write.entries_term);
   // Whatever libraft sends from inside this callback answers the write.
