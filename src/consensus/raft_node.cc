@@ -262,6 +262,7 @@ struct RaftNode::Impl final : timing::Scheduler {
   };
   void start_change(MembershipRequest* request);
   void assign_voter(MembershipRequest* request);
+  static std::string left_a_spare(uint64_t id, int rv);
   static void on_changed(struct raft_change* change, int status);
   static void on_transferred(struct raft_transfer* transfer);
   static void finish(MembershipRequest* request, const std::string& error);
@@ -596,11 +597,20 @@ void RaftNode::Impl::assign_voter(MembershipRequest* request) {
   request->promoting = true;
   int rv = raft_assign(&raft, &request->change_request, request->change.id, RAFT_VOTER,
                        on_changed);
-  if (rv != 0) finish(request, std::string("added as a spare, not made a voter: ") + raft_strerror(rv));
+  if (rv != 0) finish(request, left_a_spare(request->change.id, rv));
+}
+
+// The add half done: the node is in the configuration, as a spare (it gets
+// the log, it does not vote), and an add of the same id is refused until
+// it is removed. The operator must be told, not only libraft's reason.
+std::string RaftNode::Impl::left_a_spare(uint64_t id, int rv) {
+  return std::string("added as a spare, not made a voter: ") + raft_strerror(rv) +
+         " (`cluster remove " + std::to_string(id) + "` before adding it again)";
 }
 
 void RaftNode::Impl::on_changed(struct raft_change* change, int status) {
   auto* request = static_cast<MembershipRequest*>(change->data);
+  if (status != 0 && request->promoting) return finish(request, left_a_spare(request->change.id, status));
   if (status != 0) return finish(request, raft_strerror(status));
   if (request->change.kind != MembershipChange::Kind::kAdd || request->promoting) {
     return finish(request, "");

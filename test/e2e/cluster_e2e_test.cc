@@ -714,6 +714,14 @@ TEST_F(ClusterE2e, ANodeAddedCatchesUpAndVotesAndARemovedNodeLeaves) {
   nodes_[killed - 1].reset();
   // The leader and node 4 are two of the three voters left.
   EXPECT_EQ(holder.request("unlock kept"), "200 Released");
+
+  // A node that never answers is added as a spare but not made a voter;
+  // the reply says so, and how to take it out before adding it again.
+  std::string silent = "127.0.0.1:" + std::to_string(free_ports(1)[0]);
+  std::string reply = admin.request("cluster add 5 " + silent, 60s);
+  EXPECT_TRUE(reply.starts_with("409 added as a spare, not made a voter: ")) << reply;
+  EXPECT_NE(reply.find("cluster remove 5"), std::string::npos) << reply;
+  EXPECT_EQ(cli(lead, "cluster remove 5"), 0);
 }
 
 // The grace runs out on the leader, as a change in the log; the member whose
