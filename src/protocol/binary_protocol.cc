@@ -252,16 +252,26 @@ constexpr std::array<BinaryProtocol::OpInfo, 256> BinaryProtocol::OpInfo::table(
   ops[kSaslListMechs] = {.handler = &P::sasl, .fixed = kBare, .writes = false};
   ops[kSaslAuth] = {.handler = &P::sasl, .body = BodyRule::kSaslMessage, .writes = false};
   ops[kSaslStep] = ops[kSaslAuth];
-  twins(kLock, kLockQ, {.handler = &P::lock});
-  twins(kUnlock, kUnlockQ, {.handler = &P::unlock});
-  twins(kUnlockAll, kUnlockAllQ, {.handler = &P::unlock_all, .fixed = kBare});
-  twins(kLaG, kLaGQ, {.handler = &P::lock_and_get, .fixed = fixed_part({0, 4})});
+  // The locking extension's: a malformed one is refused (0x04) and the
+  // connection goes on, as yrmcds does; closing it, as memcached does for
+  // its own opcodes, would also end every lock the connection holds.
+  constexpr Shape kLockMalformed = Shape::kRefused;
+  twins(kLock, kLockQ, {.handler = &P::lock, .malformed = kLockMalformed});
+  twins(kUnlock, kUnlockQ, {.handler = &P::unlock, .malformed = kLockMalformed});
+  twins(kUnlockAll, kUnlockAllQ,
+        {.handler = &P::unlock_all, .fixed = kBare, .malformed = kLockMalformed});
+  twins(kLaG, kLaGQ,
+        {.handler = &P::lock_and_get, .fixed = fixed_part({0, 4}), .malformed = kLockMalformed});
   twins(kLaGK, kLaGKQ,
-        {.handler = &P::lock_and_get, .fixed = fixed_part({0, 4}), .with_key = true});
+        {.handler = &P::lock_and_get,
+         .fixed = fixed_part({0, 4}),
+         .malformed = kLockMalformed,
+         .with_key = true});
   // Replaces and unlocks (a refused one leaves the item be). locking.md:
   // RaU MUST have a value; yrmcds refuses one without.
   OpInfo replace_and_unlock = storage(kFlagsExptime, StoreCommand::kReplace);
   replace_and_unlock.body = BodyRule::kNonEmptyValue;
+  replace_and_unlock.malformed = kLockMalformed;
   twins(kRaU, kRaUQ, replace_and_unlock);
   ops[kKeys] = {.handler = &P::keys, .fixed = fixed_part({0}, KeyRule::kOptional), .writes = false};
   return ops;
@@ -316,7 +326,10 @@ size_t BinaryProtocol::consume(std::string_view input, OutputQueue& out) {
     // Without an auth file the SASL opcodes are unknown, as in memcached
     // without -S, whatever their body (the bound on a SASL message is ours).
     if (is_sasl(header.opcode) && !core_.auth_enabled()) shape = Shape::kUnknown;
-    if (header.key_length > store::kMaxKeyLength || shape == Shape::kInvalid) {
+    if (header.key_length > store::kMaxKeyLength) {
+      shape = info.malformed == Shape::kRefused ? Shape::kRefused : Shape::kInvalid;
+    }
+    if (shape == Shape::kInvalid) {
       protocol_error(out, header);
       break;
     }
