@@ -808,7 +808,18 @@ void Store::flush_all(int64_t delay_seconds) {
     shard->mutex.lock();
   start_flush(moment);
   // Read again under the locks: it may have been removed meanwhile.
-  if ((listener = this->listener())) listener->on_flush(moment);
+  if ((listener = this->listener())) {
+    listener->on_flush(moment);
+    // The flush spares locked items here, and a replica, which holds no
+    // locks, would drop them: they follow the flush again. (A delayed
+    // flush spares what is locked when it falls due, which the replica
+    // learns only from the unlock, which stores the item anew.)
+    if (moment == 0) {
+      for (auto& shard : shards_)
+        for (const auto& [item, owner] : shard->owners)
+          listener->on_store(*item);
+    }
+  }
   for (auto& shard : shards_)
     shard->mutex.unlock();
 }

@@ -134,6 +134,39 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   EXPECT_EQ(deleted->opaque, 0u);
 }
 
+// flush_all spares a locked object on the master; a replica holds no
+// locks, so the object follows the flush again, or a failover while it is
+// locked would lose it.
+TEST(ReplicationE2e, ALockedObjectThatFlushAllSparesFollowsTheFlush) {
+  uint16_t repl_port = free_port();
+  ServerProcess server;
+  ASSERT_TRUE(server.start(
+      {"--virtual_ip=127.0.0.1", kEveryAddress, "--repl_port=" + std::to_string(repl_port)}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  ASSERT_EQ(client.store("set", "held", "kept", 7), "STORED");
+  ASSERT_EQ(client.store("set", "free", "gone"), "STORED");
+  ASSERT_EQ(client.request("lock held"), "OK");
+  RawReplica replica;
+  ASSERT_TRUE(replica.connect(repl_port));
+  for (std::optional<Frame> frame = replica.next();
+       frame && frame->key != std::string("\0lockcached snapshot end\0", 25);
+       frame = replica.next()) {
+  }
+  ASSERT_EQ(client.request("flush_all"), "OK");
+  std::optional<Frame> flush = replica.next();
+  ASSERT_TRUE(flush);
+  EXPECT_EQ(flush->opcode, 0x18);  // FlushQ
+  std::optional<Frame> again = replica.next();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->opcode, 0x11);  // SetQ
+  EXPECT_EQ(again->key, "held");
+  EXPECT_EQ(again->value, "kept");
+  EXPECT_EQ(again->extras.substr(0, 4), std::string("\0\0\0\7", 4));
+  EXPECT_EQ(client.get("held"), "kept");
+  EXPECT_EQ(client.get("free"), std::nullopt);
+}
+
 // The lock service is not replicated (--cluster replicates it): a master's
 // lock changes are answered at once, whatever its replicas ack, and the
 // stream carries the cache alone.
