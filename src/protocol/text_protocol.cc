@@ -767,6 +767,9 @@ void TextProtocol::stats(const Words& words, OutputQueue& out) {
   } else if (words[1] == "cachelocks") {
     if (words.count > 3) return reply(out, "ERROR");
     core_.collect_cache_locks(words.count == 3 ? words[2] : std::string_view(), list);
+  } else if (words[1] == "extstore") {
+    // memcached's answer without an external store configured: the group
+    // is there, empty. lockcached has none.
   } else {
     return reply(out, "ERROR");
   }

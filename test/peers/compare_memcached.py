@@ -493,6 +493,7 @@ def stats_scenarios():
         scenario("stats sizes", b"stats sizes\r\n"),
         scenario("stats conns", b"stats conns\r\n"),
         scenario("stats unknown group", b"stats nonsense\r\n"),
+        scenario("stats extstore, none configured", b"stats extstore\r\n"),
         scenario("stats detail", b"stats detail on\r\nstats detail dump\r\nstats detail off\r\n"),
         # memcached counts its classic commands per prefix (gat and gats as
         # gets), not the meta commands.
