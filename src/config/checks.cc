@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -224,10 +225,25 @@ FlagProblem sasl_needs_auth_file(const ParsedFlags&) {
   return kNoProblem;
 }
 
+// This member's cluster port (--cluster, --node_id); 0 without one.
+int own_cluster_port(const ParsedFlags& parsed) {
+  for (const consensus::Member& member : parsed.cluster) {
+    if (member.id != FLAGS_node_id) continue;
+    int port = 0;
+    std::string_view address = member.address;
+    std::string_view digits = address.substr(address.rfind(':') + 1);
+    std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    return port;
+  }
+  return 0;
+}
+
 // Every listener binds a port of its own on the same hosts (the lock and
 // TLS ports listen on each host the cache port does; with --virtual_ip the
-// cache listens on every address, the virtual IP's replication port too):
-// one number twice would fail the second bind, after the first's.
+// cache listens on every address, the virtual IP's replication port too; a
+// cluster member's replication and cluster ports are on its host, which
+// the cache's default address covers): one number twice would fail the
+// second bind, after the first's (a cluster member's, after Raft started).
 FlagProblem ports_distinct(const ParsedFlags& parsed) {
   std::vector<std::pair<int, std::string>> taken;  // the port, and whose
   if (FLAGS_unix_socket.empty()) {
@@ -243,7 +259,8 @@ FlagProblem ports_distinct(const ParsedFlags& parsed) {
       {"lock_port", lock_given ? FLAGS_lock_port : 0},
       {"tls_port", FLAGS_tls_port},
       {"lock_tls_port", FLAGS_lock_tls_port},
-      {"repl_port", FLAGS_virtual_ip.empty() ? 0 : FLAGS_repl_port},
+      {"repl_port", FLAGS_virtual_ip.empty() && parsed.cluster.empty() ? 0 : FLAGS_repl_port},
+      {"cluster", own_cluster_port(parsed)},
       {"lock_port", lock_given ? 0 : FLAGS_lock_port},
   };
   for (const auto& [flag, port] : listeners) {

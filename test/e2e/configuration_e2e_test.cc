@@ -382,6 +382,11 @@ TEST(ConfigurationE2e, TwoListenersOnOnePortStopTheStart) {
   std::string beside = std::to_string(std::stoi(port) + 189);
   expect_configuration_error({"--port=" + port, "--lock_tls_port=" + beside},
                              "--lock_port: " + beside + " is --lock_tls_port's too");
+  // A cluster member's own cluster port too (it failed only once Raft had
+  // started and written its directory).
+  expect_configuration_error({"--port=0", "--lock_port=-1", "--repl_port=" + port,
+                              "--cluster=1@127.0.0.1:" + port, "--node_id=1"},
+                             "--cluster: " + port + " is --repl_port's too");
 }
 
 // Where the server may never listen, the configuration is at fault: exit
