@@ -144,6 +144,10 @@ std::vector<Member> parse_members(std::string_view text, std::string* error) {
   std::vector<Member> members;
   std::set<uint64_t> ids;
   std::set<std::string> addresses;
+  if (text.starts_with(',') || text.ends_with(',') || text.find(",,") != std::string_view::npos) {
+    *error = "'" + std::string(text) + "' has an empty entry";
+    return {};
+  }
   while (!text.empty()) {
     size_t comma = text.find(',');
     std::string_view item = text.substr(0, comma);

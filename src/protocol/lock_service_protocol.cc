@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "lockcached/consensus/raft_node.h"
 #include "lockcached/core/verbosity.h"
 
 namespace lockcached::protocol {
@@ -219,7 +220,14 @@ void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
       return out.append("400 A node id is a number from 1\r\n");
     }
   }
-  if (change.kind == Kind::kAdd) change.address = std::string(words[3]);
+  if (change.kind == Kind::kAdd) {
+    change.address = std::string(words[3]);
+    // As --cluster takes it: no name service decides who is a member.
+    std::string error;
+    if (consensus::parse_members(std::string(words[2]) + "@" + change.address, &error).empty()) {
+      return out.append("400 The address must be IPV4:PORT\r\n");
+    }
+  }
   changing_members_ = true;
   context_.change_members(change, client().address,
                           [reactor = &context_.reactor, self = std::weak_ptr(self_),

@@ -95,6 +95,9 @@ TEST_F(ClusterCommandsTest, BadShapesAreRefusedAndNothingIsAsked) {
   EXPECT_EQ(feed("cluster grow 4\r\n").substr(0, 10), "400 Usage:");
   EXPECT_EQ(feed("cluster remove 0\r\n"), "400 A node id is a number from 1\r\n");
   EXPECT_EQ(feed("cluster remove x\r\n"), "400 A node id is a number from 1\r\n");
+  // As --cluster takes a member's address: no name service decides.
+  EXPECT_EQ(feed("cluster add 6 localhost:1\r\n"), "400 The address must be IPV4:PORT\r\n");
+  EXPECT_EQ(feed("cluster add 6 192.0.2.16\r\n"), "400 The address must be IPV4:PORT\r\n");
   EXPECT_TRUE(asked_.empty());
   EXPECT_FALSE(protocol_.wants_close());
 }

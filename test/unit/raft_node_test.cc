@@ -194,7 +194,8 @@ TEST(ParseMembers, TakesIdAtIpv4AndPortAndRefusesTheRest) {
   EXPECT_EQ(members[1], (Member{2, "192.0.2.2:11500"}));
   for (const char* bad : {"", "1@host.example:1", "0@192.0.2.1:1", "1@192.0.2.1", "1@192.0.2.1:0",
                           "x@192.0.2.1:1", "1@192.0.2.1:1,1@192.0.2.2:1",
-                          "1@192.0.2.1:1,2@192.0.2.1:1"}) {
+                          "1@192.0.2.1:1,2@192.0.2.1:1", "1@192.0.2.1:1,", ",1@192.0.2.1:1",
+                          "1@192.0.2.1:1,,2@192.0.2.2:1"}) {
     error.clear();
     EXPECT_TRUE(lockcached::consensus::parse_members(bad, &error).empty()) << bad;
     EXPECT_FALSE(error.empty()) << bad;
