@@ -15,7 +15,7 @@
 namespace lockcached::consensus {
 namespace {
 
-constexpr std::string_view kMacLabel = "lockcached-cluster-1";
+constexpr std::string_view kMacLabel = "lockcached-cluster-2";
 
 // libraft 0.15 parses an address with strtok (uv_ip.c) when its TCP
 // transport listens or connects, and strtok's state is the process's: two
@@ -41,8 +41,10 @@ struct Exchange {
   raft_id id = 0;
   std::string address;
   unsigned char nonce[kPeerNonceSize] = {};
-  std::string sent;                            // what `write` sends
-  unsigned char received[kPeerMacSize] = {};   // the nonce, or the MAC
+  std::string sent;  // what `write` sends
+  // The nonce (outgoing), or the MAC and the incarnation (incoming).
+  unsigned char received[kPeerMacSize + kPeerIncarnationSize] = {};
+  size_t expected_size = 0;
   size_t received_size = 0;
   raft_uv_connect* connect_request = nullptr;  // outgoing: libraft's request
   int open_handles = 0;                        // stream (while ours) and timer
@@ -55,6 +57,8 @@ struct Transport {
   struct raft_uv_transport* outer = nullptr;
   uv_loop_t* loop = nullptr;
   std::string secret;
+  std::string incarnation;  // this member's data directory's
+  AdmitPeer admit;
   raft_id self_id = 0;        // who libraft's handshake says we are
   std::string self_address;
   raft_uv_accept_cb accept_cb = nullptr;
@@ -140,7 +144,7 @@ void exchange_timed_out(uv_timer_t* timer) {
 void alloc_exactly(uv_handle_t* handle, size_t, uv_buf_t* buffer) {
   auto* exchange = static_cast<Exchange*>(handle->data);
   buffer->base = reinterpret_cast<char*>(exchange->received) + exchange->received_size;
-  buffer->len = sizeof exchange->received - exchange->received_size;
+  buffer->len = exchange->expected_size - exchange->received_size;
 }
 
 void on_sent(uv_write_t* write, int status) {
@@ -164,18 +168,30 @@ void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
   if (nread == 0) return;
   if (nread < 0) return abort_exchange(exchange, RAFT_NOCONNECTION);
   exchange->received_size += static_cast<size_t>(nread);
-  if (exchange->received_size < sizeof exchange->received) return;
+  if (exchange->received_size < exchange->expected_size) return;
   uv_read_stop(stream);
   Transport* t = exchange->transport;
   if (!exchange->incoming) {
     // The listener's nonce: answer with the MAC over it and who we are.
     return send(exchange, peer_mac(t->secret, exchange->received, exchange->id,
-                                   exchange->address));
+                                   exchange->address, t->incarnation) +
+                              t->incarnation);
   }
-  std::string expected = peer_mac(t->secret, exchange->nonce, exchange->id, exchange->address);
+  std::string incarnation(reinterpret_cast<const char*>(exchange->received) + kPeerMacSize,
+                          kPeerIncarnationSize);
+  std::string expected =
+      peer_mac(t->secret, exchange->nonce, exchange->id, exchange->address, incarnation);
   if (CRYPTO_memcmp(expected.data(), exchange->received, kPeerMacSize) != 0) {
     LOG(WARNING) << "cluster port: refused a peer calling itself node " << exchange->id << " at "
                  << exchange->address << ": it does not know the cluster's secret";
+    return abort_exchange(exchange, RAFT_UNAUTHORIZED);
+  }
+  if (!t->admit(exchange->id, incarnation)) {
+    LOG_EVERY_N(WARNING, 20)
+        << "cluster port: refused node " << exchange->id << " at " << exchange->address
+        << ": its data directory is not the one this member knew for it (a node that lost its "
+           "disk comes back under a new id, with --cluster_join; one given another node's or "
+           "another cluster's directory must get its own back)";
     return abort_exchange(exchange, RAFT_UNAUTHORIZED);
   }
   finish_exchange(exchange);
@@ -190,6 +206,7 @@ void start_exchange(Exchange* exchange, uv_stream_t* stream) {
   exchange->timer.data = exchange;
   uv_timer_init(t->loop, &exchange->timer);
   exchange->open_handles = 2;
+  exchange->expected_size = exchange->incoming ? kPeerMacSize + kPeerIncarnationSize : kPeerNonceSize;
   t->exchanges.insert(exchange);
   uv_timer_start(&exchange->timer, exchange_timed_out, kExchangeTimeoutMs, 0);
   if (uv_read_start(stream, alloc_exactly, on_read) != 0) {
@@ -290,12 +307,13 @@ void transport_close(struct raft_uv_transport* outer, raft_uv_transport_close_cb
 }  // namespace
 
 std::string peer_mac(const std::string& secret, const unsigned char* nonce, raft_id id,
-                     const std::string& address) {
+                     const std::string& address, const std::string& incarnation) {
   std::string message(kMacLabel);
   message.append(reinterpret_cast<const char*>(nonce), kPeerNonceSize);
   for (int shift = 56; shift >= 0; shift -= 8)
     message.push_back(static_cast<char>((id >> shift) & 0xff));
   message += address;
+  message += incarnation;  // of a fixed length, last: no two fields read alike
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
@@ -304,11 +322,13 @@ std::string peer_mac(const std::string& secret, const unsigned char* nonce, raft
 }
 
 int authenticated_transport_init(struct raft_uv_transport* transport, uv_loop_t* loop,
-                                 std::string secret) {
+                                 std::string secret, std::string incarnation, AdmitPeer admit) {
   auto* t = new Transport;
   t->outer = transport;
   t->loop = loop;
   t->secret = std::move(secret);
+  t->incarnation = std::move(incarnation);
+  t->admit = std::move(admit);
   t->inner.data = t;
   int rv = raft_uv_tcp_init(&t->inner, loop);
   if (rv != 0) {

@@ -4,33 +4,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <openssl/rand.h>
+
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <sstream>
+
+#include <glog/logging.h>
 
 namespace lockcached::consensus {
 namespace {
 
-constexpr std::string_view kClaimPrefix = "lockcached member ";
-
-std::string claim_path(const std::string& dir) {
-  return dir + "/member";
-}
+constexpr std::string_view kClaimWord = "lockcached member";
+constexpr std::string_view kIncarnationWord = "incarnation";
+constexpr size_t kIncarnationBytes = 16;
 
 std::string errno_text(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
 
-// Written whole or not at all: a start cut off while claiming leaves no
-// half-written claim for the next to misread. The directory's owner's, as
-// everything in it must be (a server started as root with --user claims
-// it before it drops to that user, who owns the directory).
-std::string write_claim(const std::string& dir, uint64_t id) {
-  std::string path = claim_path(dir);
+// `text` as DIR/NAME, written whole or not at all (a start cut off while
+// writing leaves nothing half-written to misread), owned as the directory
+// is: everything in it must be the server's user's, and a server started
+// as root with --user writes before it drops to that user.
+std::string write_whole(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
   std::string temporary = path + ".tmp";
-  std::string text = std::string(kClaimPrefix) + std::to_string(id) + "\n";
   struct stat owner {};
   if (::stat(dir.c_str(), &owner) != 0) return errno_text("cannot stat " + dir);
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -48,30 +48,90 @@ std::string write_claim(const std::string& dir, uint64_t id) {
   return "";
 }
 
+bool is_incarnation(const std::string& text) {
+  return text.size() == 2 * kIncarnationBytes &&
+         text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 }  // namespace
 
-std::string data_dir_claim_problem(const std::string& dir, uint64_t id) {
-  const std::string path = claim_path(dir);
+std::string read_data_dir_claim(const std::string& dir, DataDirClaim* claim) {
+  *claim = {};
+  const std::string path = dir + "/member";
   std::ifstream file(path);
   if (!file) return errno == ENOENT ? "" : errno_text("cannot read " + path);
   std::string line;
   std::getline(file, line);
-  uint64_t owner = 0;
-  const char* digits = line.data() + std::min(line.size(), kClaimPrefix.size());
-  const char* end = line.data() + line.size();
-  if (!line.starts_with(kClaimPrefix) || std::from_chars(digits, end, owner).ptr != end ||
-      owner == 0) {
+  // "lockcached member ID [incarnation HEX]"
+  std::istringstream words(line);
+  std::string first, second, word;
+  words >> first >> second >> claim->node_id;
+  bool ok = words && first + " " + second == kClaimWord && claim->node_id != 0;
+  if (ok && words >> word) ok = word == kIncarnationWord && words >> claim->incarnation &&
+                                is_incarnation(claim->incarnation) && !(words >> word);
+  if (!ok) {
+    *claim = {};
     return path + " is not a member's claim: \"" + line + "\"";
   }
-  if (owner == id) return "";
-  return dir + " holds node " + std::to_string(owner) + "'s state, not node " +
+  return "";
+}
+
+std::string data_dir_claim_problem(const std::string& dir, uint64_t id) {
+  DataDirClaim claim;
+  if (std::string problem = read_data_dir_claim(dir, &claim); !problem.empty()) return problem;
+  if (claim.node_id == 0 || claim.node_id == id) return "";
+  return dir + " holds node " + std::to_string(claim.node_id) + "'s state, not node " +
          std::to_string(id) + "'s (--node_id): give each node its own directory back";
 }
 
-std::string claim_data_dir(const std::string& dir, uint64_t id) {
-  if (std::string problem = data_dir_claim_problem(dir, id); !problem.empty()) return problem;
-  if (::access(claim_path(dir).c_str(), F_OK) == 0) return "";
-  return write_claim(dir, id);
+std::string write_data_dir_claim(const std::string& dir, const DataDirClaim& claim) {
+  return write_whole(dir, "member",
+                     std::string(kClaimWord) + " " + std::to_string(claim.node_id) + " " +
+                         std::string(kIncarnationWord) + " " + claim.incarnation + "\n");
+}
+
+std::string new_incarnation() {
+  unsigned char bytes[kIncarnationBytes];
+  CHECK_EQ(RAND_bytes(bytes, sizeof bytes), 1) << "no random bytes for a data directory";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned char byte : bytes) {
+    text += kHex[byte >> 4];
+    text += kHex[byte & 15];
+  }
+  return text;
+}
+
+std::string PeerBook::load(const std::string& dir) {
+  dir_ = dir;
+  known_.clear();
+  const std::string path = dir + "/peers";
+  std::ifstream file(path);
+  if (!file) return errno == ENOENT ? "" : errno_text("cannot read " + path);
+  uint64_t id;
+  std::string incarnation;
+  while (file >> id >> incarnation) {
+    if (!is_incarnation(incarnation)) return path + ": not an incarnation: " + incarnation;
+    known_[id] = incarnation;
+  }
+  if (!file.eof()) return path + ": not lines of \"ID INCARNATION\"";
+  return "";
+}
+
+bool PeerBook::admit(uint64_t id, const std::string& incarnation) {
+  auto found = known_.find(id);
+  if (found != known_.end()) return found->second == incarnation;
+  if (!is_incarnation(incarnation)) return false;
+  known_[id] = incarnation;
+  std::string text;
+  for (const auto& [peer, known] : known_)
+    text += std::to_string(peer) + " " + known + "\n";
+  if (std::string problem = write_whole(dir_, "peers", text); !problem.empty()) {
+    LOG(ERROR) << "cluster: " << problem << "; node " << id << " refused until it can be recorded";
+    known_.erase(id);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace lockcached::consensus

@@ -306,6 +306,7 @@ struct RaftNode::Impl final : timing::Scheduler {
   bool fresh = false;  // bootstrapped by this start (set before start() returns)
   // open() failed on the operator's mistake, not the machine's: exit 64.
   bool configuration_mistake = false;
+  PeerBook peers;  // the directory each peer first spoke with (data_dir.h)
 
   std::unordered_map<TimerId, Timer*> timers;
   TimerId next_timer = 1;
@@ -346,13 +347,20 @@ bool RaftNode::Impl::open(std::string* error) {
     return false;
   };
   // Before libraft reads the directory: whose is it?
-  if (std::string problem = data_dir_claim_problem(settings.data_dir, settings.id);
-      !problem.empty()) {
+  DataDirClaim claim;
+  std::string problem = read_data_dir_claim(settings.data_dir, &claim);
+  if (problem.empty()) problem = data_dir_claim_problem(settings.data_dir, settings.id);
+  if (problem.empty()) problem = peers.load(settings.data_dir);
+  if (!problem.empty()) {
     *error = "--data_dir " + problem;
     configuration_mistake = true;
     return false;
   }
-  int rv = authenticated_transport_init(&transport, &loop, settings.secret);
+  bool claimed = claim.node_id == settings.id && !claim.incarnation.empty();
+  if (!claimed) claim = {settings.id, new_incarnation()};
+  int rv = authenticated_transport_init(
+      &transport, &loop, settings.secret, claim.incarnation,
+      [this](raft_id id, const std::string& incarnation) { return peers.admit(id, incarnation); });
   if (rv != 0) return fail("cluster transport", rv, transport.errmsg);
   transport_ready = true;
   rv = raft_uv_init(&io, &loop, settings.data_dir.c_str(), &transport);
@@ -390,14 +398,14 @@ bool RaftNode::Impl::open(std::string* error) {
   fresh = rv == 0;
   rv = raft_start(&raft);
   if (rv != 0) return fail("start", rv, raft.errmsg);
-  std::string problem = stored_membership_problem(raft.configuration, settings.id, address);
+  problem = stored_membership_problem(raft.configuration, settings.id, address);
   if (!problem.empty()) {
     *error = "--data_dir " + settings.data_dir + ": " + problem;
     configuration_mistake = true;
     return false;
   }
   // Claimed only once it proved this node's: a refused start claims nothing.
-  if (problem = claim_data_dir(settings.data_dir, settings.id); !problem.empty()) {
+  if (!claimed && !(problem = write_data_dir_claim(settings.data_dir, claim)).empty()) {
     *error = "--data_dir " + problem;
     return false;
   }

@@ -437,6 +437,38 @@ TEST_F(ClusterE2e, APausedLeaderNeverConfirmsASessionThatANewLeaderEnded) {
       << reply;
 }
 
+// A member whose disk was lost, started again under its old id with an
+// empty directory, has forgotten the votes it gave and the entries it
+// acknowledged: its peers must not count it. They refuse it (its data
+// directory is not the one they knew), so with the third member gone too
+// the leader has no majority and grants nothing, where counting the
+// emptied member would have let it grant alone.
+TEST_F(ClusterE2e, AMemberThatLostItsDiskIsNotCountedUnderItsOldId) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  int emptied = lead % kNodes + 1;
+  int other = emptied % kNodes + 1;
+  ASSERT_NE(other, lead);
+  ASSERT_TRUE(nodes_[emptied - 1]->stop(SIGKILL).has_value());
+  for (const auto& entry : fs::directory_iterator(root_ / std::to_string(emptied)))
+    fs::remove_all(entry.path());
+  start(emptied);
+  EXPECT_TRUE(eventually(
+      [&] {
+        return nodes_[lead - 1]->log().find("cluster port: refused node " +
+                                            std::to_string(emptied)) != std::string::npos;
+      },
+      kElection, 50ms))
+      << nodes_[lead - 1]->log();
+
+  ASSERT_TRUE(nodes_[other - 1]->stop(SIGKILL).has_value());
+  nodes_[other - 1].reset();
+  Client holder = lock_client(lead);
+  std::string reply = holder.request("lock granted-by-a-minority", 10s);
+  EXPECT_FALSE(reply.starts_with("200")) << reply;
+}
+
 // The cache's master is the Raft leader: the others refuse writes and
 // follow it, and when it dies the new leader has what it had and takes
 // writes, and the remaining follower follows the new one.
