@@ -206,7 +206,8 @@ void start_exchange(Exchange* exchange, uv_stream_t* stream) {
   exchange->timer.data = exchange;
   uv_timer_init(t->loop, &exchange->timer);
   exchange->open_handles = 2;
-  exchange->expected_size = exchange->incoming ? kPeerMacSize + kPeerIncarnationSize : kPeerNonceSize;
+  exchange->expected_size =
+      exchange->incoming ? kPeerMacSize + kPeerIncarnationSize : kPeerNonceSize;
   t->exchanges.insert(exchange);
   uv_timer_start(&exchange->timer, exchange_timed_out, kExchangeTimeoutMs, 0);
   if (uv_read_start(stream, alloc_exactly, on_read) != 0) {

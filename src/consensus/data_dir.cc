@@ -67,8 +67,10 @@ std::string read_data_dir_claim(const std::string& dir, DataDirClaim* claim) {
   std::string first, second, word;
   words >> first >> second >> claim->node_id;
   bool ok = words && first + " " + second == kClaimWord && claim->node_id != 0;
-  if (ok && words >> word) ok = word == kIncarnationWord && words >> claim->incarnation &&
-                                is_incarnation(claim->incarnation) && !(words >> word);
+  if (ok && words >> word) {
+    ok = word == kIncarnationWord && words >> claim->incarnation &&
+         is_incarnation(claim->incarnation) && !(words >> word);
+  }
   if (!ok) {
     *claim = {};
     return path + " is not a member's claim: \"" + line + "\"";

@@ -622,7 +622,9 @@ std::string RaftNode::Impl::left_a_spare(uint64_t id, int rv) {
 
 void RaftNode::Impl::on_changed(struct raft_change* change, int status) {
   auto* request = static_cast<MembershipRequest*>(change->data);
-  if (status != 0 && request->promoting) return finish(request, left_a_spare(request->change.id, status));
+  if (status != 0 && request->promoting) {
+    return finish(request, left_a_spare(request->change.id, status));
+  }
   if (status != 0) return finish(request, raft_strerror(status));
   if (request->change.kind != MembershipChange::Kind::kAdd || request->promoting) {
     return finish(request, "");
