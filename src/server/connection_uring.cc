@@ -53,9 +53,12 @@ void Connection::on_received(const char* data, int result, bool more) {
 // input was paused), a turn's worth at most.
 void Connection::stash(const char* data, size_t size) {
   if (io_ == IoState::kDraining) return;  // nothing more is read once a client said quit
-  worker_.stats().bytes_read.add(size);
   last_active_ms_.store(worker_.reactor().now_ms(), std::memory_order_relaxed);
   transport_->keep(data, size, input_);
+  // Plaintext kept in the input buffer counts now; bytes the transport
+  // keeps (TLS records) count as the plaintext they decode to, when they do
+  // (take_input), as every other read does.
+  if (!transport_->holds_input()) worker_.stats().bytes_read.add(size);
   stashed_ = true;
 }
 

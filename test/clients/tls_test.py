@@ -390,9 +390,11 @@ class TlsStreamEndsTest(unittest.TestCase):
                     # server stops taking input once they are answered.
                     sock.sendall(b"get big\r\n" * 5)
                     deadline = time.monotonic() + DEADLINE_S
+                    polls = 1
                     while int(stats(plain)["get_hits"]) < 5:
                         self.assertLess(time.monotonic(), deadline, "the gets were not answered")
                         time.sleep(0.01)
+                        polls += 1
                     # More of them, and many small requests behind: they come
                     # in one burst once the server reads again, more than one
                     # turn's room (the io_uring backend kept what exceeded it,
@@ -407,6 +409,14 @@ class TlsStreamEndsTest(unittest.TestCase):
                         received += chunk
                     self.assertEqual(len(received), expected)
                     self.assertTrue(received.endswith(b"MN\r\nEND\r\n"))
+                    # What the clients sent, counted once: the TLS client's
+                    # plaintext (records kept undecrypted while input was
+                    # paused counted as ciphertext too, once), and each
+                    # "stats\r\n" on the plain port, this last one too.
+                    sent = (len(b"set big 0 0 %d\r\n%s\r\n" % (len(big), big))
+                            + 10 * len(b"get big\r\n") + cheap * len(b"mn\r\n")
+                            + len(b"get nothing\r\n") + (polls + 1) * len(b"stats\r\n"))
+                    self.assertEqual(int(stats(plain)["bytes_read"]), sent)
 
     def test_a_close_notify_behind_a_request_ends_the_connection(self):
         for backend in self.backends():
