@@ -475,6 +475,43 @@ TEST_F(StoreTest, ArithWithCompareCas) {
   EXPECT_EQ(value_of("n"), "2");
 }
 
+// Two processes on one machine (a master and its replica) start at
+// different phases of a second; the offset realtime - monotonic is the
+// same for both. Each must map a moment to the same unix second, else an
+// absolute exptime, or a delayed flush_all, means different moments.
+TEST(ClockTest, EveryProcessMapsAMomentToTheSameUnixSecond) {
+  constexpr int64_t kSecond = 1'000'000'000;
+  constexpr int64_t kOffset = 1'700'000'000 * kSecond + 700'000'000;  // realtime - monotonic
+  auto started_at = [](int64_t monotonic_ns) {
+    return Clock(ClockReadings{monotonic_ns + kOffset, monotonic_ns});
+  };
+  // Unix start times 1700000005.9 and 1700000006.2: different whole seconds
+  // of both clocks.
+  const Clock master = started_at(5 * kSecond + 200'000'000);
+  const Clock replica = started_at(5 * kSecond + 500'000'000);
+  for (int64_t later : {int64_t{0}, 250'000'000 * int64_t{1}, 400'000'000 * int64_t{1},
+                        650'000'000 * int64_t{1}, 90 * kSecond + 123'456'789}) {
+    int64_t monotonic = 5 * kSecond + 600'000'000 + later;
+    int64_t unix_now = (monotonic + kOffset) / kSecond;  // what time() says then
+    SCOPED_TRACE(monotonic);
+    EXPECT_EQ(master.unix_epoch_of_zero() + master.at_monotonic(monotonic), unix_now);
+    EXPECT_EQ(replica.unix_epoch_of_zero() + replica.at_monotonic(monotonic), unix_now);
+    // An absolute exptime 100 s ahead leaves both 100 s.
+    EXPECT_EQ(to_rel_time(unix_now + 100, master) - master.at_monotonic(monotonic), 100u);
+    EXPECT_EQ(to_rel_time(unix_now + 100, replica) - replica.at_monotonic(monotonic), 100u);
+  }
+}
+
+TEST(ClockTest, SystemClockAgreesWithTime) {
+  const Clock clock;
+  int64_t before = static_cast<int64_t>(::time(nullptr));
+  int64_t unix_now = clock.unix_epoch_of_zero() + clock.now();
+  int64_t after = static_cast<int64_t>(::time(nullptr));
+  // The coarse clocks trail time() by at most a tick.
+  EXPECT_GE(unix_now, before - 1);
+  EXPECT_LE(unix_now, after);
+}
+
 TEST_F(StoreTest, ToRelTimeFollowsMemcachedRules) {
   RelTime now = clock_.now();
   EXPECT_EQ(to_rel_time(0, clock_), 0u);
