@@ -96,11 +96,13 @@ FlagProblem virtual_ip_listened(const ParsedFlags& parsed) {
 }
 
 // A buffer must hold a few of the largest items, or one large set would
-// drop every replica.
+// drop every replica. Replication runs with --virtual_ip, and in a Raft
+// cluster (whose leader serves the cache's replicas).
 FlagProblem replica_buffer_holds_items(const ParsedFlags&) {
-  if (!FLAGS_virtual_ip.empty() &&
-      (int64_t{FLAGS_repl_buffer_size} << 20) < 4 * FLAGS_max_item_size) {
-    return {"repl_buffer_size", "must hold at least 4 x --max_item_size with --virtual_ip"};
+  bool replicates = !FLAGS_virtual_ip.empty() || !FLAGS_cluster.empty();
+  if (replicates && (int64_t{FLAGS_repl_buffer_size} << 20) < 4 * FLAGS_max_item_size) {
+    return {"repl_buffer_size", std::string("must hold at least 4 x --max_item_size with ") +
+                                    (FLAGS_cluster.empty() ? "--virtual_ip" : "--cluster")};
   }
   return kNoProblem;
 }

@@ -23,7 +23,10 @@ namespace lockcached::replication {
 namespace {
 
 // The snapshot adds pieces only while less than this waits to be sent, so
-// a new replica costs a bounded amount of memory however large the store.
+// a new replica costs a bounded amount of memory however large the store;
+// and never past half the replica's buffer (snapshot_fill), so that a piece
+// added just under the bound still fits, with the changes that come
+// meanwhile.
 constexpr size_t kSnapshotQueuedBytes = size_t{1} << 20;
 constexpr size_t kReadChunk = 4096;
 // The lag in time is measured against stream positions sampled this often.
@@ -152,7 +155,7 @@ class Master::Follower final : public net::EventHandler {
         return false;
       }
       if (!out_.empty() || !syncing_.load(std::memory_order_relaxed)) break;
-      while (syncing_.load(std::memory_order_relaxed) && buffer_.size() < kSnapshotQueuedBytes) {
+      while (syncing_.load(std::memory_order_relaxed) && buffer_.size() < master_.snapshot_fill_) {
         if (!snapshot_.send_piece(master_.piece_items_)) finish_snapshot();
       }
       snapshot_items_.store(snapshot_.items_sent(), std::memory_order_relaxed);
@@ -240,7 +243,12 @@ Master::Master(net::Reactor& reactor, store::Store& store, MasterSettings settin
       // A piece must fit in a buffer with room to spare, even of the
       // largest items: at most a quarter of it.
       piece_items_(std::clamp<size_t>(settings_.buffer_limit / 4 / store.max_item_size(), 1,
-                                      Snapshot::kPieceItems)) {}
+                                      Snapshot::kPieceItems)),
+      // Below it a piece is added; a piece is at most about a quarter of
+      // the buffer (--repl_buffer_size holds 4 x --max_item_size), so the
+      // buffer never holds more than three quarters of its limit from the
+      // snapshot, whatever the limit.
+      snapshot_fill_(std::min(kSnapshotQueuedBytes, settings_.buffer_limit / 2)) {}
 
 Master::~Master() {
   store_.set_change_listener(nullptr);

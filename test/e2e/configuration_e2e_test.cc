@@ -257,6 +257,10 @@ TEST(ConfigurationE2e, ClusterFlagsAreChecked) {
                                  ": the secret must be 16 bytes or more");
   expect_configuration_error(with(good, "--virtual_ip=192.0.2.100"),
                              "--virtual_ip: cannot be used with --cluster");
+  // Its leader serves the cache's replicas, with the same buffers.
+  expect_configuration_error(with(good, "--max_item_size=16777216"),
+                             "--repl_buffer_size: must hold at least 4 x --max_item_size with "
+                             "--cluster");
   expect_configuration_error({"--port=0", "--data_dir=" + dir.path().string()},
                              "--data_dir: is set, but --cluster is not");
   expect_configuration_error({"--port=0", cluster, "--node_id=1",

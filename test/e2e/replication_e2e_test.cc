@@ -167,6 +167,45 @@ TEST(ReplicationE2e, ALockedObjectThatFlushAllSparesFollowsTheFlush) {
   EXPECT_EQ(client.get("free"), std::nullopt);
 }
 
+// A snapshot larger than a small --repl_buffer_size (1 MiB, with the
+// largest items a quarter of it) comes whole: the master adds pieces only
+// while less than half the buffer waits, so a piece never overflows it
+// (pieces added up to 1 MiB dropped the replica, which resynced forever).
+TEST(ReplicationE2e, ASnapshotLargerThanASmallBufferComesWhole) {
+  uint16_t repl_port = free_port();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", kEveryAddress,
+                            "--repl_port=" + std::to_string(repl_port), "--repl_buffer_size=1",
+                            "--max_item_size=262144"}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  constexpr int kItems = 6000;  // about 3 MiB of frames
+  const std::string value(500, 'v');
+  std::string sets;
+  for (int i = 0; i < kItems; ++i) {
+    sets += "set k" + std::to_string(i) + " 0 0 " + std::to_string(value.size()) + " noreply\r\n" +
+            value + "\r\n";
+  }
+  ASSERT_TRUE(client.send(sets));
+  ASSERT_EQ(client.request("version").substr(0, 8), "VERSION ");
+
+  RawReplica replica;
+  ASSERT_TRUE(replica.connect(repl_port));
+  int items = 0;
+  for (;;) {
+    std::optional<Frame> frame = replica.next();
+    ASSERT_TRUE(frame) << "dropped after " << items << " items";
+    if (frame->opcode == 0x11) ++items;
+    if (frame->opcode == 0x14 && frame->key == std::string("\0lockcached snapshot end\0", 25)) {
+      break;
+    }
+  }
+  EXPECT_EQ(items, kItems);
+  std::map<std::string, std::string> replication = client.stats("replication");
+  EXPECT_EQ(replication["replicas_dropped"], "0");
+  EXPECT_EQ(replication["replica:0:state"], "streaming");
+}
+
 // The lock service is not replicated (--cluster replicates it): a master's
 // lock changes are answered at once, whatever its replicas ack, and the
 // stream carries the cache alone.

@@ -81,6 +81,7 @@ class Master {
   store::Store& store_;
   const MasterSettings settings_;
   const size_t piece_items_;  // items per snapshot piece
+  const size_t snapshot_fill_;  // pieces are added while less than this waits
   int listen_fd_ = -1;
   std::unique_ptr<Acceptor> acceptor_;
   // Guards followers_ and the counters, which other threads read
