@@ -119,7 +119,11 @@ size_t Applier::check_header(const char* header) {
   protocol::binary::Header h = protocol::binary::decode_header(header);
   if (h.magic != wire::kRequestMagic) return reject("not a binary request (magic)");
   if (h.data_type != 0) return reject("data type is not raw");
-  if (h.cas != 0 && !memory_file_) return reject("a replicated frame carries no CAS");
+  // A SetQ's CAS is the master's for the item (Encoder::append_set_with_cas);
+  // in any other frame it would ask for a compare this replica does not do.
+  if (h.cas != 0 && !memory_file_ && h.opcode != wire::kSetQ) {
+    return reject("only a SetQ carries a CAS");
+  }
   if (h.body_length > max_body_) return reject("frame larger than the largest item");
   if (size_t{h.extras_length} + h.key_length > h.body_length) {
     return reject("key and extras exceed body");
@@ -192,6 +196,16 @@ void Applier::end_snapshot_beside() {
 
 // The master's exptime is a unix time (Encoder::wire_time); a relative one
 // from another kind of master is taken as memcached would take it.
+//
+// The master's CAS, when the frame carries one, becomes the item's: the
+// counter is raised to just below it first, so the store gives the item
+// that CAS, or a larger one when the counter is already past it (an older
+// item of another key arrives after a newer one, or this store counted
+// further before this master). Never a smaller one: a CAS a client read
+// from the master then never names another, newer version of the item
+// here, after a failover. The CAS stays the store's own otherwise (a
+// store's CASes grow in the order it links items: flush_all and the
+// snapshot's beginning are CAS bounds, Store::flush_stored_before).
 void Applier::apply_set(const protocol::binary::Header& header, std::string_view extras,
                         std::string_view key, std::string_view value) {
   uint32_t flags = u32_at(extras.data());
@@ -202,6 +216,7 @@ void Applier::apply_set(const protocol::binary::Header& header, std::string_view
   if (memory_file_) return restore(header, std::move(item));
   // A replica refuses its clients' writes, so nothing can be locked here; a
   // store short of memory drops the old value (kSet), as the master's would.
+  if (header.cas != 0) store_.raise_cas_counter(header.cas - 1);
   store_.store(store::StoreCommand::kSet, item, 0, store::kNoOwner);
 }
 

@@ -30,6 +30,10 @@ void Encoder::append_set(const store::Item& item, std::string& out) const {
   append_set(item, 0, 0, out);
 }
 
+void Encoder::append_set_with_cas(const store::Item& item, std::string& out) const {
+  append_set(item, item.cas, 0, out);
+}
+
 void Encoder::append_saved(const store::Item& item, store::RelTime now, std::string& out) const {
   append_set(item, item.cas, SavedState::of(item, now).opaque(), out);
 }

@@ -1,5 +1,7 @@
 #include "lockcached/replication/heartbeat.h"
 
+#include <endian.h>
+
 #include <algorithm>
 
 #include "lockcached/protocol/binary_wire.h"
@@ -36,10 +38,12 @@ void append_snapshot_end(std::string& out) {
 }
 
 // The ack: a Noop response whose CAS field carries the position applied.
+// The opaque goes out in wire order, as a request's (encoder.cc).
 void append_noop_response(uint64_t bytes_applied, std::string& out) {
   Header response{};
   response.magic = kResponseMagic;
   response.opcode = kNoop;
+  response.opaque = htobe32(kTakesCasOpaque);
   response.cas = bytes_applied;
   append_header(response, out);
 }
@@ -52,7 +56,11 @@ bool ResponseReader::feed(std::string_view bytes) {
     if (header.magic != kResponseMagic || header.body_length > kMaxResponseBody) return false;
     size_t frame = kHeaderSize + header.body_length;
     if (pending_.size() - pos < frame) break;
-    if (header.opcode == kNoop) bytes_applied_ = std::max(bytes_applied_, header.cas);
+    answered_ = true;
+    if (header.opcode == kNoop) {
+      bytes_applied_ = std::max(bytes_applied_, header.cas);
+      if (be32toh(header.opaque) == kTakesCasOpaque) takes_cas_ = true;
+    }
     pos += frame;
   }
   pending_.erase(0, pos);

@@ -32,6 +32,11 @@ constexpr size_t kReadChunk = 4096;
 // The lag in time is measured against stream positions sampled this often.
 constexpr int64_t kLagSampleMs = 10;
 constexpr size_t kMaxLagSamples = 4096;
+// How long a new replica may take to answer before its stream begins
+// without CASes (Follower::begin_stream). A lockcached replica answers at
+// once, memcached answers the Noop sent at the connection's start; an older
+// lockcached replica acks within a tick.
+constexpr int64_t kGreetingMs = 1000;
 
 }  // namespace
 
@@ -68,7 +73,10 @@ class Master::Acceptor final : public net::EventHandler {
 };
 
 // One connected replica: its buffer, the snapshot while it lasts, and the
-// bytes taken from the buffer that the socket has not accepted yet.
+// bytes taken from the buffer that the socket has not accepted yet. Its
+// stream begins once the replica answered (or kGreetingMs passed): only
+// then is it known whether it takes each item's CAS (heartbeat.h), which
+// must hold for every frame, so the buffer hears no change before.
 class Master::Follower final : public net::EventHandler {
  public:
   Follower(Master& master, int fd)
@@ -79,7 +87,7 @@ class Master::Follower final : public net::EventHandler {
         snapshot_(master.store_, buffer_),
         connected_ms_(net::monotonic_ms()),
         heard_ms_(connected_ms_) {
-    buffer_.on_snapshot_begin();  // first: the store reports nothing here yet
+    append_noop_request(out_);  // memcached answers it; a lockcached replica needs no prompt
   }
   ~Follower() override { close_socket(); }
 
@@ -88,7 +96,22 @@ class Master::Follower final : public net::EventHandler {
   uint64_t acked() const { return bytes_acked_.load(std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
   bool closed() const { return fd_ < 0; }
+  // Its buffer hears the store's changes (Master::install_fan_out_locked).
+  bool streaming() const { return streaming_; }
+  int64_t connected_at() const { return connected_ms_; }
 
+  // The replica answered, or took too long to: the stream begins, with each
+  // item's CAS if it said it takes them.
+  void begin_stream(bool with_cas) {
+    if (streaming_ || closed()) return;
+    if (with_cas) buffer_.send_cas();
+    buffer_.on_snapshot_begin();  // first: the store reports nothing here yet
+    streaming_ = true;
+    master_.stream_to(this);
+    LOG(INFO) << "replication: sending a snapshot to " << address_
+              << (with_cas ? ", with each item's CAS" : ", without CASes (not a replica that takes them)");
+    pump();
+  }
   void on_event(uint32_t events) override {
     if (closed()) return;
     if (events & (EPOLLERR | EPOLLHUP)) return master_.drop(this, "connection lost");
@@ -149,6 +172,7 @@ class Master::Follower final : public net::EventHandler {
   bool refill() {
     out_.clear();
     sent_ = 0;
+    if (!streaming_) return false;
     for (;;) {
       if (!buffer_.take(out_)) {
         master_.drop(this, "fell more than --repl_buffer_size behind; it must resync");
@@ -185,6 +209,7 @@ class Master::Follower final : public net::EventHandler {
     }
     bytes_acked_.store(answers_.bytes_applied(), std::memory_order_relaxed);
     forget_acked_samples();
+    if (!streaming_ && answers_.answered()) begin_stream(answers_.takes_cas());
   }
 
   // Every kLagSampleMs while changes come: the stream position and when it
@@ -223,6 +248,7 @@ class Master::Follower final : public net::EventHandler {
   std::string out_;
   size_t sent_ = 0;
   bool writable_ = true;  // registered for EPOLLOUT
+  bool streaming_ = false;  // begin_stream
   ResponseReader answers_;
   std::deque<std::pair<uint64_t, int64_t>> samples_;  // position, when; unacked
   const int64_t connected_ms_;
@@ -293,19 +319,28 @@ void Master::accept() {
       std::lock_guard lock(mutex_);
       followers_.push_back(std::make_unique<Follower>(*this, fd));
       raw = followers_.back().get();
-      // The rule of replication/snapshot.h: its buffer hears every change
-      // from here on, before the snapshot's first piece is taken.
-      install_fan_out_locked();
     }
-    LOG(INFO) << "replication: replica " << raw->address() << " connected; sending a snapshot";
+    LOG(INFO) << "replication: replica " << raw->address() << " connected";
     if (!raw->start()) drop(raw, "epoll refused the connection");
   }
 }
 
+// The rule of replication/snapshot.h: its buffer hears every change from
+// here on, before the snapshot's first piece is taken.
+void Master::stream_to(Follower* follower) {
+  std::lock_guard lock(mutex_);
+  if (std::none_of(followers_.begin(), followers_.end(),
+                   [follower](const auto& f) { return f.get() == follower; })) {
+    return;
+  }
+  install_fan_out_locked();
+}
+
 void Master::install_fan_out_locked() {
   std::vector<ReplicaBuffer*> buffers;
-  for (const auto& follower : followers_)
-    buffers.push_back(&follower->buffer());
+  for (const auto& follower : followers_) {
+    if (follower->streaming()) buffers.push_back(&follower->buffer());
+  }
   auto fan_out = buffers.empty() ? nullptr : std::make_unique<FanOut>(std::move(buffers));
   // They return once no change is still being handed to the old one.
   store_.set_change_listener(fan_out.get());
@@ -352,9 +387,12 @@ void Master::heartbeat() {
   for (Follower* follower : live_followers()) {
     if (now - follower->silent_since() > settings_.silence_limit_ms) {
       drop(follower, "silent for more than --repl_timeout");
-    } else {
-      follower->send_noop();
+      continue;
     }
+    if (!follower->streaming() && now - follower->connected_at() >= kGreetingMs) {
+      follower->begin_stream(false);
+    }
+    if (!follower->closed()) follower->send_noop();
   }
 }
 

@@ -18,8 +18,20 @@ void ReplicaBuffer::add(size_t size, Append&& append) {
   appended_ += bytes_.size() - before;
 }
 
+void ReplicaBuffer::send_cas() {
+  std::lock_guard lock(mutex_);
+  with_cas_ = true;
+}
+
+// with_cas_ is read under mutex_, which add() holds.
 void ReplicaBuffer::on_store(const store::Item& item) {
-  add(Encoder::set_size(item), [&](std::string& out) { encoder_.append_set(item, out); });
+  add(Encoder::set_size(item), [&](std::string& out) {
+    if (with_cas_) {
+      encoder_.append_set_with_cas(item, out);
+    } else {
+      encoder_.append_set(item, out);
+    }
+  });
 }
 
 void ReplicaBuffer::on_delete(std::string_view key) {

@@ -66,6 +66,9 @@ void ReplicaLink::on_connected() {
   reactor_.modify(fd_, EPOLLIN, this);
   LOG(INFO) << "replication: replica of " << settings_.address << ":" << settings_.port
             << "; receiving the snapshot";
+  // At once: the master begins the stream when it hears from the replica,
+  // and the ack says that this one takes each item's CAS (heartbeat.h).
+  ack();
 }
 
 void ReplicaLink::read_stream() {

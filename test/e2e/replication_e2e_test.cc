@@ -38,6 +38,7 @@ constexpr const char* kReadOnly = "SERVER_ERROR read-only replica: writes go to 
 struct Frame {
   uint8_t opcode = 0;
   uint32_t opaque = 0;
+  uint64_t cas = 0;
   std::string extras;
   std::string key;
   std::string value;
@@ -55,6 +56,8 @@ std::optional<Frame> read_frame(Client& replica) {
   frame.opcode = byte(1);
   frame.opaque = uint32_t{byte(12)} << 24 | uint32_t{byte(13)} << 16 | uint32_t{byte(14)} << 8 |
                  byte(15);
+  for (size_t i = 16; i < 24; ++i)
+    frame.cas = frame.cas << 8 | byte(i);
   size_t key_length = size_t{byte(2)} << 8 | byte(3);
   size_t extras_length = byte(4);
   size_t body_length =
@@ -71,10 +74,30 @@ std::optional<Frame> read_frame(Client& replica) {
   return frame;
 }
 
-// A raw follower, which reads the stream and never acks.
+// A Noop response, as a replica answers the master: `opaque` "lcCs" says
+// it takes each item's CAS (a lockcached replica's), 0 is what memcached
+// answers the master's Noop with (and an older lockcached replica acks).
+std::string noop_response(uint32_t opaque) {
+  std::string response(24, '\0');
+  response[0] = static_cast<char>(0x81);
+  response[1] = static_cast<char>(kNoop);
+  for (int i = 0; i < 4; ++i)
+    response[12 + i] = static_cast<char>(opaque >> (24 - 8 * i));
+  return response;
+}
+constexpr uint32_t kTakesCas = 0x6c634373;  // "lcCs"
+
+// A raw follower, which reads the stream and never acks. It answers once,
+// at once, as memcached answers the master's first Noop (the master begins
+// the stream when a replica answers, or a second later), or as a
+// lockcached replica does, saying it takes each item's CAS.
 class RawReplica {
  public:
-  bool connect(uint16_t port) { return client_.connect(port); }
+  bool connect(uint16_t port, bool takes_cas = false) {
+    return client_.connect(port) && client_.send(noop_response(takes_cas ? kTakesCas : 0));
+  }
+  // One that never answers: its stream begins a second or two later.
+  bool connect_silently(uint16_t port) { return client_.connect(port); }
   // The next frame other than a Noop (a keep-alive, not part of the stream).
   std::optional<Frame> next() {
     for (;;) {
@@ -206,6 +229,56 @@ TEST(ReplicationE2e, ASnapshotLargerThanASmallBufferComesWhole) {
   EXPECT_EQ(replication["replica:0:state"], "streaming");
 }
 
+// A replica that says it takes CASes (a lockcached one's acks) gets each
+// item's CAS in its SetQ, the one a client's `gets` reads, so a CAS a
+// client read stays true on it after a failover, and names no other
+// version of the item there. One that does not (memcached, to which a
+// SetQ's CAS is a compare-and-swap; an older lockcached, which refuses it)
+// gets CAS 0, as before; so does one that says nothing.
+TEST(ReplicationE2e, AReplicaThatTakesCasesGetsEachItemsCas) {
+  uint16_t repl_port = free_port();
+  ServerProcess server;
+  ASSERT_TRUE(server.start(
+      {"--virtual_ip=127.0.0.1", kEveryAddress, "--repl_port=" + std::to_string(repl_port)}));
+  Client client;
+  ASSERT_TRUE(client.connect(server.port()));
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(client.store("set", "other", "v"), "STORED");
+  ASSERT_EQ(client.store("set", "key", "value"), "STORED");
+  auto cas_of = [&client](const char* key) {
+    std::string line = client.request(std::string("mg ") + key + " c");  // HD c<CAS>
+    size_t at = line.find(" c");
+    return at == std::string::npos ? uint64_t{0} : std::stoull(line.substr(at + 2));
+  };
+  uint64_t snapshot_cas = cas_of("key");
+  ASSERT_GT(snapshot_cas, 10u);
+
+  for (const char* kind : {"takes CASes", "memcached", "silent"}) {
+    SCOPED_TRACE(kind);
+    bool takes_cas = kind == std::string_view("takes CASes");
+    RawReplica replica;
+    ASSERT_TRUE(kind == std::string_view("silent") ? replica.connect_silently(repl_port)
+                                                   : replica.connect(repl_port, takes_cas));
+    std::optional<Frame> frame;
+    do {
+      frame = replica.next();
+      ASSERT_TRUE(frame);
+    } while (frame->key != "key");
+    EXPECT_EQ(frame->opcode, 0x11);
+    EXPECT_EQ(frame->cas, takes_cas ? snapshot_cas : 0u);
+    do {
+      frame = replica.next();
+      ASSERT_TRUE(frame);
+    } while (frame->key != std::string("\0lockcached snapshot end\0", 25));
+    // A change after the snapshot: its new CAS.
+    ASSERT_EQ(client.store("set", "key", "newer"), "STORED");
+    frame = replica.next();
+    ASSERT_TRUE(frame);
+    EXPECT_EQ(frame->value, "newer");
+    EXPECT_EQ(frame->cas, takes_cas ? cas_of("key") : 0u);
+  }
+}
+
 // The lock service is not replicated (--cluster replicates it): a master's
 // lock changes are answered at once, whatever its replicas ack, and the
 // stream carries the cache alone.
@@ -274,13 +347,14 @@ TEST(ReplicationE2e, AServerWithoutTheVirtualIpIsAReadOnlyReplica) {
 }
 
 // Reads the replica's acks (24-byte Noop responses) until `count` came
-// (false after 5 s without one). The replica acks what it applied within
-// 10 ms, and once a tick in any case: a second ack after the last frame
-// means a tick saw the link up, and so counts it as streaming.
+// (false after 5 s without one). The replica acks as it connects, what it
+// applied within 10 ms, and once a tick in any case: a second ack after the
+// one for the last frame means a tick saw the link up, and so counts it as
+// streaming. Each says the replica takes CASes.
 bool await_acks(PlayedMaster& master, int count) {
   for (int seen = 0; seen < count; ++seen) {
     std::optional<std::string> ack = master.read(24);
-    if (!ack || static_cast<uint8_t>((*ack)[0]) != 0x81 || (*ack)[1] != kNoop) return false;
+    if (!ack || *ack != noop_response(kTakesCas).substr(0, 16) + ack->substr(16)) return false;
   }
   return true;
 }
@@ -344,7 +418,7 @@ TEST(ReplicationE2e, AMasterThatDiesMidSnapshotLeavesTheReplicaItsData) {
   ASSERT_TRUE(master.send(kSnapshotBegin + set_q("a", "2") + kClientDeletesTheEndKey +
                           set_q("c", "2")));
   ASSERT_TRUE(has("c", "2"));
-  ASSERT_TRUE(await_acks(master, 2));  // streaming: its loss makes it wait for the address
+  ASSERT_TRUE(await_acks(master, 3));  // streaming: its loss makes it wait for the address
   master.hang_up();
   EXPECT_EQ(reader.get("a"), "2");
   EXPECT_EQ(reader.get("b"), "1");  // not sent again, and kept

@@ -49,7 +49,9 @@ TEST(BinaryWireTest, DecodeHeaderReadsWhatEncodeHeaderWrote) {
   EXPECT_EQ(back.cas, 0x0102030405060708u);
 }
 
-// A replica's ack: a Noop response carrying the position in its CAS.
+// A replica's ack: a Noop response carrying the position in its CAS, and
+// in its opaque ("lcCs", in wire order as a request's) that this replica
+// takes each item's CAS.
 TEST(BinaryWireTest, TheReplicaAckIsANoopResponse) {
   std::string ack;
   replication::append_noop_response(1234, ack);
@@ -59,11 +61,23 @@ TEST(BinaryWireTest, TheReplicaAckIsANoopResponse) {
   EXPECT_EQ(header.opcode, kNoop);
   EXPECT_EQ(header.status, kSuccess);
   EXPECT_EQ(header.body_length, 0u);
-  EXPECT_EQ(header.opaque, 0u);
+  EXPECT_EQ(ack.substr(12, 4), "lcCs");
   EXPECT_EQ(header.cas, 1234u);
   replication::ResponseReader reader;
+  EXPECT_FALSE(reader.answered());
   ASSERT_TRUE(reader.feed(ack));
   EXPECT_EQ(reader.bytes_applied(), 1234u);
+  EXPECT_TRUE(reader.answered());
+  EXPECT_TRUE(reader.takes_cas());
+
+  // memcached's answer to the master's Noop: opaque 0 (the request's).
+  std::string answer(kHeaderSize, '\0');
+  answer[0] = static_cast<char>(kResponseMagic);
+  answer[1] = static_cast<char>(kNoop);
+  replication::ResponseReader memcached;
+  ASSERT_TRUE(memcached.feed(answer));
+  EXPECT_TRUE(memcached.answered());
+  EXPECT_FALSE(memcached.takes_cas());
 }
 
 }  // namespace

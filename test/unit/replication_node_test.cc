@@ -260,5 +260,50 @@ TEST_F(ReplicationNodeTest, AMasterThatGoesBeforeSendingAnythingLeavesTheDataWho
   node_->stop();
 }
 
+// A lockcached master and replica: the replica's acks say it takes each
+// item's CAS, so every item it holds has the master's CAS (t2_stale_cas:
+// the replica gave each item a CAS of its own, and a client's CAS from the
+// master matched a newer version on it after a failover, so `cas`
+// overwrote that version).
+TEST_F(ReplicationNodeTest, AReplicaKeepsTheMastersCas) {
+  store::ManualClock clock;
+  store::Store master_store(config(), clock);
+  auto master_put = [&](const std::string& key, const std::string& value) {
+    store::ItemRef item = master_store.allocate(key, 0, 0, value.size());
+    std::memcpy(item->value(), value.data(), value.size());
+    std::memcpy(item->value() + value.size(), "\r\n", 2);
+    ASSERT_EQ(master_store.store(store::StoreCommand::kSet, item, 0, store::kNoOwner).status,
+              store::StoreStatus::kStored);
+  };
+  for (int i = 0; i < 100; ++i)
+    master_put("z", "w" + std::to_string(i));  // the master's counter moves ahead
+  master_put("y", "original");
+  const uint64_t read_by_a_client = master_store.get("y")->cas;
+
+  NodeSettings settings;
+  settings.locate = [] { return MasterPlace{MasterPlace::kHere, "127.0.0.1", 0}; };
+  settings.listen_host = "127.0.0.1";
+  settings.repl_port = test_ports::free_port();
+  settings.tick_ms = 20;
+  std::atomic<bool> master_read_only{false};
+  Node master(settings, master_store, master_read_only, Node::Hooks{[] {}, {}});
+  std::string error;
+  ASSERT_TRUE(master.start(&error)) << error;
+  master_at(settings.repl_port);
+  start_node();
+  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  ASSERT_TRUE(eventually([&] { return value_of("y") == "original"; }));
+  EXPECT_EQ(store_.get("y")->cas, read_by_a_client);
+  EXPECT_EQ(store_.get("z")->cas, master_store.get("z")->cas);
+
+  // A change after the snapshot: the master's next CAS too.
+  master_put("y", "newer");
+  ASSERT_TRUE(eventually([&] { return value_of("y") == "newer"; }));
+  EXPECT_EQ(store_.get("y")->cas, master_store.get("y")->cas);
+  EXPECT_NE(store_.get("y")->cas, read_by_a_client);
+  node_->stop();
+  master.stop();
+}
+
 }  // namespace
 }  // namespace lockcached::replication

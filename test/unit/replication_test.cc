@@ -286,6 +286,43 @@ TEST_F(ReplicationApplierTest, RoundTripKeepsBinaryValuesFlagsAndExptime) {
   EXPECT_TRUE(replica_.get("bin"));
 }
 
+// A SetQ with the master's CAS (to a replica that takes it) gives the item
+// that CAS: a client's `gets` on the master stays true after a failover,
+// and a CAS read there never names a newer version here. One below the
+// store's counter gives a larger one, never a smaller.
+TEST_F(ReplicationApplierTest, ASetQsCasBecomesTheItemsAndNeverGoesBack) {
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(put(master_, StoreCommand::kSet, "z", "w"), StoreStatus::kStored);
+  ASSERT_EQ(put(master_, StoreCommand::kSet, "y", "original"), StoreStatus::kStored);
+  uint64_t master_cas = master_.get("y")->cas;
+  ASSERT_GT(master_cas, 100u);
+  std::string stream;
+  encoder_.append_set_with_cas(*master_.get("y"), stream);
+  EXPECT_EQ(be64toh(*reinterpret_cast<const uint64_t*>(stream.data() + 16)), master_cas);
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(stream)) << applier.error();
+  EXPECT_EQ(replica_.get("y")->cas, master_cas);
+  EXPECT_EQ(contents(replica_)["y"].value, "original");
+  EXPECT_GE(replica_.cas_counter(), master_cas);
+
+  // The next version: the master's next CAS, not the replica's.
+  ASSERT_EQ(put(master_, StoreCommand::kSet, "y", "newer"), StoreStatus::kStored);
+  stream.clear();
+  encoder_.append_set_with_cas(*master_.get("y"), stream);
+  ASSERT_TRUE(applier.feed(stream)) << applier.error();
+  EXPECT_EQ(replica_.get("y")->cas, master_.get("y")->cas);
+  EXPECT_NE(replica_.get("y")->cas, master_cas);  // the stale one matches nothing
+
+  // A frame whose CAS is below what the store counted: a larger one.
+  Store low(config(), clock_);
+  ASSERT_EQ(put(low, StoreCommand::kSet, "x", "v"), StoreStatus::kStored);
+  stream.clear();
+  encoder_.append_set_with_cas(*low.get("x"), stream);
+  uint64_t counted = replica_.cas_counter();
+  ASSERT_TRUE(applier.feed(stream)) << applier.error();
+  EXPECT_GT(replica_.get("x")->cas, counted);
+}
+
 TEST_F(ReplicationApplierTest, LargestItemPassesOneMoreByteIsRefused) {
   std::string largest(replica_.max_item_size(), 'L');
   Applier applier(replica_);
@@ -329,7 +366,7 @@ TEST_F(ReplicationApplierTest, EverySplitPointAppliesTheSameStream) {
 
 TEST_F(ReplicationApplierTest, MalformedFramesAreRefusedAndStayRefused) {
   std::string extras(8, '\0');
-  std::string cas_frame = frame(0x11, 1, 8, extras + "kv");
+  std::string cas_frame = frame(0x14, 1, 0, "k");  // a SetQ's is the master's CAS
   cas_frame[23] = 1;
   std::string typed_frame = frame(0x11, 1, 8, extras + "kv");
   typed_frame[5] = 1;
@@ -344,7 +381,7 @@ TEST_F(ReplicationApplierTest, MalformedFramesAreRefusedAndStayRefused) {
       {"DeleteQ with a value", frame(0x14, 1, 0, "kv")},
       {"FlushQ with a key", frame(0x18, 1, 4, std::string(4, '\0') + "k")},
       {"FlushQ with odd extras", frame(0x18, 0, 2, std::string(2, '\0'))},
-      {"a CAS", cas_frame},
+      {"a CAS in a DeleteQ", cas_frame},
       {"data type", typed_frame},
   };
   for (const auto& [name, bytes] : cases) {

@@ -23,16 +23,17 @@ constexpr uint8_t kSetExtras = 8;    // flags, exptime
 constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
 
 // Appends a request header: data type raw, vbucket 0. `cas` and `opaque`
-// are 0 in every frame of the stream (a replica assigns its own CAS); only
-// the replica's ack (heartbeat.h) and a memory file's items (SavedState)
-// carry numbers there.
+// are 0 in the stream's frames but these: a SetQ to a lockcached replica
+// carries the item's CAS (Encoder::append_set_with_cas), the snapshot's
+// marks their opaque (heartbeat.h), a memory file's items their CAS and
+// SavedState.
 void append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
                            size_t body_length, std::string& out, uint64_t cas = 0,
                            uint32_t opaque = 0);
 }  // namespace wire
 
-// What a warm restart keeps of an item beyond a replica's frame (a replica
-// assigns its own CAS and starts each item afresh): a memory file's SetQ
+// What a warm restart keeps of an item beyond a replica's frame (which
+// carries no last access, and a CAS only to a lockcached replica): a memory file's SetQ
 // (memory_file.h) carries the item's CAS in the header's CAS field, as a
 // binary Set with CAS does, and this in the opaque, the field memcached
 // leaves to the sender: the meta-protocol bits and the CLOCK bit in the low
@@ -55,15 +56,21 @@ struct SavedState {
   void apply_to(store::Item& item) const;
 };
 
-// Appends frames to a byte string. Opaque and CAS are 0: a CAS in a SetQ
-// would make it a compare-and-swap on the replica, which assigns its own.
+// Appends frames to a byte string.
 class Encoder {
  public:
   explicit Encoder(const store::Clock& clock) : clock_(clock) {}
 
   // SetQ: flags and exptime as extras, the key, the value without the
-  // "\r\n" that items keep after it.
+  // "\r\n" that items keep after it; CAS 0, which any replica takes (a
+  // CAS in a SetQ is a compare-and-swap to memcached, and an older
+  // lockcached replica refuses it).
   void append_set(const store::Item& item, std::string& out) const;
+  // The same SetQ with the item's CAS in the header, for a replica whose
+  // acks say it takes it (heartbeat.h: kTakesCasOpaque): it gives the item
+  // that CAS (or a larger one), so that a CAS a client read from this
+  // master never names another version of the item there.
+  void append_set_with_cas(const store::Item& item, std::string& out) const;
   // The same SetQ for a memory file: CAS and SavedState in the header.
   void append_saved(const store::Item& item, store::RelTime now, std::string& out) const;
   void append_delete(std::string_view key, std::string& out) const;

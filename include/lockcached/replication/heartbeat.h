@@ -4,7 +4,9 @@
 // for a while knows that the master is gone (a dead machine sends no RST).
 // A lockcached replica also sends a Noop response of its own every tick,
 // with the count of stream bytes it has applied in the CAS field: the
-// master's measure of its lag.
+// master's measure of its lag. It sends the first the moment it connects,
+// and each carries kTakesCasOpaque: the master then sends it each item's
+// CAS (encoder.h), which no other replica would take.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +40,13 @@ void append_snapshot_end(std::string& out);
 // replica takes for the end only a DeleteQ with both. An older replica
 // reads the key alone, and an older master's end comes with opaque 0.
 constexpr uint32_t kSnapshotMarkOpaque = 0x6c634d6b;  // "lcMk"
+// What a lockcached replica's acks carry in the opaque field ("lcCs"): it
+// takes a SetQ's CAS as the item's (Applier), so its master sends each
+// item's CAS, and a client's CAS stays true when it becomes the master.
+// An older lockcached replica refuses a CAS in a frame, and to memcached a
+// SetQ's CAS is a compare-and-swap: their acks, or the Noop responses
+// memcached answers with, carry the opaque of the master's Noop (0).
+constexpr uint32_t kTakesCasOpaque = 0x6c634373;  // "lcCs"
 void append_noop_response(uint64_t bytes_applied, std::string& out);
 
 // Reads what a replica sends back, cut anywhere: responses only.
@@ -47,10 +56,16 @@ class ResponseReader {
   bool feed(std::string_view bytes);
   // The largest count a Noop response carried; 0 when none did.
   uint64_t bytes_applied() const { return bytes_applied_; }
+  // A whole response came.
+  bool answered() const { return answered_; }
+  // A Noop response carried kTakesCasOpaque.
+  bool takes_cas() const { return takes_cas_; }
 
  private:
   std::string pending_;
   uint64_t bytes_applied_ = 0;
+  bool answered_ = false;
+  bool takes_cas_ = false;
 };
 
 }  // namespace lockcached::replication

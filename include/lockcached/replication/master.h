@@ -72,9 +72,11 @@ class Master {
   void accept();
   std::vector<Follower*> live_followers() const;
   void drop(Follower* follower, const std::string& why);
+  // The follower's stream begins: its buffer joins the store's listener.
+  void stream_to(Follower* follower);
   // With mutex_ held: gives the store a listener over exactly the live
-  // followers (none: no listener, so a master without replicas pays
-  // nothing per change).
+  // followers whose stream began (none: no listener, so a master without
+  // replicas pays nothing per change).
   void install_fan_out_locked();
 
   net::Reactor& reactor_;

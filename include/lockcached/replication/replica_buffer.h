@@ -29,6 +29,10 @@ class ReplicaBuffer final : public store::ChangeListener {
   // says so; the replica must resync.
   ReplicaBuffer(const store::Clock& clock, size_t limit) : encoder_(clock), limit_(limit) {}
 
+  // Before the buffer hears any change: its SetQs carry each item's CAS
+  // (a lockcached replica's acks said it takes them, heartbeat.h).
+  void send_cas();
+
   void on_store(const store::Item& item) override;
   void on_delete(std::string_view key) override;
   void on_flush(store::RelTime moment) override;
@@ -61,6 +65,7 @@ class ReplicaBuffer final : public store::ChangeListener {
   std::string bytes_;
   uint64_t appended_ = 0;
   bool overflowed_ = false;
+  bool with_cas_ = false;
 };
 
 }  // namespace lockcached::replication
