@@ -214,6 +214,9 @@ void Applier::apply_set(const protocol::binary::Header& header, std::string_view
   if (!item) return fail("no memory for an item");
   std::memcpy(item->value(), value.data(), value.size());
   if (memory_file_) return restore(header, std::move(item));
+  // The master's meta bits (Encoder::append_set: SavedState::meta_of; an
+  // older master's opaque is 0, none set). The store keeps them (kSet).
+  SavedState::from_opaque(be32toh(header.opaque)).apply_to(*item);
   // A replica refuses its clients' writes, so nothing can be locked here; a
   // store short of memory drops the old value (kSet), as the master's would.
   if (header.cas != 0) store_.raise_cas_counter(header.cas - 1);

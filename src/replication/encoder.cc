@@ -27,11 +27,11 @@ void wire::append_request_header(uint8_t opcode, size_t key_length, uint8_t extr
 }
 
 void Encoder::append_set(const store::Item& item, std::string& out) const {
-  append_set(item, 0, 0, out);
+  append_set(item, 0, SavedState::meta_of(item).opaque(), out);
 }
 
 void Encoder::append_set_with_cas(const store::Item& item, std::string& out) const {
-  append_set(item, item.cas, 0, out);
+  append_set(item, item.cas, SavedState::meta_of(item).opaque(), out);
 }
 
 void Encoder::append_saved(const store::Item& item, store::RelTime now, std::string& out) const {
@@ -62,6 +62,10 @@ constexpr uint32_t kMaxIdle = (uint32_t{1} << (32 - kIdleShift)) - 1;
 SavedState SavedState::of(const store::Item& item, store::RelTime now) {
   return {item.accessed, item.fetched, item.stale, item.token_sent, item.key_binary,
           std::min(now > item.atime ? now - item.atime : 0, kMaxIdle)};
+}
+
+SavedState SavedState::meta_of(const store::Item& item) {
+  return {false, item.fetched, item.stale, item.token_sent, item.key_binary, 0};
 }
 
 SavedState SavedState::from_opaque(uint32_t opaque) {

@@ -200,7 +200,8 @@ TEST(ReplicationEncoderTest, SetQCarriesFlagsAbsoluteExptimeKeyAndBareValue) {
   EXPECT_EQ(frame[4], 8);                                 // extras
   EXPECT_EQ(frame.substr(5, 3), std::string(3, '\0'));    // data type, vbucket
   EXPECT_EQ(u32_at(frame, 8), 14u);                       // body
-  EXPECT_EQ(frame.substr(12, 12), std::string(12, '\0'));  // opaque, CAS
+  EXPECT_EQ(u32_at(frame, 12), 2u);  // opaque: the meta bits, fetched (by the get above)
+  EXPECT_EQ(frame.substr(16, 8), std::string(8, '\0'));  // CAS
   EXPECT_EQ(u32_at(frame, 24), 0xdeadbeefu);
   EXPECT_EQ(u32_at(frame, 28), clock.unix_epoch_of_zero() + clock.now() + 100);
   EXPECT_EQ(frame.substr(32), "keyval");  // no "\r\n"
@@ -321,6 +322,63 @@ TEST_F(ReplicationApplierTest, ASetQsCasBecomesTheItemsAndNeverGoesBack) {
   uint64_t counted = replica_.cas_counter();
   ASSERT_TRUE(applier.feed(stream)) << applier.error();
   EXPECT_GT(replica_.get("x")->cas, counted);
+}
+
+// The meta protocol's state travels with the item (t18_md_invalidate: an
+// `md KEY I` on the master left the replica, and after a failover the new
+// master, serving the item as fresh, so no client was told to recache it):
+// stale and whether the win token went out, fetched, the base64 key.
+TEST_F(ReplicationApplierTest, TheMetaStateTravelsWithTheItem) {
+  ASSERT_EQ(put(master_, StoreCommand::kSet, "price", "100"), StoreStatus::kStored);
+  ASSERT_EQ(master_.invalidate("price", 0, store::kNoOwner, nullptr), store::DeleteStatus::kDeleted);
+  ItemRef binary = master_.allocate(std::string("b\0k", 3), 0, 0, 1);
+  binary->value()[0] = 'v';
+  binary->key_binary = true;
+  ASSERT_EQ(master_.store(StoreCommand::kSet, binary, 0, store::kNoOwner).status,
+            StoreStatus::kStored);
+  ASSERT_EQ(put(master_, StoreCommand::kSet, "plain", "v"), StoreStatus::kStored);
+  // The frames as the stream sends them: from the store's walk, which
+  // touches nothing (a get would set fetched).
+  std::string stream;
+  uint64_t cursor = 0;
+  while (cursor != Store::kScanDone) {
+    cursor = master_.walk_items(cursor, 64, [&](const store::Item& item) {
+      encoder_.append_set(item, stream);
+    });
+  }
+  Applier applier(replica_);
+  ASSERT_TRUE(applier.feed(stream)) << applier.error();
+  ItemRef price = replica_.get("price");
+  ASSERT_TRUE(price);
+  EXPECT_TRUE(price->stale);
+  EXPECT_FALSE(price->token_sent);
+  EXPECT_FALSE(price->key_binary);
+  ItemRef copied = replica_.get(std::string("b\0k", 3));
+  ASSERT_TRUE(copied);
+  EXPECT_TRUE(copied->key_binary);
+  EXPECT_FALSE(copied->stale);
+  // fetched: whether the master's clients read the item (an unfetched
+  // eviction's counter, `mg h`).
+  auto fetched_here = [&](std::string_view key) {
+    bool fetched = false;
+    uint64_t at = 0;
+    while (at != Store::kScanDone) {
+      at = replica_.walk_items(at, 64, [&](const store::Item& item) {
+        if (item.key() == key) fetched = item.fetched;
+      });
+    }
+    return fetched;
+  };
+  EXPECT_FALSE(fetched_here("plain"));
+  std::string read_there;
+  encoder_.append_set(*master_.get("plain"), read_there);  // the get sets it
+  ASSERT_TRUE(applier.feed(read_there)) << applier.error();
+  EXPECT_TRUE(fetched_here("plain"));
+
+  // What the replica's readers see: the first is told to recache (won).
+  store::MetaGetRequest request;
+  EXPECT_TRUE(replica_.meta_get("price", request).won);
+  EXPECT_FALSE(replica_.meta_get("price", request).won);
 }
 
 TEST_F(ReplicationApplierTest, LargestItemPassesOneMoreByteIsRefused) {

@@ -23,10 +23,10 @@ constexpr uint8_t kSetExtras = 8;    // flags, exptime
 constexpr uint8_t kFlushExtras = 4;  // when (exptime rules)
 
 // Appends a request header: data type raw, vbucket 0. `cas` and `opaque`
-// are 0 in the stream's frames but these: a SetQ to a lockcached replica
-// carries the item's CAS (Encoder::append_set_with_cas), the snapshot's
-// marks their opaque (heartbeat.h), a memory file's items their CAS and
-// SavedState.
+// are 0 in the stream's frames but these: a SetQ carries the item's meta
+// bits in its opaque, and to a lockcached replica its CAS
+// (Encoder::append_set_with_cas), the snapshot's marks their opaque
+// (heartbeat.h), a memory file's items their CAS and SavedState.
 void append_request_header(uint8_t opcode, size_t key_length, uint8_t extras_length,
                            size_t body_length, std::string& out, uint64_t cas = 0,
                            uint32_t opaque = 0);
@@ -49,6 +49,10 @@ struct SavedState {
   uint32_t idle_seconds = 0;
 
   static SavedState of(const store::Item& item, store::RelTime now);
+  // The meta-protocol bits alone, what a replica's SetQ carries in its
+  // opaque: an `md KEY I` or `ms ... I` (stale, the win token not yet
+  // sent) holds on the replica too, and on it once promoted.
+  static SavedState meta_of(const store::Item& item);
   static SavedState from_opaque(uint32_t opaque);
   uint32_t opaque() const;
   // Sets the item's meta bits (not the CLOCK bit nor the last access:
@@ -64,7 +68,9 @@ class Encoder {
   // SetQ: flags and exptime as extras, the key, the value without the
   // "\r\n" that items keep after it; CAS 0, which any replica takes (a
   // CAS in a SetQ is a compare-and-swap to memcached, and an older
-  // lockcached replica refuses it).
+  // lockcached replica refuses it); the item's meta-protocol bits in the
+  // opaque (SavedState::meta_of), which memcached and an older lockcached
+  // replica ignore in a request.
   void append_set(const store::Item& item, std::string& out) const;
   // The same SetQ with the item's CAS in the header, for a replica whose
   // acks say it takes it (heartbeat.h: kTakesCasOpaque): it gives the item
