@@ -131,12 +131,17 @@ class Master::Follower final : public net::EventHandler {
         if (errno == EINTR) continue;
         return master_.drop(this, std::string("send: ") + std::strerror(errno));
       }
+      size_t stream_before = std::min(sent_, stream_end_);
       sent_ += static_cast<size_t>(n);
-      bytes_sent_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      size_t stream_after = std::min(sent_, stream_end_);
+      // The stream's bytes alone, as the replica counts what it applied.
+      bytes_sent_.fetch_add(stream_after - stream_before, std::memory_order_relaxed);
+      queued_.store(stream_end_ - stream_after, std::memory_order_relaxed);
     }
   }
 
-  // Appended after whatever is queued: frames stay whole.
+  // Appended after whatever is queued: frames stay whole. A keep-alive,
+  // not part of the stream: neither counted as sent nor acked.
   void send_noop() {
     append_noop_request(out_);
     pump();
@@ -149,8 +154,10 @@ class Master::Follower final : public net::EventHandler {
     status.address = address_;
     status.syncing = syncing_.load(std::memory_order_relaxed);
     status.snapshot_items = snapshot_items_.load(std::memory_order_relaxed);
-    status.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
-    status.bytes_acked = bytes_acked_.load(std::memory_order_relaxed);
+    // Acked first: the replica acks only bytes sent, so the count sent,
+    // read after, is at least as large.
+    status.bytes_acked = bytes_acked_.load(std::memory_order_acquire);
+    status.bytes_sent = bytes_sent_.load(std::memory_order_acquire);
     status.bytes_pending = buffer_.size() + queued_.load(std::memory_order_relaxed);
     status.connected_ms = now_ms - connected_ms_;
     status.silent_ms = now_ms - heard_ms_.load(std::memory_order_relaxed);
@@ -172,6 +179,7 @@ class Master::Follower final : public net::EventHandler {
   bool refill() {
     out_.clear();
     sent_ = 0;
+    stream_end_ = 0;
     if (!streaming_) return false;
     for (;;) {
       if (!buffer_.take(out_)) {
@@ -184,6 +192,7 @@ class Master::Follower final : public net::EventHandler {
       }
       snapshot_items_.store(snapshot_.items_sent(), std::memory_order_relaxed);
     }
+    stream_end_ = out_.size();  // Noops go after (send_noop)
     queued_.store(out_.size(), std::memory_order_relaxed);
     return !out_.empty();
   }
@@ -207,7 +216,7 @@ class Master::Follower final : public net::EventHandler {
     if (!answers_.feed({chunk, static_cast<size_t>(n)})) {
       return master_.drop(this, "sent something other than responses");
     }
-    bytes_acked_.store(answers_.bytes_applied(), std::memory_order_relaxed);
+    bytes_acked_.store(answers_.bytes_applied(), std::memory_order_release);
     forget_acked_samples();
     if (!streaming_ && answers_.answered()) begin_stream(answers_.takes_cas());
   }
@@ -247,6 +256,7 @@ class Master::Follower final : public net::EventHandler {
   Snapshot snapshot_;
   std::string out_;
   size_t sent_ = 0;
+  size_t stream_end_ = 0;  // out_'s stream bytes come first; Noops after
   bool writable_ = true;  // registered for EPOLLOUT
   bool streaming_ = false;  // begin_stream
   ResponseReader answers_;
@@ -258,7 +268,7 @@ class Master::Follower final : public net::EventHandler {
   std::atomic<uint64_t> snapshot_items_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_acked_{0};
-  std::atomic<size_t> queued_{0};
+  std::atomic<size_t> queued_{0};  // stream bytes in out_, not sent yet
   std::atomic<int64_t> behind_since_ms_{-1};
 };
 

@@ -346,7 +346,8 @@ void report_replication(const std::optional<ReplicationSample>& replication, cor
     out.add(prefix + "snapshot_items", replica.snapshot_items);
     out.add(prefix + "bytes_sent", replica.bytes_sent);
     out.add(prefix + "bytes_acked", replica.bytes_acked);
-    out.add(prefix + "lag_bytes", replica.bytes_sent + replica.bytes_pending - replica.bytes_acked);
+    uint64_t behind = replica.bytes_sent + replica.bytes_pending;
+    out.add(prefix + "lag_bytes", behind > replica.bytes_acked ? behind - replica.bytes_acked : 0);
     out.add(prefix + "lag_seconds", seconds_text(replica.lag_ms));
     out.add(prefix + "connected_seconds", static_cast<uint64_t>(replica.connected_ms / 1000));
     out.add(prefix + "silent_ms", static_cast<uint64_t>(replica.silent_ms));

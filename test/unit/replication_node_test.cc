@@ -80,6 +80,21 @@ class ReplicationNodeTest : public ::testing::Test {
     ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
   }
 
+  // A real master of `store`, where replicas connect (master_at its
+  // port makes this node one of them).
+  std::unique_ptr<Node> start_master(store::Store& store, std::atomic<bool>& read_only) {
+    NodeSettings settings;
+    settings.locate = [] { return MasterPlace{MasterPlace::kHere, "127.0.0.1", 0}; };
+    settings.listen_host = "127.0.0.1";
+    settings.repl_port = test_ports::free_port();
+    settings.tick_ms = 20;
+    auto master = std::make_unique<Node>(settings, store, read_only, Node::Hooks{[] {}, {}});
+    std::string error;
+    EXPECT_TRUE(master->start(&error)) << error;
+    master_at(settings.repl_port);
+    return master;
+  }
+
   // A master's SetQ of `key`, never expiring.
   std::string set_frame(const std::string& key, const std::string& value) {
     store::ManualClock clock;
@@ -280,16 +295,8 @@ TEST_F(ReplicationNodeTest, AReplicaKeepsTheMastersCas) {
   master_put("y", "original");
   const uint64_t read_by_a_client = master_store.get("y")->cas;
 
-  NodeSettings settings;
-  settings.locate = [] { return MasterPlace{MasterPlace::kHere, "127.0.0.1", 0}; };
-  settings.listen_host = "127.0.0.1";
-  settings.repl_port = test_ports::free_port();
-  settings.tick_ms = 20;
   std::atomic<bool> master_read_only{false};
-  Node master(settings, master_store, master_read_only, Node::Hooks{[] {}, {}});
-  std::string error;
-  ASSERT_TRUE(master.start(&error)) << error;
-  master_at(settings.repl_port);
+  std::unique_ptr<Node> master = start_master(master_store, master_read_only);
   start_node();
   ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
   ASSERT_TRUE(eventually([&] { return value_of("y") == "original"; }));
@@ -302,7 +309,38 @@ TEST_F(ReplicationNodeTest, AReplicaKeepsTheMastersCas) {
   EXPECT_EQ(store_.get("y")->cas, master_store.get("y")->cas);
   EXPECT_NE(store_.get("y")->cas, read_by_a_client);
   node_->stop();
-  master.stop();
+  master->stop();
+}
+
+// An idle replica that applied everything is 0 bytes behind (lag_bytes:
+// sent + pending - acked), however many keep-alives go by (t17_lag_bytes:
+// it never reached 0 and grew 24 B a second, one Noop per tick, which the
+// master counted as sent and the replica, rightly, not as applied).
+TEST_F(ReplicationNodeTest, AnIdleReplicaThatAppliedEverythingIsNoBytesBehind) {
+  store::ManualClock clock;
+  store::Store master_store(config(), clock);
+  store::ItemRef item = master_store.allocate("k", 0, 0, 1);
+  std::memcpy(item->value(), "v\r\n", 3);
+  ASSERT_EQ(master_store.store(store::StoreCommand::kSet, item, 0, store::kNoOwner).status,
+            store::StoreStatus::kStored);
+  std::atomic<bool> master_read_only{false};
+  std::unique_ptr<Node> master = start_master(master_store, master_read_only);
+  start_node();
+  ASSERT_TRUE(eventually([&] { return node_->holds_data(); }));
+  auto caught_up = [&] {
+    std::vector<FollowerStatus> replicas = master->status().replicas;
+    if (replicas.size() != 1) return false;
+    const FollowerStatus& replica = replicas[0];
+    return replica.bytes_sent > 0 && replica.bytes_pending == 0 &&
+           replica.bytes_acked == replica.bytes_sent && replica.lag_ms == 0;
+  };
+  ASSERT_TRUE(eventually(caught_up));
+  // Ten ticks: ten keep-alives each way.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(caught_up());
+  EXPECT_EQ(master->status().replicas[0].bytes_acked, node_->status().link.bytes_applied);
+  node_->stop();
+  master->stop();
 }
 
 }  // namespace

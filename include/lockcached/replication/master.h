@@ -21,9 +21,9 @@ struct FollowerStatus {
   std::string address;
   bool syncing = false;       // the snapshot is still being sent
   uint64_t snapshot_items = 0;
-  uint64_t bytes_sent = 0;    // onto the socket
+  uint64_t bytes_sent = 0;    // stream bytes onto the socket (keep-alive Noops not counted)
   uint64_t bytes_acked = 0;   // applied, as the replica last said (0: it does not say)
-  size_t bytes_pending = 0;   // waiting in its buffer or our send queue
+  size_t bytes_pending = 0;   // stream bytes waiting in its buffer or our send queue
   int64_t connected_ms = 0;   // since
   int64_t silent_ms = 0;      // since the replica last sent anything
   // How long ago the oldest change the replica has not acked was made
