@@ -122,6 +122,8 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   ASSERT_TRUE(client.connect(server.port()));
   EXPECT_EQ(client.stats("replication")["role"], "master");
   EXPECT_EQ(client.stats("replication")["replicas"], "0");
+  // In bytes, as memcached shows maxbytes for -m (docs/observability.md).
+  EXPECT_EQ(client.stats("settings")["repl_buffer_size"], "31457280");
   ASSERT_EQ(client.store("set", "key", "value", 5), "STORED");
 
   RawReplica replica;
