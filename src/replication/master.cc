@@ -109,7 +109,8 @@ class Master::Follower final : public net::EventHandler {
     streaming_ = true;
     master_.stream_to(this);
     LOG(INFO) << "replication: sending a snapshot to " << address_
-              << (with_cas ? ", with each item's CAS" : ", without CASes (not a replica that takes them)");
+              << (with_cas ? ", with each item's CAS"
+                           : ", without CASes (not a replica that takes them)");
     pump();
   }
   void on_event(uint32_t events) override {

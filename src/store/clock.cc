@@ -34,7 +34,8 @@ ClockReadings read_system_clocks() {
   ClockReadings readings;
   for (int attempt = 0; attempt < 1000; ++attempt) {
     int64_t before = nanoseconds(CLOCK_MONOTONIC_COARSE);
-    readings = ClockReadings{nanoseconds(CLOCK_REALTIME_COARSE), nanoseconds(CLOCK_MONOTONIC_COARSE)};
+    readings = ClockReadings{nanoseconds(CLOCK_REALTIME_COARSE),
+                             nanoseconds(CLOCK_MONOTONIC_COARSE)};
     if (before == readings.monotonic_ns) break;
   }
   return readings;

@@ -330,7 +330,8 @@ TEST_F(ReplicationApplierTest, ASetQsCasBecomesTheItemsAndNeverGoesBack) {
 // stale and whether the win token went out, fetched, the base64 key.
 TEST_F(ReplicationApplierTest, TheMetaStateTravelsWithTheItem) {
   ASSERT_EQ(put(master_, StoreCommand::kSet, "price", "100"), StoreStatus::kStored);
-  ASSERT_EQ(master_.invalidate("price", 0, store::kNoOwner, nullptr), store::DeleteStatus::kDeleted);
+  ASSERT_EQ(master_.invalidate("price", 0, store::kNoOwner, nullptr),
+            store::DeleteStatus::kDeleted);
   ItemRef binary = master_.allocate(std::string("b\0k", 3), 0, 0, 1);
   binary->value()[0] = 'v';
   binary->key_binary = true;

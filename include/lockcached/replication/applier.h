@@ -1,8 +1,9 @@
 // The replica's side of the stream: parses memcached binary SetQ, DeleteQ
 // and Flush(Q) requests (and Noop, for keep-alives) from a byte stream cut
 // anywhere, and applies them to a Store. A SetQ may carry the master's CAS
-// for the item, which the item then gets (or a larger one: apply_set). The lock-service frames an older
-// master sends (opcodes 0xe0..0xe4) are skipped: see applier.cc.
+// for the item, which the item then gets (or a larger one: apply_set). The
+// lock-service frames an older master sends (opcodes 0xe0..0xe4) are
+// skipped: see applier.cc.
 //
 // What the store held before a master's stream: a lockcached master begins
 // with a mark (heartbeat.h: kSnapshotBeginKey), and its snapshot is then
