@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "failure.h"
@@ -73,7 +74,11 @@ bool valid_lock_name(std::string_view name) {
 
 LockServiceClient::LockServiceClient(const std::string& host, uint16_t port, const TlsOptions& tls,
                                      double timeout, const std::optional<Login>& login)
-    : timeout_(timeout), tls_(options_for_nodes_named(tls, host)), login_(login) {
+    : timeout_(timeout),
+      tls_(options_for_nodes_named(tls, host)),
+      login_(login),
+      given_host_(host),
+      given_port_(port) {
   connect(host, port);
 }
 
@@ -85,11 +90,20 @@ void LockServiceClient::connect(const std::string& host, uint16_t port) {
   if (login_) log_in(*login_);
 }
 
+std::pair<std::string, uint16_t> LockServiceClient::fallback_for(const std::string& host,
+                                                                 uint16_t port) const {
+  if (!naming_host_.empty() && (naming_host_ != host || naming_port_ != port)) {
+    return {naming_host_, naming_port_};
+  }
+  if (given_host_ != host || given_port_ != port) return {given_host_, given_port_};
+  return {host, port};
+}
+
 std::string LockServiceClient::change(const std::string& request, double extra_wait) {
   constexpr auto kElectionPause = std::chrono::milliseconds(100);
-  // The node whose answer `reply` is: asked again during an election.
-  std::string answered_host = host_;
-  uint16_t answered_port = port_;
+  // The node asked last: `reply` is its answer, or stands for its failure.
+  std::string asked_host = host_;
+  uint16_t asked_port = port_;
   std::optional<Failure> failed;  // why the last node asked did not answer
   std::optional<Failure> named_failed;  // why the last leader named did not
   Deadline give_up = deadline_after(timeout_);
@@ -111,25 +125,32 @@ std::string LockServiceClient::change(const std::string& request, double extra_w
     uint16_t port = 0;
     std::string host;
     bool election = where == "election";
-    if (election) {
+    if (election && !failed) {
       // No leader yet: ask the same node again, on a new connection, since
       // a member closes its lock-service connections once a leader is
-      // known (the old one may be gone by now).
+      // known.
       std::this_thread::sleep_for(kElectionPause);
-      host = answered_host;
-      port = answered_port;
+      host = asked_host;
+      port = asked_port;
+    } else if (election) {
+      // The node asked did not answer: a leader that stopped leading or
+      // died (during a wait too), or a node that just learnt of a leader.
+      // The node that named the leader, or the one the user named, knows
+      // who leads next; a dead leader never would.
+      std::this_thread::sleep_for(kElectionPause);
+      std::tie(host, port) = fallback_for(asked_host, asked_port);
     } else if (colon != std::string_view::npos && parse_number(where.substr(colon + 1), &port)) {
       host = where.substr(0, colon);
+      naming_host_ = asked_host;
+      naming_port_ = asked_port;
     } else {
       break;
     }
+    bool named = !election;
     reply = ask([&] { return ask_anew(host, port, request, extra_wait); });
-    if (!failed) {
-      answered_host = host;
-      answered_port = port;
-    } else if (!election) {
-      named_failed = failed;
-    }
+    asked_host = host;
+    asked_port = port;
+    if (failed && named) named_failed = failed;
   }
   // The timeout passed: the last node's reason; or, when a node's last word
   // was a leader that could not be asked, that leader's (a refused

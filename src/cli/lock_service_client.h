@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "connection.h"
 #include "login.h"
@@ -59,9 +60,14 @@ class LockServiceClient {
   // until this client holds a lock, "503 not leader: HOST:PORT" moves it to
   // the leader (a new connection and session, its grace set again) and the
   // request goes there; "503 not leader: election" asks the same node
-  // again a moment later (also on a new connection and session), and so
-  // does a connection that fails meanwhile. Gives up after the timeout.
+  // again a moment later (also on a new connection and session). A node
+  // that fails to answer (closes the connection, refuses it: a leader that
+  // stopped leading or died) is not asked again while another is known:
+  // the last node that named a leader is, or else the node the user named
+  // (the leader that was may be gone for good). Gives up after the timeout.
   std::string change(const std::string& request, double extra_wait = 0);
+  // Where to ask after host:port failed to answer.
+  std::pair<std::string, uint16_t> fallback_for(const std::string& host, uint16_t port) const;
   std::string ask_anew(const std::string& host, uint16_t port, const std::string& request,
                        double extra_wait);
   void connect(const std::string& host, uint16_t port);
@@ -74,6 +80,10 @@ class LockServiceClient {
   std::unique_ptr<Connection> connection_;
   std::string host_;  // where connection_ goes
   uint16_t port_ = 0;
+  std::string given_host_;  // the node the user named
+  uint16_t given_port_ = 0;
+  std::string naming_host_;  // the last node that named a leader; empty if none
+  uint16_t naming_port_ = 0;
   std::optional<uint64_t> grace_ms_;  // what set_grace_ms asked, for a new session
   bool holds_ = false;                // a lock was granted: the session cannot move
 };

@@ -261,6 +261,9 @@ class ScriptedLockService {
   // A step that answers every request but a lock "200 OK", and a `lock`
   // with `reply`.
   static std::string answer_lock_with(const std::string& reply) { return "\x02" + reply; }
+  // A step that answers every request with `reply`: a follower, which
+  // answers every change (`set_timeout` too) "503 not leader: ...".
+  static std::string answer_all_with(const std::string& reply) { return "\x03" + reply; }
 
   explicit ScriptedLockService(std::vector<std::string> script) : script_(std::move(script)) {}
   ~ScriptedLockService() {
@@ -312,6 +315,9 @@ class ScriptedLockService {
         reply(client, script_[step].substr(1));
         for (line = read_line(client); !line.empty(); line = read_line(client))
           reply(client, "200 OK");
+      } else if (step < script_.size() && script_[step].starts_with('\x03')) {
+        for (; !line.empty(); line = read_line(client))
+          reply(client, script_[step].substr(1));
       } else if (step < script_.size() && script_[step] != kReset) {
         reply(client, script_[step]);
       } else if (step < script_.size()) {
@@ -767,18 +773,27 @@ TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitLongerThanTheTimeout) {
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
 }
 
-// The same when the wait began at the leader a follower named: asked again,
-// the follower names a leader that answers.
+// The same when the wait began at the leader a follower named, which then
+// died (it resets every connection after): the CLI asks the follower it was
+// given again, not the dead leader, and goes to the leader it names now. The
+// follower answers `set_timeout` as a real one does, with the 503, so the
+// CLI's session there never opens.
 TEST_F(CliE2e, RunAsksAgainWhenAFailoverEndsAWaitAtTheLeaderItWasSentTo) {
-  ScriptedLockService leader({ScriptedLockService::reset_while_waiting(1500)});
-  ASSERT_TRUE(leader.start());
+  std::vector<std::string> dead_after_the_wait(1000, std::string(ScriptedLockService::kReset));
+  dead_after_the_wait[0] = ScriptedLockService::reset_while_waiting(1500);
+  ScriptedLockService old_leader(dead_after_the_wait);
+  ASSERT_TRUE(old_leader.start());
+  ScriptedLockService new_leader({});
+  ASSERT_TRUE(new_leader.start());
   ScriptedLockService follower(
-      {ScriptedLockService::answer_lock_with("503 not leader: 127.0.0.1:" + leader.port())});
+      {ScriptedLockService::answer_all_with("503 not leader: 127.0.0.1:" + old_leader.port()),
+       ScriptedLockService::answer_all_with("503 not leader: 127.0.0.1:" + new_leader.port())});
   ASSERT_TRUE(follower.start());
   CliResult job = run_printing_token(follower.port(), {"--timeout", "1"}, {"--wait", "30"});
   EXPECT_EQ(job.status, 0) << ::testing::PrintToString(job);
   EXPECT_EQ(job.out, "42") << ::testing::PrintToString(job);
-  EXPECT_EQ(leader.stop(), 1);
+  EXPECT_EQ(old_leader.stop(), 1);
+  EXPECT_EQ(new_leader.stop(), 1);
   EXPECT_EQ(follower.stop(), 2);
 }
 

@@ -403,6 +403,37 @@ TEST_F(ClusterE2e, ASessionKeepsItsLocksAndTokensWhenTheLeaderDies) {
   EXPECT_GT(*handed, *later);
 }
 
+// `run --wait` given a follower waits at the leader the follower named;
+// the leader dies. The CLI asks the follower it was given again, which
+// names the new leader (or is it), and waits there: the holder's session,
+// whose grace was 0, ends on the new leader and the lock is the waiter's
+// (docs/high-availability.md: "a waiting client reconnects and asks again").
+// Asking only the dead leader again, the CLI gave up at --timeout.
+TEST_F(ClusterE2e, ARunWaitingThroughAFollowerOutlivesTheLeader) {
+  start_all();
+  int lead = leader();
+  ASSERT_NE(lead, 0);
+  int follower = lead % kNodes + 1;
+  Client holder = lock_client(lead);
+  ASSERT_EQ(holder.request("set_timeout 0"), "200 Timeout set");
+  std::optional<uint64_t> held = acquired_token(holder.request("lock job"));
+  ASSERT_TRUE(held);
+  std::string command = e2e::cli_binary() + " --host 127.0.0.1 --lock-port " +
+                        std::to_string(lock_ports_[follower]) +
+                        " --timeout 10 run job --wait 60 -- sh -c 'echo $LOCKCACHED_FENCING_TOKEN'";
+  FILE* cli = popen(command.c_str(), "r");
+  ASSERT_NE(cli, nullptr);
+  EXPECT_TRUE(eventually([&] { return lock_stat(lead, "waiters") == "1"; }))
+      << "the CLI does not wait at the leader";
+  ASSERT_TRUE(nodes_[lead - 1]->stop(SIGKILL).has_value());
+  nodes_[lead - 1].reset();
+  char line[64] = {};
+  bool read = fgets(line, sizeof line, cli) != nullptr;
+  EXPECT_EQ(pclose(cli), 0) << "the CLI gave up";
+  EXPECT_TRUE(read);
+  EXPECT_GT(std::strtoull(line, nullptr, 10), *held) << line;
+}
+
 // lockcached-cli's ping, `conn_id <own id>`, tells the client its session
 // and locks are still its own. A leader paused long enough for another to
 // be elected and give the lock away must not say so when it thaws and
