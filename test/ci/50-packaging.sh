@@ -275,7 +275,8 @@ PYTHON
 # docs/security.md's hardened set-up under the unit: an --auth_file that is
 # root's, mode 640, group lockcached (SupplementaryGroups=); read at start
 # and again at SIGHUP by the unit's unprivileged user. The unit's
-# SystemCallFilter= lines are applied with libseccomp as systemd would.
+# SystemCallFilter= and RestrictAddressFamilies= lines are applied with
+# libseccomp as systemd would.
 getent group lockcached >/dev/null || fail "postinst did not create the group lockcached"
 grep -qx 'SupplementaryGroups=lockcached' "$unit" || fail "the unit joins no group lockcached"
 printf 'stage50:0f1e2d3c4b5a6978\n' >/etc/lockcached/users
@@ -283,19 +284,24 @@ chown root:lockcached /etc/lockcached/users
 chmod 640 /etc/lockcached/users
 # A unit that refuses io_uring: the check must see the difference.
 sed '/^SystemCallFilter=io_uring/d; $a SystemCallFilter=~io_uring_setup' "$unit" >"$work/no-uring.service"
+# And one whose RestrictAddressFamilies= lacks AF_NETLINK, which
+# --virtual_ip's getifaddrs() needs.
+grep -q '^RestrictAddressFamilies=.* AF_NETLINK' "$unit" ||
+  fail "the unit's RestrictAddressFamilies= lacks AF_NETLINK (--virtual_ip needs it)"
+sed '/^RestrictAddressFamilies=/s/ AF_NETLINK//' "$unit" >"$work/no-netlink.service"
 read -r -a command <<<"$exec_start"
 # --io as the shipped flagfile has it (auto): io_uring under the unit's filter.
 command+=(--port=0 --lock_port=0 --auth_file=/etc/lockcached/users)
 # systemd applies the filter after it has switched users: so does this.
 cp test/ci/run-with-unit-filter.py "$work/"
 as_unit=(setpriv --reuid=nobody --regid=nogroup --groups=lockcached --no-new-privs)
-/usr/bin/python3 - "$unit" "$work/no-uring.service" "$work/run-with-unit-filter.py" \
-  "${as_unit[@]}" -- "${command[@]}" <<'PYTHON'
+/usr/bin/python3 - "$unit" "$work/no-uring.service" "$work/no-netlink.service" \
+  "$work/run-with-unit-filter.py" "${as_unit[@]}" -- "${command[@]}" <<'PYTHON'
 import os, re, signal, socket, subprocess, sys, time
 
-unit, no_uring, filter_script = sys.argv[1:4]
+unit, no_uring, no_netlink, filter_script = sys.argv[1:5]
 split = sys.argv.index("--")
-as_unit, command = sys.argv[4:split], sys.argv[split + 1:]
+as_unit, command = sys.argv[5:split], sys.argv[split + 1:]
 
 def filtered(unit_file):
     return as_unit + [sys.executable, filter_script, unit_file] + command
@@ -304,7 +310,7 @@ def fail(message):
     print("50-packaging:", message, file=sys.stderr)
     sys.exit(1)
 
-def start(argv):
+def start(argv, listen=r"127\.0\.0\.1"):
     server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     log = []
@@ -319,7 +325,7 @@ def start(argv):
                 return re.search(pattern, line)
         server.kill()
         fail("no %r from %s; it wrote:\n%s" % (pattern, argv, "".join(log)))
-    port = int(wait_for(r"Listening on 127\.0\.0\.1:(\d+) \(memcached")[1])
+    port = int(wait_for(r"Listening on %s:(\d+) \(memcached" % listen)[1])
     wait_for(r" ready$")
     return server, port, wait_for, log
 
@@ -350,6 +356,33 @@ server.terminate()
 if server.wait(timeout=20) != 0:
     fail("exit status %d after SIGTERM under the unit's filter" % server.returncode)
 print("under the unit's user, group and filter: --auth_file read at start and at SIGHUP")
+
+# --virtual_ip replication under the unit's RestrictAddressFamilies=: the
+# server looks for the virtual IP among this host's addresses with
+# getifaddrs(), which asks the kernel over an AF_NETLINK socket. 127.0.0.1
+# is this host's: the server starts as master. Without AF_NETLINK it cannot
+# start (exit 1, and systemd would restart it in a loop).
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    repl_port = probe.getsockname()[1]
+vip = ["--listen=0.0.0.0", "--virtual_ip=127.0.0.1", "--repl_port=%d" % repl_port]
+server, _, _, log = start(filtered(unit) + vip, listen=r"0\.0\.0\.0")
+server.terminate()
+if server.wait(timeout=20) != 0:
+    fail("exit status %d after SIGTERM with --virtual_ip" % server.returncode)
+if not any("replication: master; replicas connect to 127.0.0.1:%d" % repl_port in line
+           for line in log):
+    fail("--virtual_ip=127.0.0.1 did not start as master under the unit:\n" + "".join(log))
+try:
+    refused = subprocess.run(filtered(no_netlink) + vip, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=20)
+except subprocess.TimeoutExpired:
+    fail("without AF_NETLINK --virtual_ip still started: the check cannot see a refusal")
+if refused.returncode == 0 or "getifaddrs" not in refused.stderr:
+    fail("without AF_NETLINK --virtual_ip still started (exit %d): the check cannot see a "
+         "refusal:\n%s" % (refused.returncode, refused.stderr))
+print("under the unit's RestrictAddressFamilies=: --virtual_ip finds its address (not without "
+      "AF_NETLINK)")
 if kernel != "uring":
     print("io_uring is refused on this kernel: its filter check is skipped")
     sys.exit(0)

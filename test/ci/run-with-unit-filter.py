@@ -9,11 +9,15 @@ the same allow-list with libseccomp: the lines in order, each either adding
 (NAME or @GROUP) or, with a leading ~, removing, the groups expanded as
 `systemd-analyze syscall-filter` lists them on this machine; every other
 call fails with the unit's SystemCallErrorNumber= (EPERM here), as under
-systemd. Then it execs COMMAND.
+systemd. The unit's RestrictAddressFamilies= is applied as systemd applies
+it, in a filter of its own: socket() of a family the lines do not allow
+fails with EAFNOSUPPORT (socketpair() is not restricted). Then it execs
+COMMAND.
 """
 import errno
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -60,8 +64,46 @@ def allowed_calls(unit_file):
     return allowed
 
 
+def address_families(unit_file):
+    """The families RestrictAddressFamilies= allows, or None without it.
+
+    As systemd reads it: an allow-list, or with a leading ~ a deny-list
+    (returned as every other family); each line adds to the one before,
+    and an empty one resets it."""
+    allowed = None
+    every = range(64)  # above AF_MAX, which socket() refuses anyway
+    for line in open(unit_file):
+        match = re.match(r"RestrictAddressFamilies=(~?)(.*)", line.strip())
+        if not match:
+            continue
+        names = match.group(2).split()
+        if not names and not match.group(1):
+            allowed = None
+            continue
+        families = {getattr(socket, name) for name in names}
+        if match.group(1):
+            allowed = (set(every) if allowed is None else allowed) - families
+        else:
+            allowed = (set() if allowed is None else allowed) | families
+    return allowed
+
+
+def restrict_address_families(unit_file):
+    allowed = address_families(unit_file)
+    if allowed is None:
+        return
+    restricted = seccomp.SyscallFilter(seccomp.ALLOW)
+    refuse = seccomp.ERRNO(errno.EAFNOSUPPORT)
+    for family in range(64):
+        if family not in allowed:
+            restricted.add_rule(refuse, "socket", seccomp.Arg(0, seccomp.EQ, family))
+    restricted.add_rule(refuse, "socket", seccomp.Arg(0, seccomp.GE, 64))
+    restricted.load()
+
+
 def main():
     unit_file, command = sys.argv[1], sys.argv[2:]
+    restrict_address_families(unit_file)
     refused = seccomp.SyscallFilter(seccomp.ERRNO(errno.EPERM))
     for call in sorted(allowed_calls(unit_file)):
         try:
