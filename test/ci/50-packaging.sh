@@ -89,6 +89,37 @@ check_ports=/usr/libexec/lockcached/check-ports
 decision=$("$check_ports" 2>"$work/check-ports.err")
 [ "$decision" = held ] || fail "check-ports says $decision while memcached holds 11211"
 grep -qF 'is in use by memcached' "$work/check-ports.err" || fail "check-ports does not name memcached"
+# check_ports_says DECISION TEXT LINE...: check-ports on a flagfile of these
+# LINEs decides DECISION and says TEXT on stderr (nothing at all where TEXT
+# is empty). It must read the file as the server does and find the ports the
+# server would bind.
+check_ports_says() {
+  local expected=$1 text=$2
+  shift 2
+  printf '%s\n' "$@" >"$work/case.conf"
+  decision=$("$check_ports" "$work/case.conf" 2>"$work/check-ports.err")
+  [ "$decision" = "$expected" ] ||
+    fail "check-ports says $decision, not $expected, for: $* ($(cat "$work/check-ports.err"))"
+  if [ -z "$text" ]; then
+    [ ! -s "$work/check-ports.err" ] || fail "check-ports says, for $*: $(cat "$work/check-ports.err")"
+  else
+    grep -qF -- "$text" "$work/check-ports.err" ||
+      fail "check-ports does not say \"$text\" for: $* ($(cat "$work/check-ports.err"))"
+  fi
+}
+# A comment after a value, as the shipped flagfile's header shows.
+check_ports_says held "lockcached: 127.0.0.1:11211 (--port) is in use by memcached" \
+  "--port=11211  # the usual port" "--lock_port=0" $'--listen=127.0.0.1\t# loopback only'
+# --lock_port left out and a port of its own on every --listen entry: the
+# lock port follows the first entry's (11022 + 189), not --port.
+check_ports_says held "lockcached: 127.0.0.1:11211 (--lock_port) is in use by memcached" \
+  "--port=12345" "--listen=127.0.0.1:11022"
+# --unix_socket turns the lock port off, but under --cluster, whose leader
+# serves it: the server keeps it at --port + 189.
+check_ports_says held "lockcached: 127.0.0.1:11211 (--lock_port) is in use by memcached" \
+  "--port=11022" "--listen=127.0.0.1" "--unix_socket=$work/lockcached.sock" \
+  "--cluster=1@127.0.0.1:11500" "--node_id=1"
+check_ports_says start "" "--port=11022" "--listen=127.0.0.1" "--unix_socket=$work/lockcached.sock"
 # With the port free again, the decision is to start, without a word.
 kill "$memcached_pid"
 for _ in $(seq 100); do
@@ -98,6 +129,8 @@ done
 decision=$("$check_ports" 2>"$work/check-ports.err")
 [ "$decision" = start ] && [ ! -s "$work/check-ports.err" ] ||
   fail "check-ports says $decision with the ports free: $(cat "$work/check-ports.err")"
+check_ports_says start "" "--port=11211  # the usual port" "--lock_port=11400 # beside it" \
+  "--listen=127.0.0.1"
 echo "check-ports: held beside memcached, start once it is gone"
 
 # --- what the package holds ------------------------------------------------------
