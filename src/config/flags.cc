@@ -3,7 +3,11 @@
 // (flags.h).
 #include "lockcached/config/flags.h"
 
+#include <strings.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <vector>
 
 #include <glog/logging.h>
@@ -301,6 +305,53 @@ Value value_of(const Flag& flag) {
     Value operator()(const std::string* value) const { return *value; }
   };
   return std::visit(Read{}, flag.storage);
+}
+
+// gflags' FlagValue::ParseFrom, to the letter: a bool is one of 1 t true y
+// yes / 0 f false n no (any case); a number is the whole text, in base 16
+// after a leading 0x, else 10, in its type's range, an unsigned one without
+// a minus sign; the empty text is a string's alone.
+std::optional<Value> value_from_text(std::string_view name, const std::string& text) {
+  gflags::CommandLineFlagInfo info;
+  if (!gflags::GetCommandLineFlagInfo(std::string(name).c_str(), &info)) return std::nullopt;
+  const std::string& type = info.type;
+  if (type == "string") return text;
+  if (type == "bool") {
+    for (const char* yes : {"1", "t", "true", "y", "yes"}) {
+      if (strcasecmp(text.c_str(), yes) == 0) return true;
+    }
+    for (const char* no : {"0", "f", "false", "n", "no"}) {
+      if (strcasecmp(text.c_str(), no) == 0) return false;
+    }
+    return std::nullopt;
+  }
+  if (text.empty()) return std::nullopt;
+  const char* start = text.c_str();
+  const char* whole_end = start + text.size();
+  int base = text.size() >= 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X') ? 16 : 10;
+  char* end = nullptr;
+  errno = 0;
+  if (type == "int32" || type == "int64") {
+    long long parsed = std::strtoll(start, &end, base);
+    if (errno != 0 || end != whole_end) return std::nullopt;
+    if (type == "int32" && static_cast<int32_t>(parsed) != parsed) return std::nullopt;
+    return int64_t{parsed};
+  }
+  if (type == "uint32" || type == "uint64") {
+    while (*start == ' ')
+      ++start;
+    if (*start == '-') return std::nullopt;
+    unsigned long long parsed = std::strtoull(start, &end, base);
+    if (errno != 0 || end != whole_end) return std::nullopt;
+    if (type == "uint32" && static_cast<uint32_t>(parsed) != parsed) return std::nullopt;
+    return uint64_t{parsed};
+  }
+  if (type == "double") {
+    std::strtod(start, &end);
+    if (errno != 0 || end != whole_end) return std::nullopt;
+    return text;
+  }
+  return std::nullopt;
 }
 
 bool is_bool(const Flag& flag) {

@@ -7,27 +7,27 @@
 namespace lockcached::config {
 namespace {
 
-void parse_listen(ParsedFlags* parsed) {
+// --listen's addresses from `text`; the error where it does not parse.
+std::string parse_listen(const std::string& text, std::vector<server::ListenAddress>* listen) {
   std::string error;
-  if (!server::parse_listen_addresses(FLAGS_listen, &parsed->listen, &error)) {
-    parsed->listen.clear();
-    parsed->problems["listen"] = error;
-  }
+  if (server::parse_listen_addresses(text, listen, &error)) return "";
+  listen->clear();
+  return error;
 }
 
-void parse_cluster(ParsedFlags* parsed) {
-  if (FLAGS_cluster.empty()) return;
+// --cluster's members from `text` (none where it is empty); the error
+// where it does not parse.
+std::string parse_cluster(const std::string& text, std::vector<consensus::Member>* cluster) {
+  if (text.empty()) return "";
   std::string error;
-  parsed->cluster = consensus::parse_members(FLAGS_cluster, &error);
-  if (parsed->cluster.empty()) parsed->problems["cluster"] = error;
+  *cluster = consensus::parse_members(text, &error);
+  return cluster->empty() ? error : "";
 }
 
-void parse_unix_socket_mask(ParsedFlags* parsed) {
-  if (std::optional<unsigned> mask = parse_octal_mask(FLAGS_unix_socket_mask)) {
-    parsed->unix_socket_mask = *mask;
-  } else {
-    parsed->problems["unix_socket_mask"] = "must be octal permission bits, 0 to 0777";
-  }
+constexpr const char* kMaskProblem = "must be octal permission bits, 0 to 0777";
+
+void note(ParsedFlags* parsed, const char* flag, const std::string& problem) {
+  if (!problem.empty()) parsed->problems[flag] = problem;
 }
 
 tls::Settings tls_settings() {
@@ -50,11 +50,28 @@ std::string ParsedFlags::problem_of(std::string_view flag) const {
 
 ParsedFlags parse_flags() {
   ParsedFlags parsed;
-  parse_listen(&parsed);
-  parse_cluster(&parsed);
-  parse_unix_socket_mask(&parsed);
+  note(&parsed, "listen", parse_listen(FLAGS_listen, &parsed.listen));
+  note(&parsed, "cluster", parse_cluster(FLAGS_cluster, &parsed.cluster));
+  if (std::optional<unsigned> mask = parse_octal_mask(FLAGS_unix_socket_mask)) {
+    parsed.unix_socket_mask = *mask;
+  } else {
+    note(&parsed, "unix_socket_mask", kMaskProblem);
+  }
   parsed.tls = tls_settings();
   return parsed;
+}
+
+std::string parse_problem(std::string_view flag, const std::string& text) {
+  if (flag == "listen") {
+    std::vector<server::ListenAddress> listen;
+    return parse_listen(text, &listen);
+  }
+  if (flag == "cluster") {
+    std::vector<consensus::Member> cluster;
+    return parse_cluster(text, &cluster);
+  }
+  if (flag == "unix_socket_mask") return parse_octal_mask(text) ? "" : kMaskProblem;
+  return "";
 }
 
 std::optional<unsigned> parse_octal_mask(std::string_view text) {

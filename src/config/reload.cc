@@ -1,7 +1,7 @@
 // SIGHUP's re-read of the configuration (configuration.h).
-#include <climits>
-#include <cstdlib>
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -12,6 +12,7 @@
 #include "lockcached/config/configuration.h"
 #include "lockcached/config/flag_loader.h"
 #include "lockcached/config/flags.h"
+#include "lockcached/config/parsed_flags.h"
 #include "lockcached/core/verbosity.h"
 
 namespace lockcached::config {
@@ -19,18 +20,26 @@ namespace {
 
 using Values = std::map<std::string_view, int64_t>;
 
-// The flags SIGHUP re-reads are whole numbers (flags_test.cc makes sure).
-std::optional<int64_t> parse_int32(const std::string& text) {
-  char* end = nullptr;
-  long parsed = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || parsed < INT32_MIN || parsed > INT32_MAX) {
-    return std::nullopt;
+// What a start would say of `text` as the value of `name`, alone (the
+// flag loader's words: gflags' parse of its type, then the table's check
+// of the value or the parse of its text, checks.h); "" when nothing.
+std::string value_problem(const std::string& name, const std::string& text,
+                          const std::string& origin, std::optional<Value>* value) {
+  *value = value_from_text(name, text);
+  if (!*value) {
+    return "bad value '" + text + "' for --" + name + " (" + origin + "): expected " +
+           gflags_registry().describe_type(name);
   }
-  return parsed;
+  const Flag* flag = find_flag(name);
+  std::string message = parse_problem(name, text);
+  if (message.empty() && flag != nullptr && flag->check) message = flag->check(**value);
+  return message.empty() ? "" : "--" + name + ": " + message + " (" + origin + ")";
 }
 
 // The flags SIGHUP re-reads, as the command line and the flagfiles have
 // them now (the last setting of each wins); nullopt, logged, for a mistake.
+// Every setting is checked as a start checks it, those of the flags SIGHUP
+// leaves alone too: the next start would refuse a file that SIGHUP took.
 std::optional<Values> reread(const std::vector<std::string>& args) {
   CollectedFlags collected = collect_flags(args, gflags_registry());
   if (!collected.error.empty()) {
@@ -39,15 +48,14 @@ std::optional<Values> reread(const std::vector<std::string>& args) {
   }
   Values values;
   for (const auto& [name, text, origin] : collected.settings) {
-    const Flag* flag = find_flag(name);
-    if (flag == nullptr || flag->reload != Reload::kOnSighup) continue;
-    std::optional<int64_t> value = parse_int32(text);
-    if (!value || !flag->check(*value).empty()) {
-      LOG(ERROR) << "SIGHUP: configuration unchanged: bad value '" << text << "' for --" << name
-                 << " (" << origin << ")";
+    std::optional<Value> value;
+    if (std::string problem = value_problem(name, text, origin, &value); !problem.empty()) {
+      LOG(ERROR) << "SIGHUP: configuration unchanged: " << problem;
       return std::nullopt;
     }
-    values[flag->name] = *value;
+    const Flag* flag = find_flag(name);
+    if (flag == nullptr || flag->reload != Reload::kOnSighup) continue;
+    values[flag->name] = std::get<int64_t>(*value);  // whole numbers (flags_test.cc)
   }
   return values;
 }

@@ -562,6 +562,32 @@ TEST(ConfigurationE2e, SighupRefusesWhatTheStartWouldRefuse) {
   ASSERT_TRUE(client.connect(server.port()));
   EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(64 << 20));
   EXPECT_EQ(server.log().find("SIGHUP: --memory_limit_mb"), std::string::npos) << server.log();
+
+  // A flag SIGHUP does not apply is checked all the same, as the start
+  // checks it: the next start would refuse the file (exit 64, and systemd
+  // would leave the service down), so SIGHUP applies nothing of it. Its
+  // type, its range, the parse of its text.
+  const std::pair<std::string, std::string> refused[] = {
+      {"--max_item_size=abc",
+       "bad value 'abc' for --max_item_size (" + conf.string() + ":2): expected a number"},
+      {"--tls=bogus",
+       "bad value 'bogus' for --tls (" + conf.string() + ":2): expected true or false"},
+      {"--port=70000", "--port: must be 0..65535 (" + conf.string() + ":2)"},
+      {"--io=fast", "--io: must be "},
+      {"--listen=127.0.0.1:notaport", "--listen: "},
+      {"--unix_socket_mask=999", "--unix_socket_mask: must be octal permission bits"},
+  };
+  for (const auto& [line, logged] : refused) {
+    sighup_with(server, conf, "--memory_limit_mb=32\n" + line + "\n--idle_timeout=7\n");
+    EXPECT_TRUE(comes_to_log(server, "SIGHUP: configuration unchanged: " + logged)) << line;
+  }
+  EXPECT_EQ(client.stats("settings")["maxbytes"], std::to_string(64 << 20));
+  EXPECT_EQ(client.stats("settings")["idle_timeout"], "0");
+  EXPECT_EQ(server.log().find("SIGHUP: --memory_limit_mb"), std::string::npos) << server.log();
+  EXPECT_EQ(server.log().find("SIGHUP: --idle_timeout"), std::string::npos) << server.log();
+  // The file mended, SIGHUP applies it.
+  sighup_with(server, conf, "--memory_limit_mb=32\n--max_item_size=1048576\n");
+  EXPECT_TRUE(setting_becomes(server.port(), "maxbytes", std::to_string(32 << 20)));
 }
 
 // A limit the start would take, but below what the shards the start made

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -87,6 +88,33 @@ TEST(FlagTableTest, TheDefaultsPassTheirChecks) {
       EXPECT_EQ(flag.check(value_of(flag)), "") << flag.name;
     }
   }
+}
+
+// SIGHUP checks a file's values without setting them (the server runs on
+// the flags in force): value_from_text must take what gflags takes, as it
+// takes it.
+TEST(FlagTableTest, ValueFromTextTakesWhatGflagsTakes) {
+  gflags::FlagSaver saver;
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"tls", {"true", "FALSE", "Yes", "n", "1", "0", "t", "bogus", "", " true", "2"}},
+      {"port", {"1", "0x10", "0X1f", "-5", "2147483647", "2147483648", "abc", "", "12 ", " 12",
+                "+7", "0x", "010"}},
+      {"max_item_size", {"1048576", "9223372036854775807", "9223372036854775808", "1e6", "abc"}},
+      {"node_id", {"1", "-1", " 5", "0x10", "18446744073709551616", ""}},
+      {"listen", {"", "127.0.0.1", "anything at all"}},
+      {"minloglevel", {"2", "x"}},  // glog's, without a row
+  };
+  for (const auto& [name, texts] : cases) {
+    for (const std::string& text : texts) {
+      bool taken = !gflags::SetCommandLineOption(name.c_str(), text.c_str()).empty();
+      std::optional<Value> value = value_from_text(name, text);
+      EXPECT_EQ(value.has_value(), taken) << name << "=" << text;
+      if (const Flag* flag = find_flag(name); flag != nullptr && taken && value) {
+        EXPECT_EQ(*value, value_of(*flag)) << name << "=" << text;
+      }
+    }
+  }
+  EXPECT_FALSE(value_from_text("no_such_flag", "1"));
 }
 
 // config::reloaded parses what SIGHUP re-reads as whole numbers.

@@ -65,6 +65,28 @@ TEST_F(ReloadTest, AMistakeAnywhereChangesNothing) {
   EXPECT_EQ(FLAGS_memory_limit_mb, 64);
 }
 
+// A flag SIGHUP does not apply has its value checked as the start checks
+// it: the next start would refuse the file.
+TEST_F(ReloadTest, AValueTheStartWouldRefuseOfAnyFlagChangesNothing) {
+  FLAGS_memory_limit_mb = 64;
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--max_item_size=abc\n"));
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--tls=bogus\n"));
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--port=70000\n"));
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--listen=127.0.0.1:x\n"));
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--cluster=nonsense\n"));
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--minloglevel=x\n"));
+  // Refused even where a later setting would have won: so is the start.
+  EXPECT_FALSE(reload("--memory_limit_mb=32\n--port=-1\n--port=1\n"));
+  EXPECT_EQ(FLAGS_memory_limit_mb, 64);
+  EXPECT_EQ(FLAGS_port, 11211);
+  EXPECT_EQ(FLAGS_max_item_size, 1 << 20);
+  std::optional<server::RunTimeChanges> changes =
+      reload("--memory_limit_mb=32\n--max_item_size=2097152\n--tls=false\n--port=0x10\n");
+  ASSERT_TRUE(changes);
+  EXPECT_EQ(changes->memory_limit, size_t{32} << 20);
+  EXPECT_EQ(FLAGS_max_item_size, 1 << 20);  // read at start only
+}
+
 // The rules between flags, as at start: no item of --max_item_size would
 // fit in half of 2 MB.
 TEST_F(ReloadTest, WhatTheStartWouldRefuseChangesNothing) {

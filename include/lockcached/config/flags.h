@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -130,6 +131,12 @@ const Flag* flag_spelled(std::string_view option);
 
 // The value gflags holds for the flag now.
 Value value_of(const Flag& flag);
+// The value gflags would give the flag `name` (any flag gflags knows,
+// glog's too) for `text`, by gflags' own rules for its type, without
+// setting it; nullopt where gflags would refuse the text or knows no such
+// flag. A double's value is its text. For SIGHUP, which checks a file
+// while the server runs on the flags in force.
+std::optional<Value> value_from_text(std::string_view name, const std::string& text);
 bool is_bool(const Flag& flag);
 // Whether the flag still has its default (given nowhere, or set by nobody).
 bool is_default(std::string_view name);

@@ -35,6 +35,10 @@ struct ParsedFlags {
 // The flags as gflags holds them now, parsed.
 ParsedFlags parse_flags();
 
+// Why `text` would not parse as the value of `flag`, as parse_flags parses
+// it; "" when it would, or for a flag not parsed here.
+std::string parse_problem(std::string_view flag, const std::string& text);
+
 // Octal permission bits (--unix_socket_mask); nullopt for anything else.
 std::optional<unsigned> parse_octal_mask(std::string_view text);
 
