@@ -112,7 +112,7 @@ class BinaryCacheClient : public CacheClient {
     }
   }
 
-  void stats(const std::string& group, const StatCallback& each) override {
+  void stats(const std::string& group, const StatCallback& each, const LineCallback&) override {
     if (group.size() > kMaxKeyLength) throw UsageError("a stats group has at most 250 bytes");
     uint32_t opaque = send(op::kStat, group);
     while (true) {

@@ -26,6 +26,9 @@ struct Item {
 
 using KeyCallback = std::function<void(std::string_view key)>;
 using StatCallback = std::function<void(std::string_view name, std::string_view value)>;
+// A reply line of a stats group that is not a statistic, whole (`stats
+// detail dump`'s PREFIX lines, `stats cachedump`'s ITEM lines).
+using LineCallback = std::function<void(std::string_view line)>;
 
 class CacheClient {
  public:
@@ -42,7 +45,12 @@ class CacheClient {
   // Every key starting with `prefix`, as the text protocol lists it: a key
   // that is no valid text key comes base64-encoded and marked " b".
   virtual void keys(const std::string& prefix, const KeyCallback& each) = 0;
-  virtual void stats(const std::string& group, const StatCallback& each) = 0;
+  // A group's statistics to `each`. Its other reply lines, where the text
+  // protocol answers some (the binary protocol has none), go to `other`;
+  // without one, such a line is an answer this client does not know.
+  // `stats reset` and `stats detail on|off` call neither.
+  virtual void stats(const std::string& group, const StatCallback& each,
+                     const LineCallback& other) = 0;
   // A request with a reply and no effect: keeps the connection from counting
   // as idle and proves the server still answers.
   virtual void ping() = 0;

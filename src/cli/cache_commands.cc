@@ -135,9 +135,11 @@ int stats(CacheClient& client, const Args& args) {
   std::string group;
   for (size_t i = 1; i < args.size(); ++i)
     group += (i > 1 ? " " : "") + args[i];
-  client.stats(group, [](std::string_view name, std::string_view value) {
-    std::cout << name << ' ' << value << '\n';
-  });
+  client.stats(
+      group, [](std::string_view name, std::string_view value) {
+        std::cout << name << ' ' << value << '\n';
+      },
+      [](std::string_view line) { std::cout << line << '\n'; });
   return EX_OK;
 }
 
@@ -147,10 +149,13 @@ int stats(CacheClient& client, const Args& args) {
 int cluster(CacheClient& client, const Args& args) {
   bool print = args[1] == "status";
   std::string role;
-  client.stats("cluster", [&](std::string_view name, std::string_view value) {
-    if (name == "role") role = value;
-    if (print) std::cout << name << ' ' << value << '\n';
-  });
+  client.stats(
+      "cluster",
+      [&](std::string_view name, std::string_view value) {
+        if (name == "role") role = value;
+        if (print) std::cout << name << ' ' << value << '\n';
+      },
+      {});
   if (print) return EX_OK;
   return role == "leader" ? EX_OK : kExitNo;
 }

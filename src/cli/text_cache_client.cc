@@ -96,15 +96,24 @@ class TextCacheClient : public CacheClient {
     }
   }
 
-  void stats(const std::string& group, const StatCallback& each) override {
-    std::string reply = call(group.empty() ? "stats" : "stats " + group);
+  // STAT lines up to END, as most groups answer; `stats reset` answers
+  // RESET, `stats detail on|off` OK, and `stats detail dump` and `stats
+  // cachedump` lines of their own (PREFIX, ITEM) up to END, as memcached's.
+  void stats(const std::string& group, const StatCallback& each,
+             const LineCallback& other) override {
+    std::string request = group.empty() ? "stats" : "stats " + group;
+    std::string reply = call(request);
+    if (reply == "RESET" || reply == "OK") return;
     for (; reply != "END"; reply = read_line()) {
       size_t name_end = reply.find(' ', 5);
-      if (!reply.starts_with("STAT ") || name_end == std::string::npos) {
-        answer_or_fail("stats", reply);
+      if (reply.starts_with("STAT ") && name_end != std::string::npos) {
+        std::string_view line = reply;
+        each(line.substr(5, name_end - 5), line.substr(name_end + 1));
+      } else if (other && !reply.starts_with("STAT ") && !is_error(reply)) {
+        other(reply);
+      } else {
+        answer_or_fail(request, reply);
       }
-      std::string_view line = reply;
-      each(line.substr(5, name_end - 5), line.substr(name_end + 1));
     }
   }
 
@@ -157,6 +166,12 @@ class TextCacheClient : public CacheClient {
       found.emplace(std::string(words[1]), std::move(item));
     }
     return found;
+  }
+
+  // memcached's error replies: ERROR, CLIENT_ERROR ..., SERVER_ERROR ....
+  static bool is_error(std::string_view reply) {
+    return reply == "ERROR" || reply.starts_with("CLIENT_ERROR") ||
+           reply.starts_with("SERVER_ERROR");
   }
 
   // The negative answers every storage and lock command may give; anything

@@ -602,6 +602,41 @@ TEST_P(CliCacheE2e, StatsPrintsTheServersNumbers) {
   EXPECT_NE(stats.out.find("\ncurr_locks "), std::string::npos) << stats.out;
 }
 
+// Groups that answer other than STAT lines: `stats reset` (RESET) and
+// `stats detail on|off` (OK) print nothing and exit 0; `stats detail dump`
+// (PREFIX lines) and `stats cachedump` (ITEM lines) print the server's
+// lines as they come. A refusal still exits 1.
+TEST_P(CliCacheE2e, StatsGroupsOfOtherLinesArePrinted) {
+  CliResult on = cache({"stats", "detail", "on"});
+  EXPECT_EQ(on.status, 0) << ::testing::PrintToString(on);
+  EXPECT_EQ(on.out, "");
+  Client client = connect_cache();
+  ASSERT_EQ(client.store("set", "p:x", "1"), "STORED");
+  CliResult dump = cache({"stats", "detail", "dump"});
+  EXPECT_EQ(dump.status, 0) << ::testing::PrintToString(dump);
+  EXPECT_NE(dump.out.find("PREFIX p get 0 hit 0 set 1 del 0"), std::string::npos)
+      << ::testing::PrintToString(dump);
+  EXPECT_EQ(cache({"stats", "detail", "off"}).status, 0);
+  if (!binary()) {
+    std::string slab_class;
+    for (const auto& [name, value] : client.stats("items")) {
+      if (name.starts_with("items:") && name.ends_with(":number")) {
+        slab_class = name.substr(6, name.size() - 6 - 7);
+      }
+    }
+    ASSERT_FALSE(slab_class.empty());
+    CliResult items = cache({"stats", "cachedump", slab_class, "5"});
+    EXPECT_EQ(items.status, 0) << ::testing::PrintToString(items);
+    EXPECT_TRUE(items.out.starts_with("ITEM p:x [1 b; ")) << ::testing::PrintToString(items);
+    CliResult refused = cache({"stats", "detail", "sideways"});
+    EXPECT_EQ(refused.status, kExitNo) << ::testing::PrintToString(refused);
+  }
+  CliResult reset = cache({"stats", "reset"});
+  EXPECT_EQ(reset.status, 0) << ::testing::PrintToString(reset);
+  EXPECT_EQ(reset.out, "");
+  EXPECT_EQ(client.stats()["cmd_set"], "0");
+}
+
 TEST_P(CliCacheE2e, LockRefusesWhatAnotherConnectionHolds) {
   Client holder = connect_cache();
   ASSERT_EQ(holder.store("set", "account", "100"), "STORED");
