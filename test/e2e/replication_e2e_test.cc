@@ -110,14 +110,23 @@ class RawReplica {
   Client client_;
 };
 
+// A master on this host's loopback virtual IP, its replicas' port
+// `repl_port`, with `more` flags.
+::testing::AssertionResult start_master(ServerProcess& server, uint16_t repl_port,
+                                        std::vector<std::string> more = {}) {
+  std::vector<std::string> flags = {"--virtual_ip=127.0.0.1", kEveryAddress,
+                                    "--repl_port=" + std::to_string(repl_port)};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return server.start(flags);
+}
+
 // The stream is memcached binary requests (yrmcds's design): the
 // snapshot's beginning, the data as SetQ, the snapshot's end, then each
 // change, with Noops to answer.
 TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start(
-      {"--virtual_ip=127.0.0.1", kEveryAddress, "--repl_port=" + std::to_string(repl_port)}));
+  ASSERT_TRUE(start_master(server, repl_port));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   EXPECT_EQ(client.stats("replication")["role"], "master");
@@ -165,8 +174,7 @@ TEST(ReplicationE2e, AServerHoldingTheVirtualIpIsAMasterThatStreamsSetQs) {
 TEST(ReplicationE2e, ALockedObjectThatFlushAllSparesFollowsTheFlush) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start(
-      {"--virtual_ip=127.0.0.1", kEveryAddress, "--repl_port=" + std::to_string(repl_port)}));
+  ASSERT_TRUE(start_master(server, repl_port));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   ASSERT_EQ(client.store("set", "held", "kept", 7), "STORED");
@@ -199,9 +207,8 @@ TEST(ReplicationE2e, ALockedObjectThatFlushAllSparesFollowsTheFlush) {
 TEST(ReplicationE2e, ASnapshotLargerThanASmallBufferComesWhole) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", kEveryAddress,
-                            "--repl_port=" + std::to_string(repl_port), "--repl_buffer_size=1",
-                            "--max_item_size=262144"}));
+  ASSERT_TRUE(
+      start_master(server, repl_port, {"--repl_buffer_size=1", "--max_item_size=262144"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   constexpr int kItems = 6000;  // about 3 MiB of frames
@@ -240,8 +247,7 @@ TEST(ReplicationE2e, ASnapshotLargerThanASmallBufferComesWhole) {
 TEST(ReplicationE2e, AReplicaThatTakesCasesGetsEachItemsCas) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start(
-      {"--virtual_ip=127.0.0.1", kEveryAddress, "--repl_port=" + std::to_string(repl_port)}));
+  ASSERT_TRUE(start_master(server, repl_port));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   for (int i = 0; i < 10; ++i)
@@ -287,8 +293,7 @@ TEST(ReplicationE2e, AReplicaThatTakesCasesGetsEachItemsCas) {
 TEST(ReplicationE2e, AMastersLockServiceIsNotInTheStream) {
   uint16_t repl_port = free_port();
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--virtual_ip=127.0.0.1", kEveryAddress,
-                            "--repl_port=" + std::to_string(repl_port), "--lock_port=-1"}));
+  ASSERT_TRUE(start_master(server, repl_port, {"--lock_port=-1"}));
   Client client;
   ASSERT_TRUE(client.connect(server.port()));
   // Served once every listener is open, the replication port's too.

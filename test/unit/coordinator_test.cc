@@ -164,6 +164,17 @@ void spin_barrier(std::atomic<int>& ready) {
   }
 }
 
+// Runs `task` on a thread of its own, released together with the caller's:
+// what the caller does next races it. `ready` outlives the thread.
+std::thread race(timing::Scheduler::Task task, std::atomic<int>& ready) {
+  std::thread racer([task = std::move(task), &ready] {
+    spin_barrier(ready);
+    task();
+  });
+  spin_barrier(ready);
+  return racer;
+}
+
 // A wait's timer that runs while the wait is granted must not end the
 // session's next wait, which the client starts as soon as it hears of the
 // grant. Run as a race, many times: the timer on a thread of its own, the
@@ -202,13 +213,8 @@ TEST(LocalCoordinatorRace, ALateTimeoutNeverEndsTheWaitAfterTheGrant) {
       submit(ChangeKind::kAcquire, waiter, "m", 60000, on_next);
     });
     ASSERT_EQ(queued.status, OutcomeStatus::kQueued);
-    timing::Scheduler::Task timeout = timers.take_oldest();
     std::atomic<int> ready{0};
-    std::thread timer_thread([&] {
-      spin_barrier(ready);
-      timeout();
-    });
-    spin_barrier(ready);
+    std::thread timer_thread = race(timers.take_oldest(), ready);
     Change release;
     release.kind = ChangeKind::kRelease;
     release.session = holder;
@@ -267,13 +273,8 @@ TEST(LocalCoordinatorRace, AStaleWaitTimeoutNeverEndsTheResumedSessionsWait) {
     uint64_t att_a = a.attachment;
     ASSERT_EQ(acquire(session, att_a, "n", 1000, [](const Outcome&) {}).status,
               OutcomeStatus::kQueued);
-    timing::Scheduler::Task timeout = timers.take_oldest();  // A's wait timer
     std::atomic<int> ready{0};
-    std::thread timer_thread([&] {
-      spin_barrier(ready);
-      timeout();
-    });
-    spin_barrier(ready);
+    std::thread timer_thread = race(timers.take_oldest(), ready);  // A's wait timer
     // A's connection ends (LockServiceProtocol::connection_closed): its
     // wait's cancel, then its detach; grace is the default 30 s.
     Change cancel;
