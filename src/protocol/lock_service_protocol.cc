@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "lockcached/consensus/raft_node.h"
 #include "lockcached/core/verbosity.h"
+#include "lockcached/net/endpoint.h"
 
 namespace lockcached::protocol {
 namespace {
@@ -223,8 +223,8 @@ void LockServiceProtocol::cluster(const Words& words, OutputQueue& out) {
   if (change.kind == Kind::kAdd) {
     change.address = std::string(words[3]);
     // As --cluster takes it: no name service decides who is a member.
-    std::string error;
-    if (consensus::parse_members(std::string(words[2]) + "@" + change.address, &error).empty()) {
+    std::optional<net::Endpoint> address = net::parse_endpoint(change.address);
+    if (!address || address->family != net::Endpoint::Family::kIpv4 || address->port == 0) {
       return out.append("400 The address must be IPV4:PORT\r\n");
     }
   }
