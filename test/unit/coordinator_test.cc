@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "manual_scheduler.h"
+#include "spin_barrier.h"
 
 namespace lockcached::locks {
 namespace {
@@ -157,12 +158,7 @@ class HandScheduler final : public timing::Scheduler {
   std::map<TimerId, Task> timers_;
 };
 
-// Releases two threads together.
-void spin_barrier(std::atomic<int>& ready) {
-  ready.fetch_add(1);
-  while (ready.load() < 2) {
-  }
-}
+using lockcached::testing::spin_barrier;
 
 // Runs `task` on a thread of its own, released together with the caller's:
 // what the caller does next races it. `ready` outlives the thread.
