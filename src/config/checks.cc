@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -13,6 +12,7 @@
 
 #include "lockcached/config/settings.h"
 #include "lockcached/consensus/data_dir.h"
+#include "lockcached/net/endpoint.h"
 #include "lockcached/net/socket.h"
 #include "lockcached/replication/virtual_ip.h"
 #include "lockcached/server/process.h"
@@ -231,11 +231,8 @@ FlagProblem sasl_needs_auth_file(const ParsedFlags&) {
 int own_cluster_port(const ParsedFlags& parsed) {
   for (const consensus::Member& member : parsed.cluster) {
     if (member.id != FLAGS_node_id) continue;
-    int port = 0;
-    std::string_view address = member.address;
-    std::string_view digits = address.substr(address.rfind(':') + 1);
-    std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    return port;
+    std::optional<net::Endpoint> own = net::parse_endpoint(member.address);
+    return own ? own->port : 0;
   }
   return 0;
 }

@@ -78,11 +78,12 @@ std::string read_data_dir_claim(const std::string& dir, DataDirClaim* claim) {
   return "";
 }
 
-std::string data_dir_claim_problem(const std::string& dir, uint64_t id) {
-  DataDirClaim claim;
-  if (std::string problem = read_data_dir_claim(dir, &claim); !problem.empty()) return problem;
-  if (claim.node_id == 0 || claim.node_id == id) return "";
-  return dir + " holds node " + std::to_string(claim.node_id) + "'s state, not node " +
+std::string data_dir_claim_problem(const std::string& dir, uint64_t id, DataDirClaim* claim) {
+  DataDirClaim read;
+  if (claim == nullptr) claim = &read;
+  if (std::string problem = read_data_dir_claim(dir, claim); !problem.empty()) return problem;
+  if (claim->node_id == 0 || claim->node_id == id) return "";
+  return dir + " holds node " + std::to_string(claim->node_id) + "'s state, not node " +
          std::to_string(id) + "'s (--node_id): give each node its own directory back";
 }
 

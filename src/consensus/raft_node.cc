@@ -348,8 +348,7 @@ bool RaftNode::Impl::open(std::string* error) {
   };
   // Before libraft reads the directory: whose is it?
   DataDirClaim claim;
-  std::string problem = read_data_dir_claim(settings.data_dir, &claim);
-  if (problem.empty()) problem = data_dir_claim_problem(settings.data_dir, settings.id);
+  std::string problem = data_dir_claim_problem(settings.data_dir, settings.id, &claim);
   if (problem.empty()) problem = peers.load(settings.data_dir);
   if (!problem.empty()) {
     *error = "--data_dir " + problem;

@@ -511,16 +511,21 @@ DeleteStatus Store::invalidate(std::string_view key, uint64_t compare_cas, Owner
   if (!item) return DeleteStatus::kNotFound;
   if (found.shard.locked_against(item, owner)) return DeleteStatus::kLocked;
   if (compare_cas != 0 && client_cas(*item) != compare_cas) return DeleteStatus::kExists;
-  // A copy with the new CAS: readers may still be sending the old one.
-  ItemRef copy = allocate(key, item->flags, exptime ? *exptime : item->exptime, item->value_len);
+  ItemRef copy = copy_in_place(*item, exptime ? *exptime : item->exptime);
   if (!copy) return DeleteStatus::kNotFound;
-  std::memcpy(copy->value(), item->value(), item->value_len);
-  carry_meta_state(*item, *copy);
   copy->stale = true;  // the next reader is told to recache (W), the rest Z
   copy->token_sent = false;
   copy->cas = next_cas();
   replace(found.shard, found.hash, item, copy.get(), /*counted=*/false);  // in place in memcached
   return DeleteStatus::kDeleted;
+}
+
+ItemRef Store::copy_in_place(const Item& item, RelTime exptime) const {
+  ItemRef copy = allocate(item.key(), item.flags, exptime, item.value_len);
+  if (!copy) return {};
+  std::memcpy(copy->value(), item.value(), item.value_len);
+  carry_meta_state(item, *copy);
+  return copy;
 }
 
 ItemRef Store::combine(const Item& old_item, const Item& addition, bool append) const {
@@ -719,12 +724,10 @@ LockStatus Store::unlock(std::string_view key, OwnerId owner) {
   clear_lock(found.shard, item);
   if (is_flushed(*item, found.now)) {
     // A flush_all while it was locked spared it, and unlocking must not
-    // apply that flush after the fact: the item counts as stored now. A copy
-    // gets the new CAS, since readers may be sending the old one.
-    ItemRef copy = allocate(item->key(), item->flags, item->exptime, item->value_len);
+    // apply that flush after the fact: the item counts as stored now, with
+    // a new CAS.
+    ItemRef copy = copy_in_place(*item, item->exptime);
     if (copy) {
-      std::memcpy(copy->value(), item->value(), item->value_len);
-      carry_meta_state(*item, *copy);
       copy->cas = next_cas();
       replace(found.shard, found.hash, item, copy.get(), /*counted=*/false);  // the same item
     }

@@ -33,8 +33,10 @@ struct DataDirClaim {
 // be read, for the one line that stops the start.
 std::string read_data_dir_claim(const std::string& dir, DataDirClaim* claim);
 // "" when no member or node `id` claimed `dir`; otherwise why it is not
-// node `id`'s. Reads only: the configuration's checks, before any bind.
-std::string data_dir_claim_problem(const std::string& dir, uint64_t id);
+// node `id`'s. Reads only: the configuration's checks, before any bind,
+// and the Raft node's start, which takes the claim read (`claim`).
+std::string data_dir_claim_problem(const std::string& dir, uint64_t id,
+                                   DataDirClaim* claim = nullptr);
 // Claims `dir` (written whole, owned as the directory is); "" or why not.
 std::string write_data_dir_claim(const std::string& dir, const DataDirClaim& claim);
 // A new random incarnation, hex.

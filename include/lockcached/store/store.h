@@ -498,6 +498,11 @@ class Store {
   void reclaim(Shard& shard, Item* item);
   void reclaim(Shard& shard, Item* item, uint64_t hash);
   uint64_t next_cas() { return next_cas_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // A copy of `item` standing in for a change memcached makes in place
+  // (readers may still be sending the old one): its key, flags, value and
+  // meta state, with `exptime`; the caller gives it its new CAS. Empty when
+  // memory is short.
+  ItemRef copy_in_place(const Item& item, RelTime exptime) const;
   ItemRef combine(const Item& old_item, const Item& addition, bool append) const;
 
   const Clock& clock_;
